@@ -10,11 +10,13 @@ from agents.vlm.base import (
     VLMError,
     VLMNotConfiguredError,
 )
+from agents.vlm.openai_compat import OpenAICompatibleVLM
 
 __all__ = [
     "ChatMessage",
     "ChatResult",
     "ImageInput",
+    "OpenAICompatibleVLM",
     "SamplingParams",
     "TokenUsage",
     "VisionLanguageModel",
