@@ -1,1 +1,1 @@
-"""CultureKAR: retrieval."""
+"""Retrieval: embedders, entity grounding, web search backends, OCR."""

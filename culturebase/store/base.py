@@ -1,0 +1,183 @@
+"""The store interface: named collections of points with dense/sparse vectors and payloads.
+
+Two backends implement :class:`Collection` (embedded Qdrant Edge, Qdrant server); the
+:class:`~culturebase.store.culturebase.CultureBaseStore` builds entity and corpus views
+on top of whichever one the settings choose.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+SparseVec = dict[int, float]
+POINT_NAMESPACE = uuid.UUID("6f1c3c1e-3d43-4c56-9a65-2f0b1f6c9a11")
+SCHEMA_VERSION = 1
+
+
+class StoreError(RuntimeError):
+    """Base class of store errors; messages are meant for users."""
+
+
+class StoreLockedError(StoreError):
+    """The embedded store folder is open in another process."""
+
+
+class EmbedderMismatchError(StoreError):
+    """A collection built by one embedder was used with another."""
+
+
+class StoreNotFoundError(StoreError):
+    """The collection does not exist yet (nothing was imported)."""
+
+
+@dataclass(frozen=True)
+class EmbedderInfo:
+    """Which embedder built a collection: recorded at creation, checked on every open."""
+
+    name: str
+    dim: int
+    sparse: bool = False
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.dim}-d{', sparse' if self.sparse else ''})"
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    """Shape of a collection: dense vector names, sparse vector names, keyword payload indexes."""
+
+    name: str
+    dense: tuple[str, ...]
+    sparse: tuple[str, ...] = ()
+    keyword_indexes: tuple[str, ...] = ()
+
+
+@dataclass
+class PointRecord:
+    """A point to upsert: string id, named dense vectors, named sparse vectors, payload."""
+
+    id: str
+    dense: dict[str, np.ndarray]
+    payload: dict[str, Any]
+    sparse: dict[str, SparseVec] = field(default_factory=dict)
+
+
+@dataclass
+class ScoredRecord:
+    """A search hit: the point's string id, its score and payload."""
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PayloadFilter:
+    """Equality filters on indexed payload fields (all must hold); values in a list match any."""
+
+    equals: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of(cls, **fields: str | Sequence[str] | None) -> "PayloadFilter | None":
+        items = []
+        for key, value in fields.items():
+            if value is None or value == [] or value == ():
+                continue
+            values = (value,) if isinstance(value, str) else tuple(value)
+            items.append((key, values))
+        return cls(tuple(items)) if items else None
+
+
+def point_uuid(point_id: str) -> str:
+    """Qdrant point id (a UUID) for a string id; the string id is kept in the payload as ``_id``."""
+    return str(uuid.uuid5(POINT_NAMESPACE, point_id))
+
+
+class Collection(abc.ABC):
+    """One named collection in a backend."""
+
+    spec: CollectionSpec
+    embedder: EmbedderInfo
+
+    @abc.abstractmethod
+    def upsert(self, points: Sequence[PointRecord]) -> None:
+        """Insert or replace points (idempotent by id)."""
+
+    @abc.abstractmethod
+    def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Payloads of the given ids that exist, in the given order."""
+
+    @abc.abstractmethod
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete points by id (missing ids are ignored)."""
+
+    @abc.abstractmethod
+    def count(self, flt: PayloadFilter | None = None) -> int:
+        """Exact number of points matching the filter."""
+
+    @abc.abstractmethod
+    def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
+        """Every payload, in id order, fetched in batches."""
+
+    @abc.abstractmethod
+    def search(
+        self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None
+    ) -> list[ScoredRecord]:
+        """Nearest points by cosine similarity on a named dense vector."""
+
+    @abc.abstractmethod
+    def search_sparse(
+        self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None
+    ) -> list[ScoredRecord]:
+        """Best points by dot product on a named sparse vector."""
+
+    def flush(self) -> None:
+        """Persist pending writes (no-op where writes are synchronous)."""
+
+
+class Backend(abc.ABC):
+    """A place that holds collections."""
+
+    kind: str
+
+    @abc.abstractmethod
+    def open_collection(self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True) -> Collection:
+        """Open (or create) a collection, refusing one built by another embedder."""
+
+    @abc.abstractmethod
+    def collection_info(self, name: str) -> dict[str, Any] | None:
+        """Recorded metadata of a collection (embedder, schema), or None when absent."""
+
+    @abc.abstractmethod
+    def replace_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]]
+    ) -> Collection:
+        """Build a new collection from batches of points, then swap it in place of the old one."""
+
+    @abc.abstractmethod
+    def drop_collection(self, name: str) -> None:
+        """Delete a collection and its data."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release files, locks and connections."""
+
+    def describe(self) -> str:
+        return self.kind
+
+
+def check_embedder(name: str, recorded: dict[str, Any], embedder: EmbedderInfo, where: str) -> None:
+    """Raise :class:`EmbedderMismatchError` unless the collection was built by ``embedder``."""
+    rec_name, rec_dim = recorded.get("embedder"), recorded.get("dim")
+    if rec_name != embedder.name or rec_dim != embedder.dim:
+        raise EmbedderMismatchError(
+            f"collection {name!r} at {where} was built with embedder {rec_name} ({rec_dim}-d) but the configured "
+            f"embedder is {embedder.describe()}; run `kar kb reindex` to re-embed it with {embedder.name}, "
+            f"or set KAR_EMBEDDER={rec_name} to use it as it is"
+        )

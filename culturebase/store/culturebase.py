@@ -1,0 +1,221 @@
+"""CultureBaseStore: entities and the crawled-pages corpus on top of a backend.
+
+The store holds vectors it is given; it never embeds.  Callers pass the
+:class:`EmbedderInfo` of their embedder and the store refuses collections built by
+another one (see ``kar kb reindex``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from culturebase.entity import Entity, normalize_text
+from culturebase.settings import Settings
+from culturebase.store.base import (
+    Backend,
+    Collection,
+    CollectionSpec,
+    EmbedderInfo,
+    PayloadFilter,
+    PointRecord,
+    SparseVec,
+    StoreError,
+)
+
+ENTITY_DENSE = ("full", "identity", "visual", "usage")
+ENTITY_SPARSE = ("full_sparse", "identity_sparse")
+CORPUS_DENSE = ("text",)
+CORPUS_SPARSE = ("text_sparse",)
+
+
+def entity_spec(embedder: EmbedderInfo) -> CollectionSpec:
+    """Entities: one dense vector per grounding route (+ sparse lexical vectors for bge-m3)."""
+    return CollectionSpec(
+        "entities",
+        dense=ENTITY_DENSE,
+        sparse=ENTITY_SPARSE if embedder.sparse else (),
+        keyword_indexes=("language", "sites", "match_keys"),
+    )
+
+
+def corpus_spec(embedder: EmbedderInfo) -> CollectionSpec:
+    """Corpus: cleaned page text chunks for the offline web-search backend."""
+    return CollectionSpec(
+        "corpus",
+        dense=CORPUS_DENSE,
+        sparse=CORPUS_SPARSE if embedder.sparse else (),
+        keyword_indexes=("site", "url", "entity_id"),
+    )
+
+
+class CultureBaseStore:
+    """Entity records with route vectors, plus the corpus collection, in one backend."""
+
+    def __init__(self, backend: Backend, embedder: EmbedderInfo, batch_size: int = 64, create: bool = True) -> None:
+        self.backend = backend
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self._entities: Collection | None = None
+        self._corpus: Collection | None = None
+        self._create = create
+        if create or backend.collection_info("entities") is not None:
+            self._entities = backend.open_collection(entity_spec(embedder), embedder, create=create)
+
+    # -- collections --------------------------------------------------------------------
+    @property
+    def entities(self) -> Collection:
+        if self._entities is None:
+            self._entities = self.backend.open_collection(entity_spec(self.embedder), self.embedder, create=self._create)
+        return self._entities
+
+    @property
+    def corpus(self) -> Collection:
+        """The crawled-pages corpus (created on first use)."""
+        if self._corpus is None:
+            self._corpus = self.backend.open_collection(corpus_spec(self.embedder), self.embedder, create=True)
+        return self._corpus
+
+    # -- entity writes ------------------------------------------------------------------
+    def upsert_entities(
+        self,
+        entities: Sequence[Entity],
+        dense: dict[str, np.ndarray],
+        sparse: dict[str, Sequence[SparseVec]] | None = None,
+    ) -> int:
+        """Upsert entities with their route vectors (``dense[name]`` is an (n, dim) array); returns n."""
+        n = len(entities)
+        for name in self.entities.spec.dense:
+            if name not in dense or len(dense[name]) != n:
+                raise StoreError(f"upsert_entities: vector {name!r} missing or not one row per entity")
+        for start in range(0, n, self.batch_size):
+            stop = min(n, start + self.batch_size)
+            points = [
+                PointRecord(
+                    id=e.id,
+                    dense={name: dense[name][i] for name in self.entities.spec.dense},
+                    sparse={name: (sparse or {}).get(name, [{}] * n)[i] for name in self.entities.spec.sparse},
+                    payload=e.to_payload(),
+                )
+                for i, e in zip(range(start, stop), entities[start:stop])
+            ]
+            self.entities.upsert(points)
+        self.entities.flush()
+        return n
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete entities by id; returns how many existed."""
+        existing = [p["_id"] for p in self.entities.retrieve(list(ids))]
+        self.entities.delete(existing)
+        self.entities.flush()
+        return len(existing)
+
+    # -- entity reads -------------------------------------------------------------------
+    def get(self, entity_id: str) -> Entity | None:
+        """One entity by id."""
+        found = self.entities.retrieve([entity_id])
+        return Entity.from_payload(found[0]) if found else None
+
+    def get_many(self, ids: Sequence[str]) -> list[Entity]:
+        """Entities by id (missing ones skipped), in order."""
+        return [Entity.from_payload(p) for p in self.entities.retrieve(list(ids))]
+
+    def count(self, language: str | None = None, site: str | None = None) -> int:
+        """Number of entities, optionally filtered."""
+        if self._entities is None and self.backend.collection_info("entities") is None:
+            return 0
+        return self.entities.count(PayloadFilter.of(language=language, sites=site))
+
+    def iter_entities(self, batch: int = 256, language: str | None = None) -> Iterator[Entity]:
+        """Every entity (export / reindex)."""
+        for payload in self.entities.scroll(batch=batch, flt=PayloadFilter.of(language=language)):
+            yield Entity.from_payload(payload)
+
+    def find_by_name(self, names: Iterable[str], language: str | None = None) -> list[Entity]:
+        """Entities whose name or an alias equals one of ``names`` after normalization."""
+        keys = sorted({normalize_text(n) for n in names if normalize_text(n)})
+        if not keys:
+            return []
+        flt = PayloadFilter.of(match_keys=keys, language=language)
+        return [Entity.from_payload(p) for p in self.entities.scroll(batch=256, flt=flt)]
+
+    def search(
+        self,
+        vector_name: str,
+        vector: np.ndarray,
+        limit: int = 10,
+        language: str | None = None,
+        site: str | None = None,
+    ) -> list[tuple[Entity, float]]:
+        """Nearest entities on one route vector."""
+        hits = self.entities.search(vector_name, vector, limit, PayloadFilter.of(language=language, sites=site))
+        return [(Entity.from_payload(h.payload), h.score) for h in hits]
+
+    def search_sparse(
+        self, vector_name: str, vector: SparseVec, limit: int = 10, language: str | None = None
+    ) -> list[tuple[Entity, float]]:
+        """Best entities by sparse lexical weights (bge-m3 only)."""
+        if vector_name not in self.entities.spec.sparse:
+            return []
+        hits = self.entities.search_sparse(vector_name, vector, limit, PayloadFilter.of(language=language))
+        return [(Entity.from_payload(h.payload), h.score) for h in hits]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by language and site, the backend and the embedder."""
+        total = self.count()
+        by_lang: dict[str, int] = {}
+        by_site: dict[str, int] = {}
+        if total:
+            for e in self.iter_entities():
+                by_lang[e.language] = by_lang.get(e.language, 0) + 1
+                for s in e.sites:
+                    by_site[s] = by_site.get(s, 0) + 1
+        corpus_count = self.corpus.count() if self.backend.collection_info("corpus") is not None else 0
+        return {
+            "entities": total,
+            "by_language": dict(sorted(by_lang.items())),
+            "by_site": dict(sorted(by_site.items())),
+            "corpus_chunks": corpus_count,
+            "backend": self.backend.describe(),
+            "embedder": {"name": self.embedder.name, "dim": self.embedder.dim, "sparse": self.embedder.sparse},
+        }
+
+    def close(self) -> None:
+        """Flush and release the backend (and its lock)."""
+        self.backend.close()
+
+    def __enter__(self) -> "CultureBaseStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open_backend(settings: Settings) -> Backend:
+    """The backend the settings choose: a Qdrant server when KAR_QDRANT_URL is set, else embedded."""
+    if settings.qdrant_url:
+        from culturebase.store.server import ServerBackend
+
+        return ServerBackend(
+            url=settings.qdrant_url,
+            api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+            prefix=settings.qdrant_collection_prefix,
+            shards=settings.qdrant_shards,
+            replication_factor=settings.qdrant_replication_factor,
+            write_consistency=settings.qdrant_write_consistency,
+        )
+    from culturebase.store.edge import EdgeBackend
+
+    return EdgeBackend(settings.kb_path)
+
+
+def open_store(settings: Settings, embedder: EmbedderInfo, create: bool = True) -> CultureBaseStore:
+    """Open CultureBase for an embedder; raises StoreLockedError / EmbedderMismatchError with user-facing messages."""
+    backend = open_backend(settings)
+    try:
+        return CultureBaseStore(backend, embedder, batch_size=settings.upsert_batch_size, create=create)
+    except BaseException:
+        backend.close()
+        raise

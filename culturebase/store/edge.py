@@ -1,0 +1,300 @@
+"""Embedded backend: Qdrant Edge (the Qdrant engine in-process), one shard folder per collection.
+
+The storage folder is single-process.  A lock file (``.lock``, holding the owner's pid and
+command line) is taken with ``flock`` when the backend opens; a second opener gets a
+:class:`StoreLockedError` that names the holder and what to do instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from culturebase.store.base import (
+    SCHEMA_VERSION,
+    Backend,
+    Collection,
+    CollectionSpec,
+    EmbedderInfo,
+    PayloadFilter,
+    PointRecord,
+    ScoredRecord,
+    SparseVec,
+    StoreError,
+    StoreLockedError,
+    check_embedder,
+    point_uuid,
+)
+
+log = logging.getLogger(__name__)
+META_FILE = "culturekar.json"
+
+
+def _edge() -> Any:
+    import qdrant_edge
+
+    return qdrant_edge
+
+
+def _edge_filter(flt: PayloadFilter | None) -> Any:
+    if flt is None:
+        return None
+    qe = _edge()
+    must = []
+    for key, values in flt.equals:
+        match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
+        must.append(qe.FieldCondition(key=key, match=match))
+    return qe.Filter(must=must)
+
+
+class EdgeCollection(Collection):
+    """A collection stored as one Qdrant Edge shard."""
+
+    def __init__(self, path: Path, spec: CollectionSpec, embedder: EmbedderInfo, shard: Any) -> None:
+        self.path = path
+        self.spec = spec
+        self.embedder = embedder
+        self._shard = shard
+
+    # -- writes -------------------------------------------------------------------------
+    def upsert(self, points: Sequence[PointRecord]) -> None:
+        if not points:
+            return
+        qe = _edge()
+        batch = []
+        for p in points:
+            vectors: dict[str, Any] = {}
+            for name in self.spec.dense:
+                vec = np.asarray(p.dense[name], dtype=np.float32)
+                if vec.shape != (self.embedder.dim,):
+                    raise StoreError(f"point {p.id!r}: vector {name!r} has shape {vec.shape}, expected ({self.embedder.dim},)")
+                vectors[name] = vec.tolist()
+            for name in self.spec.sparse:
+                sv = p.sparse.get(name) or {}
+                idx = sorted(sv)
+                vectors[name] = qe.SparseVector(indices=idx, values=[float(sv[i]) for i in idx])
+            payload = dict(p.payload)
+            payload["_id"] = p.id
+            batch.append(qe.Point(id=point_uuid(p.id), vector=vectors, payload=payload))
+        self._shard.update(qe.UpdateOperation.upsert_points(batch))
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            qe = _edge()
+            self._shard.update(qe.UpdateOperation.delete_points([point_uuid(i) for i in ids]))
+
+    def flush(self) -> None:
+        self._shard.flush()
+
+    # -- reads --------------------------------------------------------------------------
+    def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=True, with_vector=False)
+        by_id = {r.payload["_id"]: r.payload for r in records if r.payload}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def count(self, flt: PayloadFilter | None = None) -> int:
+        qe = _edge()
+        return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
+
+    def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
+        qe = _edge()
+        offset = None
+        while True:
+            records, offset = self._shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=batch, filter=_edge_filter(flt), with_payload=True, with_vector=False)
+            )
+            for r in records:
+                yield r.payload
+            if offset is None or not records:
+                return
+
+    def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+        qe = _edge()
+        query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
+        hits = self._shard.search(qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), with_payload=True))
+        return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in hits]
+
+    def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+        if not vector:
+            return []
+        qe = _edge()
+        idx = sorted(vector)
+        sv = qe.SparseVector(indices=idx, values=[float(vector[i]) for i in idx])
+        hits = self._shard.search(
+            qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=True)
+        )
+        return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in hits]
+
+    def close(self) -> None:
+        try:
+            self._shard.flush()
+        finally:
+            self._shard.close()
+
+
+class EdgeBackend(Backend):
+    """Collections as Qdrant Edge shards under one folder, guarded by a process lock."""
+
+    kind = "embedded"
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create CultureBase folder {self.root}: {exc.strerror}") from exc
+        if not os.access(self.root, os.R_OK | os.W_OK | os.X_OK):
+            raise StoreError(f"CultureBase folder {self.root} is not readable and writable by this user")
+        self._lock_fd = self._acquire_lock()
+        self._open: dict[str, EdgeCollection] = {}
+
+    def describe(self) -> str:
+        return f"embedded Qdrant Edge at {self.root}"
+
+    # -- locking ------------------------------------------------------------------------
+    def _acquire_lock(self) -> int:
+        lock_path = self.root / ".lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "an unknown process"
+            os.close(fd)
+            raise StoreLockedError(
+                f"CultureBase at {self.root} is already open in another process ({holder}); the embedded store is "
+                "single-process: stop that process, or go through the API of the running service (kar serve), "
+                "or configure a Qdrant server with KAR_QDRANT_URL for shared access"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:300]}".encode())
+        return fd
+
+    def close(self) -> None:
+        for coll in self._open.values():
+            coll.close()
+        self._open.clear()
+        if self._lock_fd is not None:
+            try:
+                os.ftruncate(self._lock_fd, 0)
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __del__(self) -> None:  # pragma: no cover - safety net
+        if getattr(self, "_lock_fd", None) is not None:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    # -- collections --------------------------------------------------------------------
+    def _meta_path(self, name: str) -> Path:
+        return self.root / name / META_FILE
+
+    def collection_info(self, name: str) -> dict[str, Any] | None:
+        path = self._meta_path(name)
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text("utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise StoreError(f"collection metadata {path} is unreadable: {exc}") from exc
+
+    def _config(self, spec: CollectionSpec, embedder: EmbedderInfo) -> Any:
+        qe = _edge()
+        return qe.EdgeConfig(
+            vectors={n: qe.EdgeVectorParams(size=embedder.dim, distance=qe.Distance.Cosine) for n in spec.dense},
+            sparse_vectors={n: qe.EdgeSparseVectorParams() for n in spec.sparse} or None,
+        )
+
+    def _create_at(self, folder: Path, spec: CollectionSpec, embedder: EmbedderInfo) -> Any:
+        qe = _edge()
+        shard_dir = folder / "shard"
+        shard = qe.EdgeShard.create(str(shard_dir), self._config(spec, embedder))
+        for field_name in spec.keyword_indexes:
+            shard.update(qe.UpdateOperation.create_field_index(field_name, qe.PayloadSchemaType.Keyword))
+        meta = {
+            "collection": spec.name,
+            "embedder": embedder.name,
+            "dim": embedder.dim,
+            "sparse": embedder.sparse,
+            "dense_vectors": list(spec.dense),
+            "sparse_vectors": list(spec.sparse),
+            "schema_version": SCHEMA_VERSION,
+            "created_at": datetime.now(timezone.utc).isoformat(),
+        }
+        tmp = folder / (META_FILE + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=2), "utf-8")
+        tmp.replace(folder / META_FILE)
+        return shard
+
+    def open_collection(self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True) -> EdgeCollection:
+        if spec.name in self._open:
+            coll = self._open[spec.name]
+            check_embedder(spec.name, {"embedder": coll.embedder.name, "dim": coll.embedder.dim}, embedder, str(self.root))
+            return coll
+        folder = self.root / spec.name
+        meta = self.collection_info(spec.name)
+        qe = _edge()
+        if meta is None:
+            if not create:
+                from culturebase.store.base import StoreNotFoundError
+
+                raise StoreNotFoundError(f"no collection {spec.name!r} in {self.root} yet: import entities first (kar kb import FILE)")
+            if folder.exists():
+                shutil.rmtree(folder)  # a creation that died before writing its metadata
+            folder.mkdir(parents=True)
+            shard = self._create_at(folder, spec, embedder)
+        else:
+            check_embedder(spec.name, meta, embedder, str(self.root))
+            shard = qe.EdgeShard.load(str(folder / "shard"))
+        coll = EdgeCollection(folder, spec, embedder, shard)
+        self._open[spec.name] = coll
+        return coll
+
+    def drop_collection(self, name: str) -> None:
+        coll = self._open.pop(name, None)
+        if coll is not None:
+            coll.close()
+        shutil.rmtree(self.root / name, ignore_errors=True)
+
+    def replace_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]]
+    ) -> EdgeCollection:
+        new_dir = self.root / f"{spec.name}.new"
+        old_dir = self.root / f"{spec.name}.old"
+        shutil.rmtree(new_dir, ignore_errors=True)
+        new_dir.mkdir(parents=True)
+        shard = self._create_at(new_dir, spec, embedder)
+        staging = EdgeCollection(new_dir, spec, embedder, shard)
+        try:
+            for batch in points:
+                staging.upsert(batch)
+        except BaseException:
+            staging.close()
+            shutil.rmtree(new_dir, ignore_errors=True)
+            raise
+        staging.close()
+        current = self._open.pop(spec.name, None)
+        if current is not None:
+            current.close()
+        live = self.root / spec.name
+        shutil.rmtree(old_dir, ignore_errors=True)
+        if live.exists():
+            live.rename(old_dir)
+        new_dir.rename(live)
+        shutil.rmtree(old_dir, ignore_errors=True)
+        return self.open_collection(spec, embedder, create=False)

@@ -1,0 +1,263 @@
+"""Server backend: a Qdrant server (single node or distributed) through ``qdrant-client``.
+
+Each logical collection is an alias (``{prefix}_{name}``) pointing at a physical
+collection (``{prefix}_{name}__{stamp}``), so ``kar kb reindex`` can build a new one and
+swap the alias atomically.  Collections are created with the shard, replication and
+write-consistency settings from config, so a Qdrant cluster works unchanged.  The
+embedder that built a collection is kept in the collection's metadata.
+
+``location=":memory:"`` or ``path=...`` selects qdrant-client's local mode, which the
+congruence tests use when no server is configured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from culturebase.store.base import (
+    SCHEMA_VERSION,
+    Backend,
+    Collection,
+    CollectionSpec,
+    EmbedderInfo,
+    PayloadFilter,
+    PointRecord,
+    ScoredRecord,
+    SparseVec,
+    StoreError,
+    StoreNotFoundError,
+    check_embedder,
+    point_uuid,
+)
+
+
+def _models() -> Any:
+    from qdrant_client import models
+
+    return models
+
+
+def _filter(flt: PayloadFilter | None) -> Any:
+    if flt is None:
+        return None
+    m = _models()
+    must = []
+    for key, values in flt.equals:
+        match = m.MatchValue(value=values[0]) if len(values) == 1 else m.MatchAny(any=list(values))
+        must.append(m.FieldCondition(key=key, match=match))
+    return m.Filter(must=must)
+
+
+class ServerCollection(Collection):
+    """A collection on a Qdrant server, addressed by its alias."""
+
+    def __init__(self, client: Any, alias: str, spec: CollectionSpec, embedder: EmbedderInfo, write_wait: bool = True) -> None:
+        self._client = client
+        self.alias = alias
+        self.spec = spec
+        self.embedder = embedder
+        self._wait = write_wait
+
+    def upsert(self, points: Sequence[PointRecord]) -> None:
+        if not points:
+            return
+        m = _models()
+        structs = []
+        for p in points:
+            vectors: dict[str, Any] = {}
+            for name in self.spec.dense:
+                vec = np.asarray(p.dense[name], dtype=np.float32)
+                if vec.shape != (self.embedder.dim,):
+                    raise StoreError(f"point {p.id!r}: vector {name!r} has shape {vec.shape}, expected ({self.embedder.dim},)")
+                vectors[name] = vec.tolist()
+            for name in self.spec.sparse:
+                sv = p.sparse.get(name) or {}
+                idx = sorted(sv)
+                vectors[name] = m.SparseVector(indices=idx, values=[float(sv[i]) for i in idx])
+            payload = dict(p.payload)
+            payload["_id"] = p.id
+            structs.append(m.PointStruct(id=point_uuid(p.id), vector=vectors, payload=payload))
+        self._client.upsert(self.alias, points=structs, wait=self._wait)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            m = _models()
+            self._client.delete(self.alias, points_selector=m.PointIdsList(points=[point_uuid(i) for i in ids]), wait=self._wait)
+
+    def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        records = self._client.retrieve(self.alias, ids=[point_uuid(i) for i in ids], with_payload=True, with_vectors=False)
+        by_id = {r.payload["_id"]: r.payload for r in records if r.payload}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def count(self, flt: PayloadFilter | None = None) -> int:
+        return int(self._client.count(self.alias, count_filter=_filter(flt), exact=True).count)
+
+    def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
+        offset = None
+        while True:
+            records, offset = self._client.scroll(
+                self.alias, scroll_filter=_filter(flt), limit=batch, offset=offset, with_payload=True, with_vectors=False
+            )
+            for r in records:
+                yield r.payload
+            if offset is None or not records:
+                return
+
+    def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+        res = self._client.query_points(
+            self.alias,
+            query=np.asarray(vector, dtype=np.float32).tolist(),
+            using=vector_name,
+            limit=limit,
+            query_filter=_filter(flt),
+            with_payload=True,
+        )
+        return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
+
+    def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+        if not vector:
+            return []
+        m = _models()
+        idx = sorted(vector)
+        res = self._client.query_points(
+            self.alias,
+            query=m.SparseVector(indices=idx, values=[float(vector[i]) for i in idx]),
+            using=vector_name,
+            limit=limit,
+            query_filter=_filter(flt),
+            with_payload=True,
+        )
+        return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
+
+
+class ServerBackend(Backend):
+    """Collections on a Qdrant server (or qdrant-client's local mode for tests)."""
+
+    kind = "server"
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        prefix: str = "culturebase",
+        shards: int = 1,
+        replication_factor: int = 1,
+        write_consistency: int = 1,
+        location: str | None = None,
+        timeout: int = 60,
+    ) -> None:
+        from qdrant_client import QdrantClient
+
+        self.url = url or location or ":memory:"
+        self.prefix = prefix
+        self.shards = shards
+        self.replication_factor = replication_factor
+        self.write_consistency = write_consistency
+        if url:
+            self._client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
+        else:
+            self._client = QdrantClient(location=location or ":memory:")
+        self._open: dict[str, ServerCollection] = {}
+
+    def describe(self) -> str:
+        return f"Qdrant server at {self.url}"
+
+    def _alias(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+    def _physical(self, alias: str) -> str | None:
+        for a in self._client.get_aliases().aliases:
+            if a.alias_name == alias:
+                return a.collection_name
+        return None
+
+    def collection_info(self, name: str) -> dict[str, Any] | None:
+        physical = self._physical(self._alias(name))
+        if physical is None:
+            return None
+        info = self._client.get_collection(physical)
+        return dict(info.config.metadata or {})
+
+    def _create_physical(self, spec: CollectionSpec, embedder: EmbedderInfo) -> str:
+        m = _models()
+        physical = f"{self._alias(spec.name)}__{time.strftime('%Y%m%d%H%M%S')}{time.time_ns() % 1000000:06d}"
+        self._client.create_collection(
+            physical,
+            vectors_config={n: m.VectorParams(size=embedder.dim, distance=m.Distance.COSINE) for n in spec.dense},
+            sparse_vectors_config={n: m.SparseVectorParams() for n in spec.sparse} or None,
+            shard_number=self.shards,
+            replication_factor=self.replication_factor,
+            write_consistency_factor=self.write_consistency,
+            metadata={
+                "collection": spec.name,
+                "embedder": embedder.name,
+                "dim": embedder.dim,
+                "sparse": embedder.sparse,
+                "dense_vectors": list(spec.dense),
+                "sparse_vectors": list(spec.sparse),
+                "schema_version": SCHEMA_VERSION,
+                "created_at": datetime.now(timezone.utc).isoformat(),
+            },
+        )
+        for field_name in spec.keyword_indexes:
+            self._client.create_payload_index(physical, field_name=field_name, field_schema=m.PayloadSchemaType.KEYWORD)
+        return physical
+
+    def _point_alias(self, alias: str, physical: str, old: str | None) -> None:
+        m = _models()
+        ops: list[Any] = []
+        if old is not None:
+            ops.append(m.DeleteAliasOperation(delete_alias=m.DeleteAlias(alias_name=alias)))
+        ops.append(m.CreateAliasOperation(create_alias=m.CreateAlias(collection_name=physical, alias_name=alias)))
+        self._client.update_collection_aliases(change_aliases_operations=ops)
+
+    def open_collection(self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True) -> ServerCollection:
+        alias = self._alias(spec.name)
+        meta = self.collection_info(spec.name)
+        if meta is None:
+            if not create:
+                raise StoreNotFoundError(f"no collection {alias!r} on {self.url} yet: import entities first (kar kb import FILE)")
+            physical = self._create_physical(spec, embedder)
+            self._point_alias(alias, physical, None)
+        else:
+            check_embedder(spec.name, meta, embedder, self.url)
+        coll = ServerCollection(self._client, alias, spec, embedder)
+        self._open[spec.name] = coll
+        return coll
+
+    def drop_collection(self, name: str) -> None:
+        alias = self._alias(name)
+        physical = self._physical(alias)
+        if physical is not None:
+            self._client.delete_collection(physical)
+        self._open.pop(name, None)
+
+    def replace_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]]
+    ) -> ServerCollection:
+        alias = self._alias(spec.name)
+        old = self._physical(alias)
+        physical = self._create_physical(spec, embedder)
+        staging = ServerCollection(self._client, physical, spec, embedder)
+        try:
+            for batch in points:
+                staging.upsert(batch)
+        except BaseException:
+            self._client.delete_collection(physical)
+            raise
+        self._point_alias(alias, physical, old)
+        if old is not None:
+            self._client.delete_collection(old)
+        self._open.pop(spec.name, None)
+        return self.open_collection(spec, embedder, create=False)
+
+    def close(self) -> None:
+        self._open.clear()
+        self._client.close()
