@@ -1,0 +1,289 @@
+"""KnowledgeBase: CultureBase plus the embedder that built it — add, import, export, reindex.
+
+Everything that writes entities goes through :meth:`KnowledgeBase.add`, which embeds the
+route texts of each record (``full``, ``identity``, ``visual``, ``usage``; sparse lexical
+weights too for bge-m3) in batches and upserts them.  Imports validate every line first,
+report the rejected ones with line numbers, and store the valid ones.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from culturebase.entity import Entity
+from culturebase.settings import Settings
+from culturebase.store import CultureBaseStore, EmbedderInfo, PointRecord, open_backend
+from culturebase.store.culturebase import ENTITY_DENSE, corpus_spec, entity_spec
+from retrieval.embedders import Embedder, build_embedder, embedder_info
+
+log = logging.getLogger(__name__)
+Progress = Callable[[int], None]
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line naming each failing field: ``field 'aliases.2': Input should be a valid string``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "record"
+        parts.append(f"field {loc!r}: {err['msg']}")
+    return "; ".join(parts)
+
+
+@dataclass
+class Rejected:
+    """An input line that was not stored, and why."""
+
+    line: int
+    reason: str
+
+
+@dataclass
+class ImportReport:
+    """What an import did."""
+
+    path: str
+    read: int = 0
+    stored: int = 0
+    merged_duplicates: int = 0
+    rejected: list[Rejected] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "read": self.read,
+            "stored": self.stored,
+            "merged_duplicates": self.merged_duplicates,
+            "rejected": [{"line": r.line, "reason": r.reason} for r in self.rejected],
+        }
+
+
+class ImportFileError(ValueError):
+    """The import file as a whole cannot be read (missing, unreadable, not JSON/JSONL)."""
+
+
+def parse_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """Yield ``(line_number, record, error)`` from our JSONL or the release's ``kb_entries.json`` (a JSON list)."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        raise ImportFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ImportFileError(f"{path}: is a directory, expected a .jsonl or .json file") from None
+    except PermissionError:
+        raise ImportFileError(f"{path}: permission denied") from None
+    except UnicodeDecodeError as exc:
+        raise ImportFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ImportFileError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        for i, rec in enumerate(data, start=1):
+            if isinstance(rec, dict):
+                yield i, rec, None
+            else:
+                yield i, None, f"record {i} is {type(rec).__name__}, expected a JSON object"
+        return
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg}"
+            continue
+        if not isinstance(rec, dict):
+            yield lineno, None, f"expected a JSON object, got {type(rec).__name__}"
+            continue
+        yield lineno, rec, None
+
+
+def record_to_entity(rec: dict[str, Any]) -> Entity:
+    """Our record format, or the release's (``source`` instead of ``source_work``)."""
+    if "source" in rec and "source_work" not in rec:
+        return Entity.from_release(rec)
+    return Entity.model_validate(rec)
+
+
+class KnowledgeBase:
+    """CultureBase store + embedder: the one way entities get embedded and stored."""
+
+    def __init__(self, store: CultureBaseStore, embedder: Embedder, embed_batch: int = 64) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.embed_batch = embed_batch
+
+    @classmethod
+    def open(cls, settings: Settings, embedder: Embedder | None = None, create: bool = True) -> "KnowledgeBase":
+        """Open the configured store for the configured (or given) embedder."""
+        from culturebase.store import open_store
+
+        embedder = embedder or build_embedder(settings)
+        store = open_store(settings, embedder_info(embedder), create=create)
+        return cls(store, embedder, embed_batch=max(settings.embedder_batch_size, 1))
+
+    # -- embedding ----------------------------------------------------------------------
+    def embed_entities(self, entities: Sequence[Entity]) -> tuple[dict[str, np.ndarray], dict[str, list[dict[int, float]]]]:
+        """Route vectors for the entities: one encode call per route, all texts batched."""
+        dense: dict[str, np.ndarray] = {}
+        sparse: dict[str, list[dict[int, float]]] = {}
+        texts = [e.route_texts() for e in entities]
+        for route in ENTITY_DENSE:
+            batch = self.embedder.encode_documents([t[route] for t in texts])
+            dense[route] = batch.dense
+            if batch.sparse is not None and route in ("full", "identity"):
+                sparse[f"{route}_sparse"] = batch.sparse
+        return dense, sparse
+
+    def add(self, entities: Sequence[Entity], progress: Progress | None = None) -> int:
+        """Embed and upsert entities in batches; returns how many were stored."""
+        stored = 0
+        for start in range(0, len(entities), self.embed_batch):
+            chunk = list(entities[start : start + self.embed_batch])
+            dense, sparse = self.embed_entities(chunk)
+            self.store.upsert_entities(chunk, dense, sparse or None)
+            stored += len(chunk)
+            if progress:
+                progress(len(chunk))
+        return stored
+
+    def add_corpus_chunks(self, chunks: Sequence[dict[str, Any]]) -> int:
+        """Embed and upsert page-text chunks into the corpus collection.
+
+        Each chunk is a payload dict with at least ``id`` (stable, e.g. ``{url}#{n}``), ``text``,
+        ``url``, ``title`` and ``site``; ``entity_id`` and ``chunk`` are optional.
+        """
+        for i, c in enumerate(chunks):
+            missing = [k for k in ("id", "text", "url", "title", "site") if not c.get(k)]
+            if missing:
+                raise ValueError(f"corpus chunk {i}: missing or empty field(s) {', '.join(missing)}")
+        payloads = [{"_id": c["id"], **{k: v for k, v in c.items() if k != "id"}} for c in chunks]
+        stored = 0
+        for batch in corpus_batches(self.embedder, payloads, self.embed_batch):
+            self.store.corpus.upsert(batch)
+            stored += len(batch)
+        self.store.corpus.flush()
+        return stored
+
+    # -- import / export ----------------------------------------------------------------
+    def validate_file(self, path: Path) -> tuple[list[Entity], ImportReport]:
+        """Parse and validate a file without touching the store; duplicates within the file are merged."""
+        report = ImportReport(path=str(path))
+        by_id: dict[str, Entity] = {}
+        for lineno, rec, error in parse_records(path):
+            report.read += 1
+            if error is not None:
+                report.rejected.append(Rejected(lineno, error))
+                continue
+            assert rec is not None
+            try:
+                entity = record_to_entity(rec)
+            except ValidationError as exc:
+                report.rejected.append(Rejected(lineno, format_validation_error(exc)))
+                continue
+            except ValueError as exc:
+                report.rejected.append(Rejected(lineno, str(exc)))
+                continue
+            if entity.id in by_id:
+                by_id[entity.id] = by_id[entity.id].merged_with(entity)
+                report.merged_duplicates += 1
+            else:
+                by_id[entity.id] = entity
+        return list(by_id.values()), report
+
+    def import_file(self, path: Path, progress: Progress | None = None) -> ImportReport:
+        """Import a JSONL / release JSON file: valid records are stored, rejected ones reported by line."""
+        entities, report = self.validate_file(path)
+        report.stored = self.add(entities, progress=progress)
+        return report
+
+    def export(self, out: IO[str], language: str | None = None) -> int:
+        """Write every entity as JSONL; returns the count."""
+        n = 0
+        for entity in self.store.iter_entities(language=language):
+            out.write(entity.model_dump_json() + "\n")
+            n += 1
+        return n
+
+    # -- reindex ------------------------------------------------------------------------
+    @staticmethod
+    def reindex(settings: Settings, embedder: Embedder, progress: Progress | None = None) -> dict[str, Any]:
+        """Re-embed every entity (and corpus chunk) with ``embedder`` and swap the new collections in."""
+        backend = open_backend(settings)
+        try:
+            info = embedder_info(embedder)
+            old = backend.collection_info("entities")
+            if old is None:
+                raise ImportFileError("nothing to reindex: CultureBase is empty (kar kb import FILE first)")
+            old_info = EmbedderInfo(old["embedder"], int(old["dim"]), bool(old.get("sparse")))
+            old_store = CultureBaseStore(backend, old_info, create=False)
+            entities = list(old_store.iter_entities())
+            corpus_payloads = (
+                list(old_store.corpus.scroll()) if backend.collection_info("corpus") is not None else []
+            )
+            kb = KnowledgeBase.__new__(KnowledgeBase)
+            kb.embedder, kb.embed_batch = embedder, settings.embedder_batch_size
+
+            def entity_batches() -> Iterator[list[PointRecord]]:
+                for start in range(0, len(entities), kb.embed_batch):
+                    chunk = entities[start : start + kb.embed_batch]
+                    dense, sparse = kb.embed_entities(chunk)
+                    spec = entity_spec(info)
+                    yield [
+                        PointRecord(
+                            id=e.id,
+                            dense={n: dense[n][i] for n in spec.dense},
+                            sparse={n: sparse[n][i] for n in spec.sparse},
+                            payload=e.to_payload(),
+                        )
+                        for i, e in enumerate(chunk)
+                    ]
+                    if progress:
+                        progress(len(chunk))
+
+            backend.replace_collection(entity_spec(info), info, entity_batches())
+            if corpus_payloads:
+                backend.replace_collection(corpus_spec(info), info, corpus_batches(embedder, corpus_payloads, kb.embed_batch))
+            return {
+                "entities": len(entities),
+                "corpus_chunks": len(corpus_payloads),
+                "from": old_info.describe(),
+                "to": info.describe(),
+            }
+        finally:
+            backend.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "KnowledgeBase":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def corpus_batches(embedder: Embedder, payloads: Iterable[dict[str, Any]], batch: int) -> Iterator[list[PointRecord]]:
+    """Corpus chunks (payloads with ``_id`` and ``text``) re-embedded as point batches."""
+    items = list(payloads)
+    for start in range(0, len(items), batch):
+        chunk = items[start : start + batch]
+        emb = embedder.encode_documents([p.get("text", "") for p in chunk])
+        yield [
+            PointRecord(
+                id=p["_id"],
+                dense={"text": emb.dense[i]},
+                sparse={"text_sparse": emb.sparse[i]} if emb.sparse is not None else {},
+                payload={k: v for k, v in p.items() if k != "_id"},
+            )
+            for i, p in enumerate(chunk)
+        ]
