@@ -137,6 +137,10 @@ class Collection(abc.ABC):
     ) -> list[ScoredRecord]:
         """Best points by dot product on a named sparse vector."""
 
+    @abc.abstractmethod
+    def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
+        """The named sparse vector of each existing id."""
+
     def flush(self) -> None:
         """Persist pending writes (no-op where writes are synchronous)."""
 

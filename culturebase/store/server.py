@@ -96,6 +96,19 @@ class ServerCollection(Collection):
         by_id = {r.payload["_id"]: r.payload for r in records if r.payload}
         return [by_id[i] for i in ids if i in by_id]
 
+    def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
+        if not ids:
+            return {}
+        records = self._client.retrieve(
+            self.alias, ids=[point_uuid(i) for i in ids], with_payload=["_id"], with_vectors=[vector_name]
+        )
+        out: dict[str, SparseVec] = {}
+        for r in records:
+            vec = r.vector.get(vector_name) if isinstance(r.vector, dict) else None
+            if vec is not None and r.payload:
+                out[r.payload["_id"]] = dict(zip(vec.indices, vec.values))
+        return out
+
     def count(self, flt: PayloadFilter | None = None) -> int:
         return int(self._client.count(self.alias, count_filter=_filter(flt), exact=True).count)
 

@@ -1,0 +1,173 @@
+"""`kar kb`: import, export, search, stats, reindex, get and delete CultureBase entities."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.cli.common import console, emit_json, fail, progress_bar, user_errors
+
+kb_app = typer.Typer(help="CultureBase: the knowledge base of cultural entities.", no_args_is_help=True)
+_state: dict[str, Path | None] = {"kb": None}
+
+
+@kb_app.callback()
+def _kb_options(
+    kb: Annotated[Optional[Path], typer.Option("--kb", help="CultureBase folder (overrides KAR_KB_PATH).")] = None,
+) -> None:
+    _state["kb"] = kb
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from culturebase.settings import get_settings
+
+    settings = get_settings()
+    if _state["kb"] is not None:
+        settings = settings.model_copy(update={"kb_path": _state["kb"]})
+    return settings
+
+
+def _open(create: bool = True):  # type: ignore[no-untyped-def]
+    from retrieval.knowledge_base import KnowledgeBase
+
+    return KnowledgeBase.open(_settings(), create=create)
+
+
+@kb_app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="Our JSONL, or the MemeBench release's kb_entries.json.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")] = False,
+) -> None:
+    """Import entities; rejected lines are reported with line numbers and reasons (exit 3 if any)."""
+    with user_errors():
+        from retrieval.knowledge_base import ImportFileError, parse_records  # noqa: F401
+
+        with _open() as kb:
+            entities, report = kb.validate_file(file)
+            with progress_bar() as bar:
+                task = bar.add_task(f"embedding {file.name}", total=len(entities))
+                report.stored = kb.add(entities, progress=lambda n: bar.advance(task, n))
+            total = kb.store.count()
+    if json_out:
+        emit_json({**report.to_dict(), "total_entities": total})
+    else:
+        console.print(
+            f"stored {report.stored} entities from {file} ({report.merged_duplicates} duplicates merged, "
+            f"{len(report.rejected)} rejected); CultureBase now holds {total}",
+            highlight=False,
+        )
+        for r in report.rejected:
+            console.print(f"  line {r.line}: {r.reason}", highlight=False, soft_wrap=True)
+    if report.rejected:
+        raise typer.Exit(3)
+
+
+@kb_app.command("export")
+def export_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output JSONL file (default: stdout).")] = None,
+    lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language.")] = None,
+) -> None:
+    """Export every entity as JSONL."""
+    import sys
+
+    with user_errors(), _open(create=False) as kb:
+        if out is None:
+            n = kb.export(sys.stdout, language=lang)
+        else:
+            tmp = out.with_name(out.name + ".tmp")
+            with tmp.open("w", encoding="utf-8") as fh:
+                n = kb.export(fh, language=lang)
+            tmp.replace(out)
+    console.print(f"exported {n} entities", highlight=False)
+
+
+@kb_app.command("search")
+def search_cmd(
+    text: Annotated[str, typer.Argument(help="Text to ground (it serves as every cue route).")],
+    lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language.")] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=100)] = 5,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Search CultureBase with the same grounding retriever the pipeline uses."""
+    if not text.strip():
+        raise fail("search text is empty")
+    with user_errors():
+        from retrieval.grounding import EntityGrounder
+
+        settings = _settings()
+        with _open(create=False) as kb:
+            grounder = EntityGrounder(
+                kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k, candidates=max(settings.grounding_candidates, top_k)
+            )
+            result = grounder.search_text(text, language=lang, top_k=top_k)
+    hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
+    if json_out:
+        emit_json({"query": text, "tau": result.tau, "hits": hits})
+        return
+    table = Table(title=f"CultureBase: {text!r} (τ = {result.tau})")
+    for col in ("#", "name", "source work", "score", "route", "matched alias", "≥τ"):
+        table.add_column(col)
+    for i, h in enumerate(hits, 1):
+        table.add_row(str(i), h["name"], h["source_work"], f"{h['score']:.3f}", h["route"], h["matched_alias"] or "", "yes" if h["passes_tau"] else "")
+    Console().print(table)
+
+
+@kb_app.command("stats")
+def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Entity counts by language and site, corpus size, backend and embedder."""
+    with user_errors(), _open(create=False) as kb:
+        stats = kb.store.stats()
+    if json_out:
+        emit_json(stats)
+    else:
+        for key, value in stats.items():
+            Console().print(f"{key}: {value}", highlight=False)
+
+
+@kb_app.command("get")
+def get_cmd(entity_id: Annotated[str, typer.Argument()]) -> None:
+    """Print one entity as JSON."""
+    with user_errors(), _open(create=False) as kb:
+        entity = kb.store.get(entity_id)
+    if entity is None:
+        raise fail(f"no entity with id {entity_id!r}")
+    emit_json(entity.model_dump(mode="json"))
+
+
+@kb_app.command("delete")
+def delete_cmd(
+    entity_ids: Annotated[list[str], typer.Argument(help="Entity ids to delete.")],
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Delete entities by id (exit 1 if none of them existed)."""
+    with user_errors(), _open(create=False) as kb:
+        deleted = kb.store.delete(entity_ids)
+        total = kb.store.count()
+    if json_out:
+        emit_json({"deleted": deleted, "requested": len(entity_ids), "total_entities": total})
+    if not deleted:
+        raise fail(f"no entity with id {', '.join(entity_ids)}")
+    if not json_out:
+        console.print(f"deleted {deleted} of {len(entity_ids)}; {total} left", highlight=False)
+
+
+@kb_app.command("reindex")
+def reindex_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Re-embed CultureBase with the configured embedder and swap it in atomically."""
+    with user_errors():
+        from retrieval.embedders import build_embedder
+        from retrieval.knowledge_base import KnowledgeBase
+
+        settings = _settings()
+        embedder = build_embedder(settings)
+        with progress_bar() as bar:
+            task = bar.add_task("re-embedding", total=None)
+            result = KnowledgeBase.reindex(settings, embedder, progress=lambda n: bar.advance(task, n))
+    if json_out:
+        emit_json(result)
+    else:
+        console.print(f"reindexed {result['entities']} entities and {result['corpus_chunks']} corpus chunks: {result['from']} → {result['to']}", highlight=False)
