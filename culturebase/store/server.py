@@ -219,8 +219,12 @@ class ServerBackend(Backend):
                 "created_at": datetime.now(timezone.utc).isoformat(),
             },
         )
-        for field_name in spec.keyword_indexes:
-            self._client.create_payload_index(physical, field_name=field_name, field_schema=m.PayloadSchemaType.KEYWORD)
+        import warnings
+
+        with warnings.catch_warnings():  # local mode warns that indexes have no effect there
+            warnings.simplefilter("ignore", UserWarning)
+            for field_name in spec.keyword_indexes:
+                self._client.create_payload_index(physical, field_name=field_name, field_schema=m.PayloadSchemaType.KEYWORD)
         return physical
 
     def _point_alias(self, alias: str, physical: str, old: str | None) -> None:

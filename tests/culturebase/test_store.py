@@ -1,0 +1,220 @@
+"""The same store suite against every backend (congruence): embedded Qdrant Edge, qdrant-client's
+local mode, and a real Qdrant server when KAR_QDRANT_URL is set."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+
+from culturebase.entity import Entity
+from culturebase.settings import Settings
+from culturebase.store import (
+    CultureBaseStore,
+    EmbedderInfo,
+    EmbedderMismatchError,
+    StoreError,
+    StoreLockedError,
+    StoreNotFoundError,
+    open_store,
+)
+from culturebase.store.culturebase import ENTITY_DENSE
+from culturebase.store.edge import EdgeBackend
+from culturebase.store.server import ServerBackend
+
+DIM = 16
+INFO = EmbedderInfo("test-embedder", DIM, sparse=True)
+
+
+def _backend(kind: str, tmp_path):
+    if kind == "embedded":
+        return EdgeBackend(tmp_path / "kb")
+    if kind == "local":
+        return ServerBackend(location=":memory:", prefix=f"t{uuid.uuid4().hex[:8]}")
+    url = os.environ.get("KAR_QDRANT_URL")
+    if not url:
+        pytest.skip("KAR_QDRANT_URL not set: no Qdrant server to test against")
+    return ServerBackend(url=url, prefix=f"t{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(params=["embedded", "local", pytest.param("server", marks=pytest.mark.server)])
+def backend_kind(request):
+    return request.param
+
+
+@pytest.fixture
+def store(backend_kind, tmp_path):
+    s = CultureBaseStore(_backend(backend_kind, tmp_path), INFO, batch_size=3)
+    yield s
+    if backend_kind == "server":
+        s.backend.drop_collection("entities")
+        s.backend.drop_collection("corpus")
+    s.close()
+
+
+def _entities(n: int) -> list[Entity]:
+    return [
+        Entity(
+            name=f"entity {i}",
+            aliases=[f"alias {i}", f"别名{i}"],
+            language="zh" if i % 2 else "en",
+            sources=[{"site": "moegirl" if i % 3 == 0 else "knowyourmeme", "url": f"https://example.org/e/{i}"}],
+        )
+        for i in range(n)
+    ]
+
+
+def _vectors(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in ENTITY_DENSE:
+        m = rng.normal(size=(n, DIM)).astype(np.float32)
+        out[name] = m / np.linalg.norm(m, axis=1, keepdims=True)
+    return out
+
+
+def _sparse(n: int) -> dict[str, list[dict[int, float]]]:
+    return {name: [{i: 1.0, 1000 + i: 0.5} for i in range(n)] for name in ("full_sparse", "identity_sparse")}
+
+
+def test_upsert_is_idempotent_and_batched(store):
+    ents, vecs = _entities(10), _vectors(10)
+    assert store.upsert_entities(ents, vecs, _sparse(10)) == 10
+    store.upsert_entities(ents, vecs, _sparse(10))
+    assert store.count() == 10
+    assert store.get(ents[4].id) == ents[4]
+    assert store.get("missing") is None
+
+
+def test_filters_by_language_site_and_alias(store):
+    ents = _entities(9)
+    store.upsert_entities(ents, _vectors(9), _sparse(9))
+    assert store.count(language="zh") == 4
+    assert store.count(site="moegirl") == 3
+    assert [e.name for e in store.find_by_name(["ALIAS 7"])] == ["entity 7"]
+    assert [e.name for e in store.find_by_name(["别名3"], language="zh")] == ["entity 3"]
+    assert store.find_by_name(["别名3"], language="en") == []
+
+
+def test_search_returns_nearest_with_filters(store):
+    ents, vecs = _entities(12), _vectors(12)
+    store.upsert_entities(ents, vecs, _sparse(12))
+    for i in (0, 5, 11):
+        (top, score), *_ = store.search("identity", vecs["identity"][i], limit=3)
+        assert top.id == ents[i].id and score == pytest.approx(1.0, abs=1e-4)
+    hits = store.search("visual", vecs["visual"][5], limit=20, language="en")
+    assert hits and all(e.language == "en" for e, _ in hits)
+    sparse_hits = store.search_sparse("identity_sparse", {7: 1.0}, limit=3)
+    assert sparse_hits[0][0].id == ents[7].id and sparse_hits[0][1] == pytest.approx(1.0)
+    assert store.entities.retrieve_sparse([ents[2].id], "identity_sparse") == {ents[2].id: {2: 1.0, 1002: 0.5}}
+
+
+def test_delete_scroll_and_stats(store):
+    ents = _entities(7)
+    store.upsert_entities(ents, _vectors(7), _sparse(7))
+    assert store.delete([ents[0].id, "nope"]) == 1
+    assert store.count() == 6
+    assert sorted(e.id for e in store.iter_entities(batch=2)) == sorted(e.id for e in ents[1:])
+    stats = store.stats()
+    assert stats["entities"] == 6 and stats["by_language"] == {"en": 3, "zh": 3}
+    assert stats["embedder"]["name"] == "test-embedder"
+
+
+def test_wrong_vector_shape_is_rejected_before_writing(store):
+    ents = _entities(2)
+    bad = _vectors(2)
+    bad["usage"] = np.zeros((2, DIM + 1), dtype=np.float32)
+    with pytest.raises(StoreError, match="shape"):
+        store.upsert_entities(ents, bad, _sparse(2))
+    assert store.count() == 0
+
+
+def test_embedder_mismatch_is_a_clear_error(backend_kind, tmp_path):
+    backend = _backend(backend_kind, tmp_path)
+    CultureBaseStore(backend, INFO)
+    with pytest.raises(EmbedderMismatchError, match="kar kb reindex"):
+        CultureBaseStore(backend, EmbedderInfo("other", 8))
+    backend.close()
+
+
+def test_reindex_swaps_collection_atomically(store):
+    ents = _entities(5)
+    store.upsert_entities(ents, _vectors(5), _sparse(5))
+    new_info = EmbedderInfo("new-embedder", 8)
+    from culturebase.store import PointRecord
+    from culturebase.store.culturebase import entity_spec
+
+    rng = np.random.default_rng(1)
+    points = [
+        PointRecord(e.id, {n: rng.normal(size=8).astype(np.float32) for n in ENTITY_DENSE}, e.to_payload()) for e in ents
+    ]
+    store.backend.replace_collection(entity_spec(new_info), new_info, iter([points[:2], points[2:]]))
+    assert store.backend.collection_info("entities")["embedder"] == "new-embedder"
+    reopened = CultureBaseStore(store.backend, new_info)
+    assert reopened.count() == 5 and reopened.get(ents[3].id).name == "entity 3"
+
+
+def test_failed_reindex_keeps_the_old_collection(store):
+    ents = _entities(3)
+    store.upsert_entities(ents, _vectors(3), _sparse(3))
+    from culturebase.store.culturebase import entity_spec
+
+    def broken():
+        yield []
+        raise RuntimeError("embedder crashed")
+
+    with pytest.raises(RuntimeError):
+        store.backend.replace_collection(entity_spec(EmbedderInfo("x", 8)), EmbedderInfo("x", 8), broken())
+    assert store.backend.collection_info("entities")["embedder"] == "test-embedder"
+    assert CultureBaseStore(store.backend, INFO).count() == 3
+
+
+def test_open_without_create_on_empty_store_says_import_first(tmp_path):
+    backend = EdgeBackend(tmp_path / "kb")
+    with pytest.raises(StoreNotFoundError, match="kar kb import"):
+        CultureBaseStore(backend, INFO, create=False).entities
+    backend.close()
+
+
+def test_embedded_store_survives_reopen(tmp_path):
+    settings = Settings(kb_path=tmp_path / "kb")
+    ents = _entities(4)
+    with open_store(settings, INFO) as s:
+        s.upsert_entities(ents, _vectors(4), _sparse(4))
+    with open_store(settings, INFO, create=False) as s:
+        assert s.count() == 4 and s.get(ents[1].id) == ents[1]
+
+
+def test_second_process_gets_a_clear_lock_error(tmp_path):
+    settings = Settings(kb_path=tmp_path / "kb")
+    with open_store(settings, INFO):
+        code = (
+            "from culturebase.settings import Settings\n"
+            "from culturebase.store import open_store, EmbedderInfo, StoreLockedError\n"
+            f"try:\n    open_store(Settings(kb_path={str(tmp_path / 'kb')!r}), EmbedderInfo('test-embedder', {DIM}, True))\n"
+            "except StoreLockedError as e:\n    print('LOCKED', e)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert "LOCKED" in out.stdout, out.stderr
+        assert f"pid {os.getpid()}" in out.stdout and "kar serve" in out.stdout
+    # released on close: the same check now opens fine
+    with open_store(settings, INFO) as s:
+        assert s.count() == 0
+
+
+def test_in_process_second_open_is_refused_too(tmp_path):
+    b = EdgeBackend(tmp_path / "kb")
+    with pytest.raises(StoreLockedError):
+        EdgeBackend(tmp_path / "kb")
+    b.close()
+
+
+def test_unwritable_path_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="cannot create CultureBase folder"):
+        EdgeBackend(blocker / "kb")
