@@ -1,0 +1,56 @@
+"""The web-search contract: ``WebSearch.search(query, max_results) -> list[SearchResult]``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One search hit: title, URL and a content snippet (plus the backend's score, if any)."""
+
+    title: str
+    url: str
+    content: str
+    score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SearchResult":
+        score = data.get("score")
+        return cls(
+            title=str(data.get("title") or ""),
+            url=str(data.get("url") or ""),
+            content=str(data.get("content") or ""),
+            score=float(score) if isinstance(score, (int, float)) else None,
+        )
+
+
+class SearchError(RuntimeError):
+    """A search failed after its retries; the message names the backend and the cause."""
+
+
+class SearchNotConfiguredError(SearchError):
+    """The configured backend cannot run (e.g. Tavily without an API key)."""
+
+
+class CacheMissError(SearchError):
+    """Replay-only mode: the query is not in the search cache."""
+
+
+@runtime_checkable
+class WebSearch(Protocol):
+    """An async web search backend."""
+
+    name: str
+
+    def params(self, max_results: int) -> dict[str, Any]:
+        """The request parameters that determine the results (part of the cache key)."""
+        ...
+
+    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+        """Results for ``query``, best first; raise :class:`SearchError` after retries."""
+        ...
