@@ -55,3 +55,26 @@ def official_eval(vector: list[int], items: dict[str, list[int]] | None = None) 
         "parse_error": None,
         "format": "itemized_json",
     }
+
+
+def judge_reply_for_prompt(prompt: str, fail: set[tuple[str, int]] | frozenset = frozenset()) -> str:
+    """A well-formed judge JSON reply for the checklist found in a judge prompt.
+
+    ``fail`` holds (dimension, 1-based index) pairs to mark as failed.
+    """
+    import re
+
+    results: dict[str, list[dict[str, Any]]] = {}
+    section = prompt.split("## Checklist", 1)[1].split("## Candidate explanation", 1)[0]
+    current = None
+    for line in section.splitlines():
+        header = re.match(r"### (\w+)", line.strip())
+        if header:
+            current = header.group(1)
+            results[current] = []
+            continue
+        numbered = re.match(r"(\d+)\. ", line.strip())
+        if numbered and current:
+            index = int(numbered.group(1))
+            results[current].append({"index": index, "pass": 0 if (current, index) in fail else 1, "reason": f"{current} {index}"})
+    return json.dumps({"item_results": results})
