@@ -1,0 +1,229 @@
+"""``kar judge``, ``kar judge merge`` and ``kar report`` (registered into the ``kar`` app).
+
+Bad input is one line on stderr naming the file/item/field, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from eval.datasets import DatasetError, load_benchmark, load_judged, load_predictions
+
+err = Console(stderr=True)
+judge_app = typer.Typer(help="Judge responses against VIKR checklists (and merge two judges).", no_args_is_help=False)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
+    )
+
+
+@judge_app.callback(invoke_without_command=True)
+def judge_command(
+    ctx: typer.Context,
+    bench: Annotated[Path | None, typer.Option("--bench", help="MemeBench benchmark file (JSON/JSONL).")] = None,
+    pred: Annotated[Path | None, typer.Option("--pred", help="Predictions {id, image_path, response}.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Judge output (JSON list; .jsonl for JSONL).")] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Judge model id (default KAR_JUDGE_MODEL).")] = None,
+    judge_base_url: Annotated[
+        list[str] | None, typer.Option("--judge-base-url", help="Judge base URL(s) (default KAR_JUDGE_BASE_URLS).")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Concurrent judge calls.")] = None,
+    max_parse_retries: Annotated[int | None, typer.Option("--max-parse-retries", min=0)] = None,
+    image_root: Annotated[Path | None, typer.Option("--image-root", help="Folder image paths are relative to.")] = None,
+    cache: Annotated[Path | None, typer.Option("--cache", help="Judge cache (default DATA_DIR/judge_cache.sqlite).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the judge cache.")] = False,
+    no_resume: Annotated[bool, typer.Option("--no-resume", help="Re-judge items already in --out.")] = False,
+    price_input: Annotated[float | None, typer.Option("--price-input", help="USD per 1M prompt tokens.")] = None,
+    price_output: Annotated[float | None, typer.Option("--price-output", help="USD per 1M completion tokens.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+) -> None:
+    """Judge every benchmark item's response: kar judge --bench B --pred P --out O."""
+    if ctx.invoked_subcommand is not None:
+        return
+    missing = [flag for flag, value in (("--bench", bench), ("--pred", pred), ("--out", out)) if value is None]
+    if missing:
+        raise fail(f"kar judge needs {', '.join(missing)} (or a subcommand: merge)")
+    from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
+    from culturebase.settings import get_settings
+    from eval.judge import ChecklistJudge, JudgeCache, run_judge
+
+    settings = get_settings()
+    updates: dict[str, Any] = {}
+    if judge_model:
+        updates["judge_model"] = judge_model
+    if judge_base_url:
+        updates["judge_base_urls"] = list(judge_base_url)
+    if concurrency:
+        updates["judge_concurrency"] = concurrency
+    settings = settings.model_copy(update=updates)
+    try:
+        items = load_benchmark(bench, image_root=image_root)  # type: ignore[arg-type]
+        predictions = load_predictions(pred)  # type: ignore[arg-type]
+        vlm = OpenAICompatibleVLM.from_settings(settings, role="judge")
+    except (DatasetError, VLMNotConfiguredError) as exc:
+        raise fail(str(exc)) from None
+    judge = ChecklistJudge(
+        vlm, max_parse_retries=settings.judge_max_parse_retries if max_parse_retries is None else max_parse_retries
+    )
+    judge_cache = None if no_cache else JudgeCache(cache or settings.data_dir / "judge_cache.sqlite")
+
+    async def main() -> Any:
+        with _progress() as progress:
+            task = progress.add_task(f"judging with {vlm.model_id}", total=len(items))
+            return await run_judge(
+                items,
+                predictions,
+                out,  # type: ignore[arg-type]
+                judge,
+                bench_path=bench,
+                image_root=image_root,
+                concurrency=settings.judge_concurrency,
+                cache=judge_cache,
+                resume=not no_resume,
+                price_input_per_1m=price_input,
+                price_output_per_1m=price_output,
+                on_progress=lambda done, total: progress.update(task, completed=done),
+            )
+
+    try:
+        summary = asyncio.run(main())
+    except DatasetError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        if judge_cache is not None:
+            judge_cache.close()
+    data = summary.as_dict()
+    if json_out:
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=1))
+    else:
+        unscored = ", ".join(f"{k}: {v}" for k, v in sorted(summary.unscored.items())) or "none"
+        cost = f", cost ${summary.cost_usd:.4f}" if summary.cost_usd is not None else ""
+        err.print(
+            f"{summary.items} items: {summary.scored} scored, unscored {unscored}; judged {summary.judged}, "
+            f"resumed {summary.resumed}, cache hits {summary.cache_hits}; {summary.calls} calls, "
+            f"{summary.prompt_tokens}+{summary.completion_tokens} tokens{cost} → {out}",
+            highlight=False,
+        )
+
+
+@judge_app.command("merge")
+def merge_command(
+    judge_a: Annotated[Path, typer.Argument(help="First judge file.")],
+    judge_b: Annotated[Path, typer.Argument(help="Second judge file.")],
+    out: Annotated[Path, typer.Option("--out", help="Merged judge file.")],
+    bench: Annotated[Path | None, typer.Option("--bench", help="Benchmark defining the items and their order.")] = None,
+    names: Annotated[str | None, typer.Option("--names", help="Judge names, e.g. gemini,gpt.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print per-dimension rates as JSON.")] = False,
+) -> None:
+    """Item-level intersection of two judges: an item passes only if both pass it."""
+    from eval.judge import write_records
+    from eval.merge import merge_files
+    from eval.metrics import condition_metrics, vikr_matrix
+
+    label = (names.split(",", 1) + ["b"])[:2] if names else [judge_a.stem, judge_b.stem]
+    try:
+        a, b = load_judged(judge_a), load_judged(judge_b)
+        items = load_benchmark(bench, check_images=False) if bench else None
+    except DatasetError as exc:
+        raise fail(str(exc)) from None
+    merged = merge_files(a, b, items, names=(label[0], label[1]))
+    write_records(out, merged)
+    if items is None:  # no benchmark: the union of both files is the denominator
+        from types import SimpleNamespace
+
+        items = [
+            SimpleNamespace(id=r["id"], image_path=r["image_path"], language=None, domain=None) for r in merged
+        ]
+    metrics = condition_metrics(vikr_matrix(items, merged))
+    summary = {
+        "n": metrics["n"],
+        "n_unscored": metrics["n_unscored"],
+        "success": metrics["success"],
+        "coverage": metrics["coverage"],
+        "out": str(out),
+    }
+    if json_out:
+        typer.echo(json.dumps(summary, indent=1))
+    else:
+        cov = " ".join(f"{k}={100 * v:.1f}%" for k, v in metrics["coverage"].items())
+        err.print(f"merged {metrics['n']} items → {out}: Success {100 * metrics['success']:.1f}% {cov}; "
+                  f"unscored {metrics['n_unscored']}", highlight=False)
+
+
+def _pairs(values: list[str], flag: str) -> list[tuple[str, Path]]:
+    pairs = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise fail(f"{flag} expects NAME=FILE, got {value!r}")
+        pairs.append((name, Path(path)))
+    return pairs
+
+
+def report_command(
+    bench: Annotated[Path, typer.Option("--bench", help="MemeBench benchmark file.")],
+    judged: Annotated[list[str], typer.Option("--judged", help="NAME=FILE (NAME: condition or model/condition).")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")],
+    baseline: Annotated[str, typer.Option("--baseline", help="Baseline condition for repair/damage.")] = "vanilla",
+    json_out: Annotated[bool, typer.Option("--json", help="Print metrics.json to stdout.")] = False,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip PNG plots.")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Bootstrap resamples (0 = none).")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    human: Annotated[list[str] | None, typer.Option("--human", help="COND=FILE human labels (judge-file format).")] = None,
+    judge_file: Annotated[
+        list[str] | None, typer.Option("--judge-file", help="JUDGE:COND=FILE single-judge files for reliability.")
+    ] = None,
+) -> None:
+    """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report."""
+    from eval.reliability import judge_reliability
+    from eval.report import build_report, jsonable, write_report
+
+    try:
+        items = load_benchmark(bench, check_images=False)
+        judged_records = {name: load_judged(path) for name, path in _pairs(judged, "--judged")}
+        reliability = None
+        if human or judge_file:
+            human_records = {name: load_judged(path) for name, path in _pairs(human or [], "--human")}
+            per_judge: dict[str, dict[str, Any]] = {}
+            for key, path in _pairs(judge_file or [], "--judge-file"):
+                judge_name, sep, condition = key.partition(":")
+                if not sep:
+                    raise fail(f"--judge-file expects JUDGE:COND=FILE, got {key!r}")
+                per_judge.setdefault(judge_name, {})[condition] = load_judged(path)
+            reliability = judge_reliability(items, human_records, per_judge)
+    except DatasetError as exc:
+        raise fail(str(exc)) from None
+    with _progress() as progress:
+        task = progress.add_task("report", total=2 if no_plots else 3)
+        report = build_report(items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed,
+                              reliability=reliability)
+        progress.update(task, advance=1)
+        files = write_report(report, out, plots=not no_plots)
+        progress.update(task, completed=progress.tasks[0].total)
+    if json_out:
+        typer.echo(json.dumps(jsonable(report), ensure_ascii=False, indent=1))
+    else:
+        from eval.report import leaderboard_markdown
+
+        err.print(leaderboard_markdown(report), highlight=False)
+        err.print(f"wrote {len(files)} files to {out}", highlight=False)
