@@ -1,0 +1,118 @@
+"""Build the pipeline from settings: VLM, CultureBase grounder, search backend (+ cache), OCR.
+
+Parts are built only when a requested condition needs them; a part that is not
+configured is ``None`` and the reason is kept in ``notes`` (e.g. no VLM: ``kar explain``
+still runs OCR + grounding + search and says no explanation was generated).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents.pipeline.graph import PipelineConfig, PipelineDeps
+from agents.pipeline.pipeline import KARPipeline
+from agents.pipeline.state import RETRIEVAL_CONDITIONS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from culturebase.settings import Settings
+    from retrieval.knowledge_base import KnowledgeBase
+
+
+@dataclass
+class PipelineResources:
+    """A pipeline plus what it owns (closed by :meth:`aclose`)."""
+
+    pipeline: KARPipeline
+    kb: KnowledgeBase | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.pipeline.describe, "notes": self.notes}
+
+    async def aclose(self) -> None:
+        deps = self.pipeline.deps
+        for part in (deps.vlm, deps.search):
+            closer = getattr(part, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception:  # pragma: no cover - closing is best effort
+                    pass
+        if self.kb is not None:
+            self.kb.close()
+            self.kb = None
+
+
+def config_from_settings(settings: Settings, ocr_enabled: bool | None = None) -> PipelineConfig:
+    return PipelineConfig(
+        max_queries=settings.search_max_queries,
+        search_results=settings.search_results,
+        evidence_token_budget=settings.evidence_token_budget,
+        ocr_enabled=settings.ocr_enabled if ocr_enabled is None else ocr_enabled,
+    )
+
+
+def build_pipeline(
+    settings: Settings,
+    conditions: tuple[str, ...] | list[str] = ("kar",),
+    *,
+    vlm: Any = "settings",
+    ocr_enabled: bool | None = None,
+    require_vlm: bool = False,
+) -> PipelineResources:
+    """Build what ``conditions`` need from ``settings`` (``vlm`` may be passed in, e.g. a double)."""
+    from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
+
+    notes: list[str] = []
+    describe: dict[str, Any] = {}
+    if vlm == "settings":
+        try:
+            vlm = OpenAICompatibleVLM.from_settings(settings)
+        except VLMNotConfiguredError as exc:
+            if require_vlm:
+                raise
+            vlm, _ = None, notes.append(str(exc))
+    describe["vlm"] = getattr(vlm, "model_id", None)
+    describe["vlm_base_urls"] = list(getattr(vlm, "base_urls", []) or [])
+
+    lock = threading.Lock()
+    kb = grounder = search = ocr = None
+    needs_retrieval = any(c in RETRIEVAL_CONDITIONS for c in conditions)
+    try:
+        if needs_retrieval:
+            needs_kb = "kar" in conditions or settings.search_backend == "local"
+            if needs_kb:
+                from retrieval.grounding import EntityGrounder
+                from retrieval.knowledge_base import KnowledgeBase
+
+                kb = KnowledgeBase.open(settings, create=True)
+                grounder = EntityGrounder(
+                    kb.store,
+                    kb.embedder,
+                    tau=settings.grounding_tau,
+                    top_k=settings.grounding_top_k,
+                    candidates=settings.grounding_candidates,
+                )
+                describe.update(embedder=kb.embedder.name, kb_entities=kb.store.count(), tau=grounder.tau)
+                if describe["kb_entities"] == 0:
+                    notes.append(f"CultureBase at {settings.kb_path} is empty: run `kar kb import FILE` first")
+            from retrieval.websearch import build_search
+
+            search = build_search(settings, kb, lock=lock)
+            describe["search_backend"] = settings.search_backend
+            describe["search_cache"] = str(settings.resolved_search_cache_path) if search is not None else None
+            describe["search_replay_only"] = settings.search_replay_only
+            if (settings.ocr_enabled if ocr_enabled is None else ocr_enabled):
+                from retrieval.ocr import OCR
+
+                ocr = OCR()
+        config = config_from_settings(settings, ocr_enabled)
+        describe["ocr_enabled"] = config.ocr_enabled and ocr is not None
+        deps = PipelineDeps(vlm=vlm, grounder=grounder, search=search, ocr=ocr, config=config, lock=lock)
+        return PipelineResources(KARPipeline(deps, describe=describe), kb=kb, notes=notes)
+    except BaseException:
+        if kb is not None:
+            kb.close()
+        raise

@@ -1,0 +1,340 @@
+"""The pipeline graph: a LangGraph ``StateGraph`` built fresh by :func:`build_graph`.
+
+::
+
+    START ─┬─ vanilla | cot | context_note ──► answer ──► END               (1 VLM call)
+           └─ search_cot | kar ──► extract ─┬─ kar ──► ground ─┐
+                                            └─ search_cot ─────┴─► search ──► reason ──► END
+                                                                        (2 VLM calls)
+
+Any node that fails records ``error`` and the graph stops there (the response stays None);
+a condition is never swapped for another.  KAR with no entity ≥ τ builds exactly the
+Search-CoT queries (the CultureBase part of the query list is empty).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from langgraph.graph import END, START, StateGraph
+
+from agents.pipeline.evidence import format_evidence
+from agents.pipeline.extraction import Extraction, ExtractedEntity, parse_extraction
+from agents.pipeline.prompts import load_prompt
+from agents.pipeline.queries import build_queries
+from agents.pipeline.state import PipelineState
+from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, VisionLanguageModel
+from retrieval.grounding import EntityCue, GroundingCues
+from retrieval.websearch import SearchResult, WebSearch
+
+CONTEXT_LABELS = {
+    "en": {"post_text": "Post text", "top_comment": "Top comment", "context_note": "Cultural context note"},
+    "zh": {"post_text": "帖子正文", "top_comment": "热门评论", "context_note": "文化背景说明"},
+}
+
+
+class Grounder(Protocol):
+    tau: float
+
+    def ground(self, cues: GroundingCues, language: str | None = None) -> Any: ...
+
+
+class OCREngine(Protocol):
+    def read(self, image: bytes) -> Any: ...
+
+
+@dataclass
+class PipelineConfig:
+    """Per-run switches (from settings by default)."""
+
+    max_queries: int = 5
+    search_results: int = 5
+    evidence_token_budget: int = 3000
+    ocr_enabled: bool = True
+    default_language: str = "en"
+    extract_json_mode: bool = False
+    grounding_language: str | None = None  # restrict grounding to one language (None: all)
+
+
+@dataclass
+class PipelineDeps:
+    """What the nodes call: every part optional except where a condition needs it."""
+
+    vlm: VisionLanguageModel | None
+    grounder: Grounder | None = None
+    search: WebSearch | None = None
+    ocr: OCREngine | None = None
+    config: PipelineConfig = field(default_factory=PipelineConfig)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards the embedder/store
+
+
+def _error(stage: str, exc: BaseException) -> dict[str, Any]:
+    return {"stage": stage, "type": type(exc).__name__, "message": str(exc)}
+
+
+def _lang(state: PipelineState, config: PipelineConfig) -> str:
+    return state.get("language") or config.default_language
+
+
+def context_block(context: dict[str, str], language: str, skip: tuple[str, ...] = ()) -> str:
+    items = [(k, v) for k, v in (context or {}).items() if v and k not in skip]
+    if not items:
+        return ""
+    labels = CONTEXT_LABELS["zh" if language.startswith("zh") else "en"]
+    body = "\n".join(f"- {labels.get(k, k)}: {v}" for k, v in items)
+    return load_prompt("context").render(items=body)
+
+
+def _extraction_summary(ex: dict[str, Any]) -> str:
+    ents = "; ".join(
+        f"{e['name']}" + (f" ({e['source']})" if e.get("source") else "") + f" [{e.get('confidence', 'medium')}]"
+        for e in ex.get("entities") or []
+    )
+    return "\n".join(
+        [
+            f"- OCR text: {ex.get('ocr_text') or '(none)'}",
+            f"- Visual handle: {ex.get('visual_handle') or '(none)'}",
+            f"- Candidate entities: {ents or '(none)'}",
+        ]
+    )
+
+
+def _knowledge_block(hits: list[Any]) -> str:
+    if not hits:
+        return ""
+    entries = []
+    for i, h in enumerate(hits, start=1):
+        e = h.entity
+        parts = [f"{i}. {e.name}" + (f" — {e.source_work}" if e.source_work else "") + f" (score {h.score:.2f})"]
+        if e.aliases:
+            parts.append(f"   aliases: {', '.join(e.aliases[:6])}")
+        for label, value in (("description", e.description), ("visual", e.visual_desc), ("usage", e.cultural_usage)):
+            if value:
+                parts.append(f"   {label}: {value[:600]}")
+        entries.append("\n".join(parts))
+    return load_prompt("knowledge").render(entries="\n".join(entries))
+
+
+def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads best here
+    """Compile the pipeline graph over ``deps`` (tests build a fresh one per case)."""
+    cfg = deps.config
+
+    async def call_vlm(stage: str, state: PipelineState, text: str, sampling: SamplingParams | None = None):
+        if deps.vlm is None:
+            from agents.vlm.base import VLMNotConfiguredError
+
+            raise VLMNotConfiguredError(
+                "no VLM configured: set KAR_VLM_BASE_URLS and KAR_VLM_MODEL to generate explanations"
+            )
+        image = ImageInput(state["image"], state.get("image_name") or "image")
+        result = await deps.vlm.chat([ChatMessage("user", text, (image,))], sampling)
+        call = {
+            "stage": stage,
+            "model": result.model,
+            "endpoint": result.endpoint,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "latency_s": round(result.latency_s, 4),
+        }
+        return result, call
+
+    async def answer(state: PipelineState) -> dict[str, Any]:
+        started = time.perf_counter()
+        condition = state["condition"]
+        language = _lang(state, cfg)
+        context = state.get("context") or {}
+        try:
+            if condition == "context_note":
+                note = context.get("context_note")
+                if not note:
+                    raise ValueError("condition context_note needs a cultural context note for the item")
+                prompt = load_prompt("context_note", language)
+                text = prompt.render(note=note, context=context_block(context, language, skip=("context_note",)))
+            else:
+                prompt = load_prompt("cot" if condition == "cot" else "explain", language)
+                text = prompt.render(context=context_block(context, language))
+            result, call = await call_vlm("answer", state, text)
+        except Exception as exc:
+            return {"error": _error("answer", exc), "timings": {"answer": time.perf_counter() - started}}
+        return {
+            "response": result.text,
+            "vlm_calls": [call],
+            "prompt_hashes": {prompt.key: prompt.sha},
+            "timings": {"answer": time.perf_counter() - started},
+        }
+
+    async def extract(state: PipelineState) -> dict[str, Any]:
+        update: dict[str, Any] = {"timings": {}, "notes": []}
+        ocr_text = ""
+        if cfg.ocr_enabled and deps.ocr is not None:
+            started = time.perf_counter()
+            try:
+                ocr = await asyncio.to_thread(deps.ocr.read, state["image"])
+                ocr_text = ocr.text
+                update["ocr"] = ocr.to_dict()
+            except Exception as exc:  # OCR is an aid: its failure is recorded, not fatal
+                update["ocr"] = {"text": "", "error": _error("ocr", exc)}
+            update["timings"]["ocr"] = time.perf_counter() - started
+        started = time.perf_counter()
+        language = _lang(state, cfg)
+        if deps.vlm is None:
+            ex = Extraction(ocr_text=ocr_text, format="ocr_only")
+            update["notes"].append("no VLM configured: extraction is the OCR text only")
+            update["extraction"] = ex.to_dict()
+            update["timings"]["extract"] = time.perf_counter() - started
+            return update
+        prompt = load_prompt("extract")
+        hint = f"\nAn OCR engine read this text in the image (it may contain errors):\n{ocr_text}\n" if ocr_text else ""
+        text = prompt.render(ocr_hint=hint, context=context_block(state.get("context") or {}, language))
+        try:
+            result, call = await call_vlm("extract", state, text, SamplingParams(json_mode=cfg.extract_json_mode))
+        except Exception as exc:
+            update["error"] = _error("extract", exc)
+            update["timings"]["extract"] = time.perf_counter() - started
+            return update
+        ex = parse_extraction(result.text)
+        extraction = ex.to_dict()
+        extraction["raw"] = result.text
+        update.update(
+            extraction=extraction,
+            vlm_calls=[call],
+            prompt_hashes={prompt.key: prompt.sha},
+        )
+        update["timings"]["extract"] = time.perf_counter() - started
+        return update
+
+    def _cues(state: PipelineState) -> GroundingCues:
+        ex = state.get("extraction") or {}
+        ocr_engine = ((state.get("ocr") or {}).get("text") or "").strip()
+        ocr_vlm = (ex.get("ocr_text") or "").strip()
+        ocr_text = ocr_vlm if not ocr_engine or ocr_engine in ocr_vlm else f"{ocr_vlm}\n{ocr_engine}".strip()
+        return GroundingCues(
+            ocr_text=ocr_text,
+            visual_handle=ex.get("visual_handle") or "",
+            entities=[EntityCue(e["name"], e.get("source") or "", e.get("confidence") or "medium") for e in ex.get("entities") or []],
+        )
+
+    async def ground(state: PipelineState) -> dict[str, Any]:
+        started = time.perf_counter()
+        if deps.grounder is None:
+            return {
+                "error": _error("ground", RuntimeError("condition kar needs CultureBase (no grounder configured)")),
+                "timings": {"ground": time.perf_counter() - started},
+            }
+        cues = _cues(state)
+
+        def run() -> Any:
+            with deps.lock:
+                return deps.grounder.ground(cues, language=cfg.grounding_language)
+
+        try:
+            result = await asyncio.to_thread(run) if not getattr(deps.grounder, "inline", False) else run()
+        except Exception as exc:
+            return {"error": _error("ground", exc), "timings": {"ground": time.perf_counter() - started}}
+        return {
+            "grounding": result.to_dict(),
+            "hits": list(result.hits),
+            "timings": {"ground": time.perf_counter() - started},
+        }
+
+    async def search(state: PipelineState) -> dict[str, Any]:
+        started = time.perf_counter()
+        ex_dict = dict(state.get("extraction") or {})
+        ex = Extraction(
+            ocr_text=ex_dict.get("ocr_text") or "",
+            entities=[ExtractedEntity(e["name"], e.get("source") or "", e.get("confidence") or "medium") for e in ex_dict.get("entities") or []],
+            suggested_queries=list(ex_dict.get("suggested_queries") or []),
+        )
+        hits = state.get("hits") if state["condition"] == "kar" else None
+        ocr_engine = (state.get("ocr") or {}).get("text") or ""
+        queries = build_queries(ex, hits, cfg.max_queries, ocr_fallback=ocr_engine)
+        update: dict[str, Any] = {"queries": [q.to_dict() for q in queries]}
+        if deps.search is None:
+            update["searches"] = []
+            update["notes"] = ["web search disabled (search_backend=none): no evidence"]
+            update["evidence"] = format_evidence([], cfg.evidence_token_budget).__dict__
+            update["timings"] = {"search": time.perf_counter() - started}
+            return update
+        outcomes = await asyncio.gather(
+            *(deps.search.search(q.text, cfg.search_results) for q in queries), return_exceptions=True
+        )
+        searches: list[dict[str, Any]] = []
+        pairs: list[tuple[str, list[SearchResult]]] = []
+        error = None
+        for q, outcome in zip(queries, outcomes):
+            if isinstance(outcome, BaseException):
+                searches.append({"query": q.text, "results": [], "error": _error("search", outcome)})
+                error = error or _error("search", outcome)
+                continue
+            searches.append(
+                {"query": q.text, "results": [{"title": r.title, "url": r.url, "snippet": r.content[:300]} for r in outcome]}
+            )
+            pairs.append((q.text, outcome))
+        update["searches"] = searches
+        if error is not None:
+            update["error"] = error
+        else:
+            ev = format_evidence(pairs, cfg.evidence_token_budget)
+            update["evidence"] = {"text": ev.text, "tokens": ev.tokens, "truncated": ev.truncated, "results_shown": ev.results_shown}
+        update["timings"] = {"search": time.perf_counter() - started}
+        return update
+
+    async def reason(state: PipelineState) -> dict[str, Any]:
+        started = time.perf_counter()
+        if deps.vlm is None:
+            return {
+                "response": None,
+                "notes": ["no explanation generated: no VLM configured (set KAR_VLM_BASE_URLS and KAR_VLM_MODEL)"],
+                "timings": {"reason": time.perf_counter() - started},
+            }
+        language = _lang(state, cfg)
+        prompt = load_prompt("reason", language)
+        hits = state.get("hits") if state["condition"] == "kar" else None
+        text = prompt.render(
+            extraction=_extraction_summary(state.get("extraction") or {}),
+            knowledge=_knowledge_block(hits or []),
+            context=context_block(state.get("context") or {}, language),
+            evidence=(state.get("evidence") or {}).get("text") or format_evidence([], cfg.evidence_token_budget).text,
+        )
+        try:
+            result, call = await call_vlm("reason", state, text)
+        except Exception as exc:
+            return {"error": _error("reason", exc), "timings": {"reason": time.perf_counter() - started}}
+        return {
+            "response": result.text,
+            "vlm_calls": [call],
+            "prompt_hashes": {prompt.key: prompt.sha},
+            "timings": {"reason": time.perf_counter() - started},
+        }
+
+    def route_start(state: PipelineState) -> str:
+        return "extract" if state["condition"] in ("search_cot", "kar") else "answer"
+
+    def after_extract(state: PipelineState) -> str:
+        if state.get("error"):
+            return END
+        return "ground" if state["condition"] == "kar" else "search"
+
+    def stop_on_error(next_node: str):
+        def route(state: PipelineState) -> str:
+            return END if state.get("error") else next_node
+
+        return route
+
+    graph = StateGraph(PipelineState)
+    graph.add_node("answer", answer)
+    graph.add_node("extract", extract)
+    graph.add_node("ground", ground)
+    graph.add_node("search", search)
+    graph.add_node("reason", reason)
+    graph.add_conditional_edges(START, route_start, ["answer", "extract"])
+    graph.add_edge("answer", END)
+    graph.add_conditional_edges("extract", after_extract, ["ground", "search", END])
+    graph.add_conditional_edges("ground", stop_on_error("search"), ["search", END])
+    graph.add_conditional_edges("search", stop_on_error("reason"), ["reason", END])
+    graph.add_edge("reason", END)
+    return graph.compile()

@@ -1,0 +1,73 @@
+"""Query building, as in the MemeBench release.
+
+Order: the extractor's suggested queries; then (KAR only) each CultureBase hit ≥ τ as
+``"{name} {source} 梗 文化背景 出处"`` (Chinese entity) or ``"{name} {source} meme origin
+meaning"`` (otherwise); then each confident (high/medium) extracted entity in the same
+template; OCR text only as the last fallback when nothing else produced a query.
+Deduplicated (case and whitespace insensitive) and cut to the budget.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from agents.pipeline.extraction import Extraction
+
+Origin = Literal["vlm", "culturebase", "entity", "ocr"]
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+MAX_QUERY_CHARS = 120
+CONFIDENT = ("high", "medium")
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    origin: Origin
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _key(text: str) -> str:
+    return _squash(unicodedata.normalize("NFKC", text)).casefold()
+
+
+def entity_query(name: str, source: str, language: str | None = None) -> str:
+    """The release's entity-guided query template (Chinese or English)."""
+    zh = (language or "").lower().startswith("zh") if language else bool(_CJK.search(f"{name}{source}"))
+    source = "" if _key(source) == _key(name) else source
+    suffix = "梗 文化背景 出处" if zh else "meme origin meaning"
+    return _squash(f"{name} {source} {suffix}")
+
+
+def build_queries(extraction: Extraction, hits: list[Any] | None, budget: int, ocr_fallback: str = "") -> list[Query]:
+    """Queries for one item; ``hits`` are grounded entities (``.entity``) that passed τ, or None."""
+    out: list[Query] = []
+    seen: set[str] = set()
+
+    def add(text: str, origin: Origin) -> None:
+        text = _squash(text)[:MAX_QUERY_CHARS].strip()
+        if text and _key(text) not in seen and len(out) < budget:
+            seen.add(_key(text))
+            out.append(Query(text, origin))
+
+    for q in extraction.suggested_queries:
+        add(q, "vlm")
+    for hit in hits or []:
+        ent = hit.entity
+        add(entity_query(ent.name, ent.source_work or "", ent.language), "culturebase")
+    for ent in extraction.entities:
+        if ent.confidence in CONFIDENT:
+            add(entity_query(ent.name, ent.source), "entity")
+    if not out:
+        ocr = _squash(extraction.ocr_text or ocr_fallback)
+        if ocr:
+            add(ocr, "ocr")
+    return out

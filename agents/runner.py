@@ -1,0 +1,280 @@
+"""The ablation runner: every condition over a benchmark, resumable, append-only traces.
+
+Output folder::
+
+    OUT/manifest.json                   config, models, prompt hashes, KB, search backend, git commit
+    OUT/traces/{condition}.jsonl        one ExplainResult per line, appended as items finish
+    OUT/predictions/{condition}.json    MemeBench predictions [{id, image_path, response}], dataset order
+
+A run killed at any point (even SIGKILL) and restarted finishes with every item exactly
+once: finished ids are read back from the traces, a torn last line is cut off, and only
+the missing (item, condition) pairs run.  Items whose run failed (response null) count as
+done; their error is in the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.pipeline.pipeline import KARPipeline
+from agents.pipeline.prompts import all_prompt_hashes
+from agents.pipeline.state import CONDITIONS, ExplainContext, ExplainResult
+
+log = logging.getLogger(__name__)
+CONTEXT_KEYS = {"post_text": ("post_text", "post"), "top_comment": ("top_comment", "comment"),
+                "context_note": ("context_note", "cultural_context", "cultural_note")}
+
+
+class DatasetFormatError(ValueError):
+    """The benchmark file cannot be read; the message names the file and the item."""
+
+
+@dataclass
+class RunItem:
+    """One benchmark item as the runner needs it (the rest of the record is kept in ``extra``)."""
+
+    id: str
+    image_path: str
+    image_file: Path
+    language: str | None = None
+    context: ExplainContext = field(default_factory=ExplainContext)
+
+
+def _items_from(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text("utf-8")
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetFormatError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        return data
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DatasetFormatError(f"{path}: line {n}: invalid JSON: {exc.msg}") from None
+    return out
+
+
+def load_items(dataset: Path) -> list[RunItem]:
+    """Benchmark items from a MemeBench JSON/JSONL file, or every such file in a folder."""
+    dataset = Path(dataset)
+    if not dataset.exists():
+        raise DatasetFormatError(f"{dataset}: no such file or folder")
+    files = sorted(p for p in dataset.iterdir() if p.suffix in (".json", ".jsonl")) if dataset.is_dir() else [dataset]
+    if not files:
+        raise DatasetFormatError(f"{dataset}: no .json/.jsonl benchmark files in the folder")
+    items: list[RunItem] = []
+    seen: set[str] = set()
+    for path in files:
+        records = _items_from(path)
+        if not isinstance(records, list):
+            raise DatasetFormatError(f"{path}: expected a JSON list of items")
+        for i, rec in enumerate(records):
+            if not isinstance(rec, dict):
+                raise DatasetFormatError(f"{path}: item {i}: expected an object")
+            item_id, image_path = rec.get("id"), rec.get("image_path")
+            if item_id is None or not image_path:
+                raise DatasetFormatError(f"{path}: item {i}: missing field {'id' if item_id is None else 'image_path'}")
+            item_id = str(item_id)
+            if item_id in seen:
+                log.warning("%s: duplicate item id %s ignored", path, item_id)
+                continue
+            seen.add(item_id)
+            image_file = Path(image_path)
+            if not image_file.is_absolute():
+                image_file = (path.parent / image_file) if (path.parent / image_file).exists() else image_file
+            ctx = {k: next((rec[a] for a in aliases if rec.get(a)), None) for k, aliases in CONTEXT_KEYS.items()}
+            items.append(RunItem(item_id, str(image_path), image_file, rec.get("language"), ExplainContext.from_dict(ctx)))
+    return items
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def read_done(path: Path) -> dict[str, dict[str, Any]]:
+    """Finished records of a trace file by id; a torn last line (killed mid-write) is cut off."""
+    done: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return done
+    with path.open("rb+") as fh:
+        data = fh.read()
+        keep = data.rfind(b"\n") + 1
+        if keep != len(data):
+            fh.truncate(keep)  # drop the partial line
+        for line in data[:keep].splitlines():
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "id" in rec:
+                done.setdefault(str(rec["id"]), rec)
+    return done
+
+
+@dataclass
+class RunSummary:
+    out_dir: str
+    total: int
+    ran: int
+    skipped: int
+    failed: int
+    per_condition: dict[str, dict[str, int]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class AblationRunner:
+    """Runs ``conditions`` over items with bounded concurrency, writing as items finish."""
+
+    def __init__(
+        self,
+        pipeline: KARPipeline,
+        out_dir: Path,
+        conditions: list[str],
+        concurrency: int = 4,
+        manifest: dict[str, Any] | None = None,
+    ) -> None:
+        unknown = [c for c in conditions if c not in CONDITIONS]
+        if unknown:
+            raise ValueError(f"unknown condition(s) {', '.join(unknown)}; choose from {', '.join(CONDITIONS)}")
+        if not conditions:
+            raise ValueError("no conditions given")
+        self.pipeline = pipeline
+        self.out_dir = Path(out_dir)
+        self.conditions = list(dict.fromkeys(conditions))
+        self.concurrency = max(1, concurrency)
+        self.manifest_extra = manifest or {}
+
+    def trace_path(self, condition: str) -> Path:
+        return self.out_dir / "traces" / f"{condition}.jsonl"
+
+    def prediction_path(self, condition: str) -> Path:
+        return self.out_dir / "predictions" / f"{condition}.json"
+
+    def write_manifest(self, items: list[RunItem], done_before: int, dataset: str | None) -> None:
+        path = self.out_dir / "manifest.json"
+        previous = json.loads(path.read_text("utf-8")) if path.exists() else {}
+        manifest = {
+            **self.manifest_extra,
+            "dataset": dataset,
+            "items": len(items),
+            "conditions": self.conditions,
+            "concurrency": self.concurrency,
+            "models": {"vlm": self.pipeline.model_id, **self.pipeline.describe},
+            "prompt_hashes": all_prompt_hashes(),
+            "git_commit": git_commit(Path(__file__).resolve().parent),
+            "created_at": previous.get("created_at") or dt.datetime.now(dt.timezone.utc).isoformat(),
+            "sessions": [
+                *previous.get("sessions", []),
+                {"started_at": dt.datetime.now(dt.timezone.utc).isoformat(), "already_done": done_before},
+            ],
+        }
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, default=str), "utf-8")
+        os.replace(tmp, path)
+
+    def write_predictions(self, items: list[RunItem]) -> None:
+        for condition in self.conditions:
+            done = read_done(self.trace_path(condition))
+            preds = [
+                {"id": it.id, "image_path": it.image_path, "response": done[it.id].get("response")}
+                for it in items
+                if it.id in done
+            ]
+            path = self.prediction_path(condition)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(preds, ensure_ascii=False, indent=1), "utf-8")
+            os.replace(tmp, path)
+
+    async def _run_one(self, item: RunItem, condition: str) -> ExplainResult:
+        try:
+            image = await asyncio.to_thread(item.image_file.read_bytes)
+        except OSError as exc:
+            err = {"stage": "load", "type": type(exc).__name__, "message": f"{item.image_file}: {exc.strerror or exc}"}
+            return ExplainResult(item.id, condition, None, err, {"id": item.id, "condition": condition, "error": err}, item.image_path)
+        try:
+            return await self.pipeline.explain(
+                image, condition, item.context, item_id=item.id, language=item.language, image_path=item.image_path
+            )
+        except Exception as exc:  # a bug must not lose the item: record it
+            err = {"stage": "pipeline", "type": type(exc).__name__, "message": str(exc)}
+            return ExplainResult(item.id, condition, None, err, {"id": item.id, "condition": condition, "error": err}, item.image_path)
+
+    async def run(
+        self,
+        items: list[RunItem],
+        progress: Callable[[int, int], None] | None = None,
+        dataset: str | None = None,
+    ) -> RunSummary:
+        """Run every missing (item, condition) pair; ``progress(done, total)`` after each."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / "traces").mkdir(exist_ok=True)
+        done = {c: set(read_done(self.trace_path(c))) for c in self.conditions}
+        ids = {it.id for it in items}
+        todo = [(it, c) for it in items for c in self.conditions if it.id not in done[c]]
+        total = len(items) * len(self.conditions)
+        skipped = total - len(todo)
+        self.write_manifest(items, sum(len(d & ids) for d in done.values()), dataset)
+        counts = {c: {"ran": 0, "failed": 0, "skipped": len(done[c] & ids)} for c in self.conditions}
+        files = {c: self.trace_path(c).open("a", encoding="utf-8") for c in self.conditions}
+        queue: asyncio.Queue[tuple[RunItem, str]] = asyncio.Queue()
+        for pair in todo:
+            queue.put_nowait(pair)
+        finished = skipped
+        if progress:
+            progress(finished, total)
+
+        async def worker() -> None:
+            nonlocal finished
+            while True:
+                try:
+                    item, condition = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                result = await self._run_one(item, condition)
+                line = json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n"
+                fh = files[condition]
+                fh.write(line)  # one write per record; the loop thread is the only writer
+                fh.flush()
+                os.fsync(fh.fileno())
+                counts[condition]["ran"] += 1
+                counts[condition]["failed"] += result.response is None
+                finished += 1
+                if progress:
+                    progress(finished, total)
+
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(len(todo), 1)))))
+        finally:
+            for fh in files.values():
+                fh.close()
+            self.write_predictions(items)
+        return RunSummary(
+            out_dir=str(self.out_dir),
+            total=total,
+            ran=sum(c["ran"] for c in counts.values()),
+            skipped=skipped,
+            failed=sum(c["failed"] for c in counts.values()),
+            per_condition=counts,
+        )
