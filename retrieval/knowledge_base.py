@@ -204,7 +204,12 @@ class KnowledgeBase:
         """Import a JSONL / release JSON file: valid records are stored, rejected ones reported by line."""
         entities, report = self.validate_file(path)
         report.stored = self.add(entities, progress=progress)
+        self.optimize()
         return report
+
+    def optimize(self) -> None:
+        """Let the engine build its indexes now (after bulk writes)."""
+        self.store.entities.optimize()
 
     def export(self, out: IO[str], language: str | None = None) -> int:
         """Write every entity as JSONL; returns the count."""

@@ -144,6 +144,9 @@ class Collection(abc.ABC):
     def flush(self) -> None:
         """Persist pending writes (no-op where writes are synchronous)."""
 
+    def optimize(self) -> None:
+        """Build indexes and merge segments now (no-op where the engine does it in the background)."""
+
 
 class Backend(abc.ABC):
     """A place that holds collections."""

@@ -205,10 +205,11 @@ def open_backend(settings: Settings) -> Backend:
             shards=settings.qdrant_shards,
             replication_factor=settings.qdrant_replication_factor,
             write_consistency=settings.qdrant_write_consistency,
+            hnsw_ef=settings.hnsw_ef,
         )
     from culturebase.store.edge import EdgeBackend
 
-    return EdgeBackend(settings.kb_path)
+    return EdgeBackend(settings.kb_path, hnsw_ef=settings.hnsw_ef)
 
 
 def open_store(settings: Settings, embedder: EmbedderInfo, create: bool = True) -> CultureBaseStore:

@@ -60,8 +60,9 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
 class EdgeCollection(Collection):
     """A collection stored as one Qdrant Edge shard."""
 
-    def __init__(self, path: Path, spec: CollectionSpec, embedder: EmbedderInfo, shard: Any) -> None:
+    def __init__(self, path: Path, spec: CollectionSpec, embedder: EmbedderInfo, shard: Any, hnsw_ef: int = 128) -> None:
         self.path = path
+        self.hnsw_ef = hnsw_ef
         self.spec = spec
         self.embedder = embedder
         self._shard = shard
@@ -95,6 +96,10 @@ class EdgeCollection(Collection):
 
     def flush(self) -> None:
         self._shard.flush()
+
+    def optimize(self) -> None:
+        """Run Qdrant's segment optimizers in-process (builds the HNSW index once segments are large)."""
+        self._shard.optimize()
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -134,7 +139,10 @@ class EdgeCollection(Collection):
     def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
-        hits = self._shard.search(qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), with_payload=True))
+        params = qe.SearchParams(hnsw_ef=max(self.hnsw_ef, limit))
+        hits = self._shard.search(
+            qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=True)
+        )
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in hits]
 
     def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
@@ -160,8 +168,9 @@ class EdgeBackend(Backend):
 
     kind = "embedded"
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, hnsw_ef: int = 128) -> None:
         self.root = Path(root)
+        self.hnsw_ef = hnsw_ef
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -272,7 +281,7 @@ class EdgeBackend(Backend):
         else:
             check_embedder(spec.name, meta, embedder, str(self.root))
             shard = qe.EdgeShard.load(str(folder / "shard"))
-        coll = EdgeCollection(folder, spec, embedder, shard)
+        coll = EdgeCollection(folder, spec, embedder, shard, hnsw_ef=self.hnsw_ef)
         self._open[spec.name] = coll
         return coll
 

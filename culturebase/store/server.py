@@ -56,8 +56,11 @@ def _filter(flt: PayloadFilter | None) -> Any:
 class ServerCollection(Collection):
     """A collection on a Qdrant server, addressed by its alias."""
 
-    def __init__(self, client: Any, alias: str, spec: CollectionSpec, embedder: EmbedderInfo, write_wait: bool = True) -> None:
+    def __init__(
+        self, client: Any, alias: str, spec: CollectionSpec, embedder: EmbedderInfo, write_wait: bool = True, hnsw_ef: int = 128
+    ) -> None:
         self._client = client
+        self.hnsw_ef = hnsw_ef
         self.alias = alias
         self.spec = spec
         self.embedder = embedder
@@ -130,6 +133,7 @@ class ServerCollection(Collection):
             using=vector_name,
             limit=limit,
             query_filter=_filter(flt),
+            search_params=_models().SearchParams(hnsw_ef=max(self.hnsw_ef, limit)),
             with_payload=True,
         )
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
@@ -165,6 +169,7 @@ class ServerBackend(Backend):
         write_consistency: int = 1,
         location: str | None = None,
         timeout: int = 60,
+        hnsw_ef: int = 128,
     ) -> None:
         from qdrant_client import QdrantClient
 
@@ -173,6 +178,7 @@ class ServerBackend(Backend):
         self.shards = shards
         self.replication_factor = replication_factor
         self.write_consistency = write_consistency
+        self.hnsw_ef = hnsw_ef
         if url:
             self._client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
         else:
@@ -245,7 +251,7 @@ class ServerBackend(Backend):
             self._point_alias(alias, physical, None)
         else:
             check_embedder(spec.name, meta, embedder, self.url)
-        coll = ServerCollection(self._client, alias, spec, embedder)
+        coll = ServerCollection(self._client, alias, spec, embedder, hnsw_ef=self.hnsw_ef)
         self._open[spec.name] = coll
         return coll
 

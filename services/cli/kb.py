@@ -51,6 +51,7 @@ def import_cmd(
             with progress_bar() as bar:
                 task = bar.add_task(f"embedding {file.name}", total=len(entities))
                 report.stored = kb.add(entities, progress=lambda n: bar.advance(task, n))
+            kb.optimize()
             total = kb.store.count()
     if json_out:
         emit_json({**report.to_dict(), "total_entities": total})
