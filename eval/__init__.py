@@ -11,6 +11,7 @@ from eval.datasets import (
     load_memecult,
     load_predictions,
 )
+from eval.judge import ChecklistJudge, JudgeCache, JudgePrompts, JudgeRunSummary, parse_judge_reply, run_judge
 from eval.merge import merge_evaluations, merge_files
 from eval.metrics import (
     VikrMatrix,
@@ -22,6 +23,9 @@ from eval.metrics import (
     transition_counts,
     vikr_matrix,
 )
+from eval.reference import compare_by_language, cosine_scores, holm, paired_bootstrap, rubric_score
+from eval.reliability import judge_reliability, kappa
+from eval.report import build_report, jsonable, write_report
 from eval.verdicts import (
     DIMENSIONS,
     LAYERS,
@@ -36,12 +40,28 @@ __all__ = [
     "DIMENSIONS",
     "LAYERS",
     "BenchmarkItem",
+    "ChecklistJudge",
+    "JudgeCache",
+    "JudgePrompts",
+    "JudgeRunSummary",
     "DatasetError",
     "Prediction",
     "ReferenceItem",
     "Verdict",
     "VikrMatrix",
     "breakdown",
+    "build_report",
+    "compare_by_language",
+    "cosine_scores",
+    "holm",
+    "jsonable",
+    "judge_reliability",
+    "kappa",
+    "paired_bootstrap",
+    "parse_judge_reply",
+    "rubric_score",
+    "run_judge",
+    "write_report",
     "condition_metrics",
     "evaluation_from_item_results",
     "evaluation_from_vector",

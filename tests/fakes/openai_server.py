@@ -175,13 +175,23 @@ class FakeOpenAIServer:
 
             def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
                 data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+                try:
+                    self._send_head(status, data, headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+                    return
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. a timeout test)
+                    self.close_connection = True
+
+            def _send_head(self, status: int, data: bytes, headers: dict[str, str]) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
