@@ -1,0 +1,337 @@
+"""Item pipelines: normalize pages into CultureBase entities, merge duplicates, embed and upsert in batches.
+
+``NormalizePipeline`` turns a :class:`~crawlers.items.PageItem` into a validated
+:class:`~culturebase.entity.Entity` or drops it with a counted reason
+(``kar/dropped/<reason>``).  ``CultureBasePipeline`` merges duplicates (same canonical
+URL; same normalized name + source work; a redirect/alias of a record of the same site)
+within the crawl and against records already in the store, then embeds and upserts them
+in batches on a worker thread (the crawl keeps downloading meanwhile), stores each page's
+cleaned text as corpus chunks, and records the page state that incremental re-crawls and
+resumed jobs rely on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from scrapy.exceptions import DropItem
+
+from culturebase.entity import Entity, Source, canonical_url, normalize_text
+from crawlers.runner import crawl_db_of, job_id_of, kar_settings_of
+from crawlers.text import chunk_text, one_line
+
+log = logging.getLogger(__name__)
+
+MIN_CONTENT_CHARS = 20
+
+
+def drop(crawler: Any, item: Any, reason: str) -> DropItem:
+    """Count a dropped item under its reason (and mark its page done for a resumed job)."""
+    crawler.stats.inc_value(f"kar/dropped/{reason}")
+    job_id = job_id_of(crawler)
+    key = item.get("page_key") if hasattr(item, "get") else None
+    if job_id and key:
+        crawl_db_of(crawler).mark_pages(job_id, [key], f"dropped: {reason}")
+    return DropItem(f"{reason}: {item.get('url') if hasattr(item, 'get') else item!r}")
+
+
+def _short_validation_reason(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "record"
+    return f"invalid {loc}"
+
+
+def item_to_entity(item: Any, retrieved_at: float | None = None) -> Entity:
+    """A page item as a CultureBase entity (raises ValueError / ValidationError when it cannot be one)."""
+    from datetime import datetime, timezone
+
+    name = one_line(item.get("name") or "")
+    if not name:
+        raise ValueError("missing name")
+    url = item.get("url") or ""
+    content = " ".join(item.get(k) or "" for k in ("description", "visual_desc", "cultural_usage"))
+    if len(content.strip()) < MIN_CONTENT_CHARS:
+        raise ValueError("no content")
+    aliases = [one_line(a) for a in item.get("aliases") or [] if a and one_line(a)]
+    tags = [one_line(t) for t in item.get("tags") or [] if t and one_line(t)]
+    return Entity(
+        name=name,
+        aliases=[a for a in aliases if len(a) <= 200][:200],
+        source_work=item.get("source_work") or "",
+        description=(item.get("description") or "")[:20_000],
+        visual_desc=(item.get("visual_desc") or "")[:20_000],
+        cultural_usage=(item.get("cultural_usage") or "")[:20_000],
+        language=item.get("language") or "und",
+        sources=[
+            Source(
+                site=item.get("site") or "web",
+                url=url,
+                retrieved_at=datetime.fromtimestamp(retrieved_at or time.time(), timezone.utc),
+            )
+        ],
+        tags=[t for t in tags if len(t) <= 200][:200],
+    )
+
+
+class NormalizePipeline:
+    """Validate a page item and attach its ``Entity``; invalid items are dropped with a counted reason."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> "NormalizePipeline":
+        return cls(crawler)
+
+    def process_item(self, item: Any) -> Any:
+        if item.get("drop_reason"):
+            raise drop(self.crawler, item, item["drop_reason"])
+        try:
+            item["entity"] = item_to_entity(item)
+        except ValidationError as exc:
+            raise drop(self.crawler, item, _short_validation_reason(exc)) from None
+        except ValueError as exc:
+            raise drop(self.crawler, item, str(exc)) from None
+        return item
+
+
+def _sw(entity: Entity) -> str:
+    return normalize_text(entity.source_work)
+
+
+def same_entity(new: Entity, old: Entity) -> bool:
+    """The duplicate rules: same id (canonical URL); same name + source work; a redirect/alias on the same site."""
+    if new.id == old.id:
+        return True
+    if _sw(new) != _sw(old):
+        return False
+    if normalize_text(new.name) == normalize_text(old.name):
+        return True
+    if set(new.sites) & set(old.sites):
+        return normalize_text(new.name) in old.match_keys or normalize_text(old.name) in new.match_keys
+    return False
+
+
+def merge(existing: Entity, new: Entity) -> Entity:
+    """``new`` folded into ``existing``: a re-crawl of the same page refreshes its fields, others fill gaps."""
+    if new.id == existing.id:
+        merged = new.merged_with(existing)
+        return merged
+    return existing.merged_with(new)
+
+
+@dataclass
+class _Batch:
+    entities: dict[str, Entity] = field(default_factory=dict)
+    pages: list[tuple[str, str | None, str | None, int | None, str]] = field(default_factory=list)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+
+
+class CultureBasePipeline:
+    """Merge duplicates and write entities (+ corpus chunks) to CultureBase in embedded batches."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        s = crawler.settings
+        self.store_enabled = s.getbool("KAR_STORE", True)
+        self.corpus_enabled = s.getbool("KAR_CORPUS", True)
+        self.flush_every = max(1, s.getint("KAR_FLUSH_EVERY", 64))
+        self.kb: Any = None
+        self.db: Any = None
+        self.kb_id = ""
+        self.job_id = job_id_of(crawler)
+        self.seen: dict[str, Entity] = {}  # id -> latest version within this crawl
+        self.by_name: dict[tuple[str, str], str] = {}  # (name key, source work key) -> id
+        self.by_alias: dict[tuple[str, str, str], str] = {}  # (site, alias key, source work key) -> id
+        self.batch = _Batch()
+        self._pool: Any = None
+        self._inflight: list[Any] = []
+        self._closing = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> "CultureBasePipeline":
+        return cls(crawler)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open_spider(self) -> None:
+        if self.job_id or self.store_enabled:
+            self.db = crawl_db_of(self.crawler)
+        if not self.store_enabled:
+            return
+        from twisted.python.threadpool import ThreadPool
+
+        from crawlers.jobs import kb_key
+        from retrieval.knowledge_base import KnowledgeBase
+
+        settings = kar_settings_of(self.crawler)
+        factory = self.crawler.settings.get("KAR_EMBEDDER_FACTORY")  # "pkg.mod:callable(settings)"; tests
+        try:
+            embedder = None
+            if factory:
+                from scrapy.utils.misc import load_object
+
+                embedder = load_object(factory.replace(":", "."))(settings)
+            self.kb = KnowledgeBase.open(settings, embedder=embedder)
+        except Exception as exc:
+            self.stats.set_value("kar/fatal", f"cannot open CultureBase: {exc}")
+            raise
+        self.kb_id = kb_key(settings)
+        if self.kb.store.count() == 0:
+            cleared = self.db.clear_page_state(self.kb_id)
+            if cleared:
+                log.info("CultureBase is empty: forgot %d page states, every page is fetched again", cleared)
+        self._pool = ThreadPool(1, 1, name="kar-culturebase")
+        self._pool.start()
+        log.info("writing to CultureBase at %s (embedder %s)", self.kb_id, self.kb.embedder.name)
+
+    async def close_spider(self) -> None:
+        self._closing = True
+        try:
+            await self._flush()
+            if self._inflight:  # writes queued by items still awaiting them
+                from scrapy.utils.defer import maybe_deferred_to_future
+                from twisted.internet.defer import DeferredList
+
+                await maybe_deferred_to_future(DeferredList(list(self._inflight), consumeErrors=True))
+        finally:
+            if self._pool is not None:
+                self._pool.stop()
+            if self.kb is not None:
+                self.kb.close()
+
+    # -- items ----------------------------------------------------------------------------
+    def _local_match(self, entity: Entity) -> Entity | None:
+        if entity.id in self.seen:
+            return self.seen[entity.id]
+        sw = _sw(entity)
+        hit = self.by_name.get((normalize_text(entity.name), sw))
+        if hit is None:
+            for site in entity.sites:
+                for key in entity.match_keys:
+                    hit = self.by_alias.get((site, key, sw))
+                    if hit:
+                        break
+                if hit:
+                    break
+            if hit is None:
+                # an earlier record of the same site listing this record's name as an alias (redirect)
+                for site in entity.sites:
+                    hit = self.by_alias.get((site, normalize_text(entity.name), sw))
+        return self.seen.get(hit) if hit else None
+
+    def _index(self, entity: Entity) -> None:
+        self.seen[entity.id] = entity
+        sw = _sw(entity)
+        self.by_name.setdefault((normalize_text(entity.name), sw), entity.id)
+        for site in entity.sites:
+            for key in entity.match_keys:
+                self.by_alias.setdefault((site, key, sw), entity.id)
+
+    async def process_item(self, item: Any) -> Any:
+        entity: Entity = item["entity"]
+        self.stats.inc_value("kar/parsed")
+        previous = self._local_match(entity)
+        if previous is not None:
+            entity = merge(previous, entity)
+            self.stats.inc_value("kar/merged")
+            if entity.id != previous.id:
+                self.batch.entities.pop(previous.id, None)
+        self._index(entity)
+        self.batch.entities[entity.id] = entity
+        self.batch.pages.append(
+            (item.get("page_key") or canonical_url(item["url"]), item.get("etag"), item.get("last_modified"), item.get("revid"), entity.id)
+        )
+        if self.corpus_enabled and item.get("page_text"):
+            url = item["url"]
+            for n, text in enumerate(chunk_text(item["page_text"])):
+                self.batch.chunks.append(
+                    {
+                        "id": f"{canonical_url(url)}#{n}",
+                        "text": text,
+                        "url": url,
+                        "title": item.get("title") or entity.name,
+                        "site": item.get("site") or "web",
+                        "entity_id": entity.id,
+                        "chunk": n,
+                    }
+                )
+        if len(self.batch.entities) >= self.flush_every:
+            await self._flush()
+        return item
+
+    # -- writes ---------------------------------------------------------------------------
+    async def _flush(self) -> None:
+        batch, self.batch = self.batch, _Batch()
+        if not batch.entities and not batch.pages:
+            return
+        if not self.store_enabled:
+            self.stats.inc_value("kar/stored", len(batch.entities))
+            self._pages_done(batch, {e: e for e in batch.entities})
+            return
+        from scrapy.utils.defer import maybe_deferred_to_future
+        from twisted.internet import reactor, threads
+
+        # the single worker thread runs writes one at a time, in the order they were queued
+        d = threads.deferToThreadPool(reactor, self._pool, self._write, batch)
+        self._inflight.append(d)
+        try:
+            final_ids = await maybe_deferred_to_future(d)
+        except Exception as exc:  # the store or the embedder failed: stop instead of losing pages silently
+            self.stats.inc_value("kar/errors")
+            self.stats.set_value("kar/fatal", f"writing to CultureBase failed: {type(exc).__name__}: {exc}")
+            log.error("writing to CultureBase failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+            from scrapy.utils.defer import deferred_from_coro
+
+            if not self._closing:
+                self._closing = True
+                deferred_from_coro(self.crawler.engine.close_spider_async(reason="store_error"))
+            return
+        finally:
+            self._inflight.remove(d)
+        self._pages_done(batch, final_ids)
+
+    def _pages_done(self, batch: _Batch, final_ids: dict[str, str]) -> None:
+        rows = [(key, etag, lm, revid, final_ids.get(eid, eid)) for key, etag, lm, revid, eid in batch.pages]
+        if self.store_enabled and self.db is not None:
+            self.db.save_page_states(self.kb_id, rows)
+        if self.job_id and self.db is not None:
+            self.db.mark_pages(self.job_id, [r[0] for r in rows], "stored")
+
+    def _write(self, batch: _Batch) -> dict[str, str]:
+        """(worker thread) merge against the store, embed and upsert; returns crawl id -> stored id."""
+        store = self.kb.store
+        final: dict[str, Entity] = {}
+        final_ids: dict[str, str] = {}
+        merged_with_store = 0
+        for eid, entity in batch.entities.items():
+            existing = store.get(entity.id)
+            if existing is None:
+                for cand in store.find_by_name(entity.names):
+                    if same_entity(entity, cand):
+                        existing = cand
+                        break
+            if existing is not None:
+                target = final.get(existing.id, existing)
+                entity = merge(target, entity)
+                if existing.id != eid:
+                    merged_with_store += 1
+            if entity.id in final:
+                entity = merge(final[entity.id], entity)
+            final[entity.id] = entity
+            final_ids[eid] = entity.id
+        stored = self.kb.add(list(final.values()))
+        chunks = batch.chunks
+        if chunks:
+            for c in chunks:
+                c["entity_id"] = final_ids.get(c.get("entity_id", ""), c.get("entity_id"))
+            self.kb.add_corpus_chunks(chunks)
+        self.stats.inc_value("kar/stored", stored)
+        self.stats.inc_value("kar/corpus_chunks", len(chunks))
+        if merged_with_store:
+            self.stats.inc_value("kar/merged", merged_with_store)
+        return final_ids

@@ -1,0 +1,1 @@
+"""The spiders: ``knowyourmeme`` (entry/listing/search pages) and ``moegirl`` (MediaWiki API)."""
