@@ -102,8 +102,8 @@ _FIELD = re.compile(r"\"(ocr_text|visual_handle)\"\s*:\s*\"((?:[^\"\\]|\\.)*)\""
 def _json_candidates(text: str) -> list[str]:
     out = [m.group(1) for m in _JSON_FENCE.finditer(text)]
     start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        out.append(text[start : end + 1])
+    if start != -1:
+        out.append(text[start : end + 1] if end > start else text[start:])
     return out
 
 
