@@ -77,7 +77,7 @@ def wikitext_to_text(wikitext: str | object, keep_headings: bool = False) -> str
             tag = str(node.tag).strip().casefold()
             if tag in _DROP_TAGS:
                 continue
-            if tag in _BREAK_TAGS and node.contents is None:
+            if tag in _BREAK_TAGS and (node.self_closing or node.contents is None or not str(node.contents).strip()):
                 parts.append("\n")
                 continue
             if node.contents is not None:
@@ -85,8 +85,6 @@ def wikitext_to_text(wikitext: str | object, keep_headings: bool = False) -> str
                 if tag in {"li", "p", "div", "tr"}:
                     inner = "\n" + inner + "\n"
                 parts.append(inner)
-            if tag in _BREAK_TAGS and node.contents is None:
-                parts.append("\n")
         elif isinstance(node, ExternalLink):
             if node.title is not None:
                 parts.append(wikitext_to_text(node.title))
@@ -109,10 +107,13 @@ def wikitext_to_text(wikitext: str | object, keep_headings: bool = False) -> str
 _SPLIT_LIST = re.compile(r"\s*(?:<br\s*/?>|[、，,;；/／\n]|\band\b)\s*", re.I)
 
 
+_NOTE = re.compile(r"[ \t]*[（(][^（()）\n]{0,40}[）)][ \t]*")
+
+
 def split_list(value: str) -> list[str]:
-    """A parameter value listing several names (``A、B<br>C``) as a list of names."""
+    """A parameter value listing several names (``A、B<br>C（注）``) as a list of names, notes in brackets removed."""
     out = []
-    for part in _SPLIT_LIST.split(value):
+    for part in _SPLIT_LIST.split(_NOTE.sub(" ", value)):
         part = part.strip(" 　\"'“”「」『』《》()（）[]【】·.。")
         if part and len(part) <= 100:
             out.append(part)

@@ -72,6 +72,15 @@ def _param_text(value: str) -> str:
     return wikitext_to_text(value.replace("<br>", "\n").replace("<br/>", "\n").replace("<br />", "\n"))
 
 
+def _section_of(code: Any, heading_node: Any) -> str:
+    """The wikitext of the section a heading opens (its subsections included)."""
+    for section in code.get_sections(levels=[heading_node.level], include_headings=True):
+        first = section.filter_headings(recursive=False)
+        if first and first[0] is heading_node or (first and str(first[0]) == str(heading_node)):
+            return str(section)
+    return str(heading_node)
+
+
 def parse_wikitext(title: str, displaytitle: str, wikitext: str, categories: list[str], redirects: list[str]) -> dict[str, Any]:
     """The entity fields of a Moegirl page from its wikitext (pure: tested on saved API responses)."""
     code = mwparserfromhell.parse(wikitext)
@@ -94,7 +103,7 @@ def parse_wikitext(title: str, displaytitle: str, wikitext: str, categories: lis
     visual_parts = []
     for key in VISUAL_KEYS:
         if params.get(key):
-            value = "、".join(split_list(_param_text(params[key])))
+            value = "、".join(p.strip() for p in _param_text(params[key]).split("\n") if p.strip())
             if value:
                 visual_parts.append(f"{key}：{value}")
     tags = [c for c in categories if c]
@@ -107,17 +116,24 @@ def parse_wikitext(title: str, displaytitle: str, wikitext: str, categories: lis
     usage_parts: list[str] = []
     if sections and not sections[0].filter_headings(recursive=False):
         lead = wikitext_to_text(sections[0])
-    for section in sections:
-        headings = section.filter_headings(recursive=False)
-        if not headings:
+    skip_below: int | None = None
+    for heading_node in code.filter_headings(recursive=False):
+        level = heading_node.level
+        if skip_below is not None and level > skip_below:
+            continue  # inside a section already taken whole
+        skip_below = None
+        heading = one_line(wikitext_to_text(heading_node.title))
+        is_usage, is_visual = bool(USAGE_HEADINGS.search(heading)), bool(VISUAL_HEADINGS.search(heading))
+        if not (is_usage or is_visual):
             continue
-        heading = one_line(wikitext_to_text(headings[0].title))
-        body = wikitext_to_text(mwparserfromhell.parse(str(section)[len(str(headings[0])) :]))
+        section = _section_of(code, heading_node)
+        body = wikitext_to_text(mwparserfromhell.parse(section[len(str(heading_node)) :]), keep_headings=True)
         if not body:
             continue
-        if USAGE_HEADINGS.search(heading):
+        skip_below = level
+        if is_usage:
             usage_parts.append(f"{heading}：{body}")
-        elif VISUAL_HEADINGS.search(heading):
+        else:
             visual_parts.append(truncate(body, 1500))
     # the lead: first paragraphs of prose (infobox and navigation templates are already gone)
     description = truncate(clean_ws(lead), 3000)
@@ -219,7 +235,7 @@ class MoegirlSpider(scrapy.Spider):
             "cmlimit": str(BATCH),
             **(cont or {}),
         }
-        return self.api(self.parse_members, params, meta={"category": category, "depth": depth}, dont_filter=True)
+        return self.api(self.parse_members, params, meta={"category": category, "cat_depth": depth}, dont_filter=True)
 
     @staticmethod
     def _info_params(**extra: str) -> dict[str, str]:
@@ -251,7 +267,7 @@ class MoegirlSpider(scrapy.Spider):
         data = self._api_error(response)
         if data is None:
             return
-        depth = response.meta["depth"]
+        depth = response.meta["cat_depth"]
         pageids = []
         for m in data.get("query", {}).get("categorymembers", []):
             if m.get("ns") == 14:
