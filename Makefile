@@ -18,10 +18,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+DEMO_ENV := KAR_KB_PATH=$(DEMO_KB) KAR_DATA_DIR=data/demo HF_HUB_OFFLINE=1
+DEMO_QUERIES := "Zhuge Liang" "诸葛亮" "神烦狗" "never gonna give you up" "我从未见过如此厚颜无耻之人" "a shiba inu dog with comic sans text"
+
 demo: $(STAMP)
 	rm -rf $(DEMO_KB)
-	KAR_KB_PATH=$(DEMO_KB) HF_HUB_OFFLINE=1 $(KAR) kb import examples/culturebase_sample.jsonl
-	KAR_KB_PATH=$(DEMO_KB) HF_HUB_OFFLINE=1 $(PY) -m services.demo
+	$(DEMO_ENV) $(KAR) kb import examples/culturebase_sample.jsonl
+	$(DEMO_ENV) $(KAR) kb stats
+	@for q in $(DEMO_QUERIES); do $(DEMO_ENV) $(KAR) kb search "$$q" --top-k 3 || exit 1; done
+	@for img in examples/images/*.png; do $(DEMO_ENV) $(KAR) explain "$$img" || exit 1; done
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider

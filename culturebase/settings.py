@@ -155,6 +155,21 @@ class Settings(BaseSettings):
         return out
 
 
+def settings_table() -> str:
+    """The README's settings table (markdown), generated from the field descriptions."""
+    rows = ["| variable | default | what it does |", "|---|---|---|"]
+    for name, info in Settings.model_fields.items():
+        default = info.default_factory() if info.default_factory is not None else info.default  # type: ignore[call-arg]
+        if default is None:
+            shown = "(unset)"
+        elif isinstance(default, list):
+            shown = ",".join(default) or "(empty)"
+        else:
+            shown = str(default)
+        rows.append(f"| `KAR_{name.upper()}` | `{shown}` | {info.description} |")
+    return "\n".join(rows)
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment."""
