@@ -1,4 +1,4 @@
-"""``kar judge``, ``kar judge merge`` and ``kar report`` (registered into the ``kar`` app).
+"""``kar judge``, ``kar judge merge``, ``kar report`` and ``kar report-refs`` (registered into the ``kar`` app).
 
 Bad input is one line on stderr naming the file/item/field, and exit code 2.
 """
@@ -227,3 +227,165 @@ def report_command(
 
         err.print(leaderboard_markdown(report), highlight=False)
         err.print(f"wrote {len(files)} files to {out}", highlight=False)
+
+
+def _load_reference_dataset(path: Path, fmt: str, image_dir: Path | None) -> tuple[str, list[Any]]:
+    from eval.datasets import load_memecap, load_memecult
+
+    if fmt == "auto":
+        fmt = "memecult" if path.suffix.lower() in {".csv", ".tsv"} else "memecap"
+    loader = load_memecult if fmt == "memecult" else load_memecap
+    items = loader(path, image_dir=image_dir)
+    if not items:
+        raise DatasetError(f"{path}: no items")
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if item.id in seen:
+            field = "Filename" if fmt == "memecult" else "post_id"
+            where = f"row {index + 2}" if fmt == "memecult" else f"item {index}"
+            raise DatasetError(f"{path}: {where}: field '{field}' duplicates an earlier item ({item.id})")
+        seen.add(item.id)
+    return fmt, items
+
+
+def reference_command(
+    dataset: Annotated[Path, typer.Option("--dataset", help="MemeCULT CSV or MemeCap JSON with reference explanations.")],
+    pred: Annotated[list[str], typer.Option("--pred", help="NAME=FILE predictions {id, image_path, response}.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")],
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="Baseline prediction NAME for paired Δ (default: the first --pred).")
+    ] = None,
+    dataset_format: Annotated[
+        str, typer.Option("--format", help="auto (by extension: .csv = MemeCULT), memecult or memecap.")
+    ] = "auto",
+    image_dir: Annotated[Path | None, typer.Option("--image-dir", help="Image folder (default: the dataset's).")] = None,
+    rubric: Annotated[bool, typer.Option("--rubric", help="Also score 1–5 fluency / cultural / humor with the judge.")] = False,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Judge model id (default KAR_JUDGE_MODEL).")] = None,
+    judge_base_url: Annotated[
+        list[str] | None, typer.Option("--judge-base-url", help="Judge base URL(s) (default KAR_JUDGE_BASE_URLS).")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Concurrent judge calls.")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=1, help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print reference_metrics.json to stdout.")] = False,
+) -> None:
+    """Reference-based metrics: embedding cosine (and a 1–5 LLM rubric), paired vs a baseline per language."""
+    import csv
+
+    from culturebase.settings import get_settings
+    from eval.reference import CachingEncoder, match_responses, reference_markdown, reference_metrics, run_rubric
+    from eval.report import jsonable
+
+    if dataset_format not in {"auto", "memecult", "memecap"}:
+        raise fail(f"--format must be auto, memecult or memecap, got {dataset_format!r}")
+    pairs = _pairs(pred, "--pred")
+    names = [name for name, _ in pairs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise fail(f"--pred: name {duplicates[0]!r} given twice")
+    baseline = baseline or names[0]
+    if baseline not in names:
+        raise fail(f"--baseline {baseline!r} is not one of the --pred names ({', '.join(names)})")
+    try:
+        fmt, items = _load_reference_dataset(dataset, dataset_format, image_dir)
+        responses: dict[str, dict[str, str | None]] = {}
+        unmatched: dict[str, int] = {}
+        for name, path in pairs:
+            predictions = load_predictions(path)
+            responses[name], unmatched[name] = match_responses(items, predictions)
+            if not responses[name]:
+                raise DatasetError(
+                    f"{path}: no prediction matches an item of {dataset} (by id, image_path or image file name)"
+                )
+    except DatasetError as exc:
+        raise fail(str(exc)) from None
+
+    settings = get_settings()
+    images: dict[str, bytes | None] = {}
+    vlm = None
+    if rubric:
+        from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
+
+        updates: dict[str, Any] = {}
+        if judge_model:
+            updates["judge_model"] = judge_model
+        if judge_base_url:
+            updates["judge_base_urls"] = list(judge_base_url)
+        if concurrency:
+            updates["judge_concurrency"] = concurrency
+        settings = settings.model_copy(update=updates)
+        for item in items:
+            image = Path(item.image_path)
+            if not image.is_file():
+                raise fail(f"{dataset}: item {item.id}: field 'image_path': image file not found: {image} "
+                           "(--image-dir sets the folder; the rubric judge needs the image)")
+            images[item.id] = image.read_bytes()
+        try:
+            vlm = OpenAICompatibleVLM.from_settings(settings, role="judge")
+        except VLMNotConfiguredError as exc:
+            raise fail(str(exc)) from None
+
+    from retrieval.embedders import build_embedder
+    from retrieval.embedders.base import EmbedderUnavailableError
+
+    encoder = CachingEncoder(build_embedder(settings))
+    texts = list(dict.fromkeys(
+        [ref for item in items for ref in item.references]
+        + [r for per_item in responses.values() for r in per_item.values() if (r or "").strip()]
+    ))
+    rubric_scores: dict[str, list[Any]] | None = None
+    with _progress() as progress:
+        task = progress.add_task(f"embedding with {encoder.name}", total=len(texts))
+        try:
+            for start in range(0, len(texts), 256):
+                encoder.encode_documents(texts[start : start + 256])
+                progress.update(task, completed=min(len(texts), start + 256))
+        except EmbedderUnavailableError as exc:
+            raise fail(str(exc)) from None
+        if vlm is not None:
+            rubric_scores = {}
+
+            async def judge_all() -> None:
+                try:
+                    for name in names:
+                        rtask = progress.add_task(f"rubric {name} ({vlm.model_id})", total=len(items))
+                        rubric_scores[name] = await run_rubric(  # type: ignore[index]
+                            vlm, items, responses[name], images,
+                            concurrency=settings.judge_concurrency,
+                            max_parse_retries=settings.judge_max_parse_retries,
+                            on_progress=lambda done, total, t=rtask: progress.update(t, completed=done),
+                        )
+                finally:
+                    await vlm.aclose()
+
+            asyncio.run(judge_all())
+    metrics = reference_metrics(items, responses, encoder, baseline=baseline, rubric=rubric_scores,
+                                n_boot=bootstrap, seed=seed)
+    metrics = {
+        "dataset": str(dataset),
+        "format": fmt,
+        "predictions": {name: str(path) for name, path in pairs},
+        "unmatched_predictions": unmatched,
+        "rubric_judge": vlm.model_id if vlm is not None else None,
+        **metrics,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    data = jsonable(metrics)
+    (out / "reference_metrics.json").write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+    markdown = reference_markdown(metrics)
+    (out / "reference_metrics.md").write_text(markdown, encoding="utf-8")
+    item_rows = metrics["item_scores"]
+    columns = ["id", *next(iter(item_rows.values())).keys()] if item_rows else ["id"]
+    with (out / "reference_items.csv").open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        for item_id, row in item_rows.items():
+            writer.writerow({"id": item_id, **row})
+    for name, count in unmatched.items():
+        if count:
+            err.print(f"warning: {count} predictions of {name} match no dataset item", highlight=False)
+    if json_out:
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=1))
+    else:
+        err.print(markdown, highlight=False, soft_wrap=True)
+        err.print(f"wrote reference_metrics.json, reference_metrics.md, reference_items.csv to {out}", highlight=False)
