@@ -256,8 +256,7 @@ class AblationRunner:
                 line = json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n"
                 fh = files[condition]
                 fh.write(line)  # one write per record; the loop thread is the only writer
-                fh.flush()
-                os.fsync(fh.fileno())
+                fh.flush()  # in the OS once flushed: a SIGKILL cannot lose it (fsync at the end)
                 counts[condition]["ran"] += 1
                 counts[condition]["failed"] += result.response is None
                 finished += 1
@@ -268,6 +267,8 @@ class AblationRunner:
             await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(len(todo), 1)))))
         finally:
             for fh in files.values():
+                fh.flush()
+                os.fsync(fh.fileno())
                 fh.close()
             self.write_predictions(items)
         return RunSummary(

@@ -28,14 +28,12 @@ def _cut(text: str, tokens: int) -> str:
     """The longest prefix of ``text`` within ``tokens`` (approximately), with an ellipsis."""
     if estimate_tokens(text) <= tokens:
         return text
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[:mid]) <= tokens - 1:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo].rstrip() + "…"
+    cost, limit = 0.0, tokens - 1
+    for end, ch in enumerate(text):
+        cost += 1.0 if _CJK.match(ch) else 0.25
+        if cost > limit:
+            return text[:end].rstrip() + "…"
+    return text
 
 
 @dataclass

@@ -311,16 +311,17 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
             "timings": {"reason": time.perf_counter() - started},
         }
 
-    def route_start(state: PipelineState) -> str:
+    # routing functions are async so LangGraph runs them on the loop, not in a worker thread
+    async def route_start(state: PipelineState) -> str:
         return "extract" if state["condition"] in ("search_cot", "kar") else "answer"
 
-    def after_extract(state: PipelineState) -> str:
+    async def after_extract(state: PipelineState) -> str:
         if state.get("error"):
             return END
         return "ground" if state["condition"] == "kar" else "search"
 
     def stop_on_error(next_node: str):
-        def route(state: PipelineState) -> str:
+        async def route(state: PipelineState) -> str:
             return END if state.get("error") else next_node
 
         return route
