@@ -1,0 +1,168 @@
+"""Ablation jobs of the API: the same :class:`agents.runner.AblationRunner` as ``kar run``, in the background.
+
+A job runs in the API process (as an asyncio task sharing the app's pipeline, so it
+uses the same VLM concurrency limit and the same CultureBase) and writes the usual run
+folder under ``DATA_DIR/ablations/{id}``; ``status.json`` there keeps its state, so
+finished jobs are listed again after a restart (a job that was running when the server
+stopped is reported ``interrupted``; POSTing the same dataset and conditions again with
+``resume_id`` continues it, since the runner skips finished items).
+
+Datasets are named relative to ``DATA_DIR/datasets`` (no absolute paths, no ``..``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.errors import ApiError
+
+
+@dataclass
+class AblationJob:
+    id: str
+    dataset: str
+    conditions: list[str]
+    limit: int | None
+    concurrency: int
+    status: str = "queued"  # queued, running, succeeded, failed, cancelled, interrupted
+    done: int = 0
+    total: int = 0
+    error: str | None = None
+    summary: dict[str, Any] | None = None
+    created_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class AblationManager:
+    """Starts runner tasks on the app's event loop and keeps their state on disk."""
+
+    def __init__(self, data_dir: Path, pipeline: Any, vlm_configured: bool) -> None:
+        self.root = Path(data_dir) / "ablations"
+        self.datasets = Path(data_dir) / "datasets"
+        self.pipeline = pipeline
+        self.vlm_configured = vlm_configured
+        self.jobs: dict[str, AblationJob] = {}
+        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if not self.root.is_dir():
+            return
+        for status in sorted(self.root.glob("*/status.json")):
+            try:
+                job = AblationJob(**json.loads(status.read_text("utf-8")))
+            except (ValueError, TypeError):
+                continue
+            if job.status in ("queued", "running"):
+                job.status, job.error = "interrupted", "the server stopped while the job ran; POST it again with resume_id to continue"
+            self.jobs[job.id] = job
+
+    def job_dir(self, job_id: str) -> Path:
+        return self.root / job_id
+
+    def _save(self, job: AblationJob) -> None:
+        path = self.job_dir(job.id) / "status.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(job.to_dict(), ensure_ascii=False, default=str), "utf-8")
+        os.replace(tmp, path)
+
+    def resolve_dataset(self, name: str) -> Path:
+        rel = Path(name)
+        if rel.is_absolute() or ".." in rel.parts or not name.strip():
+            raise ApiError(422, "invalid_dataset", "dataset must be a path relative to DATA_DIR/datasets, without '..'")
+        path = (self.datasets / rel).resolve()
+        if not path.is_relative_to(self.datasets.resolve()):
+            raise ApiError(422, "invalid_dataset", "dataset must stay inside DATA_DIR/datasets")
+        if not path.exists():
+            raise ApiError(404, "dataset_not_found", f"no dataset {name!r} under the server's DATA_DIR/datasets")
+        return path
+
+    def get(self, job_id: str) -> AblationJob:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise ApiError(404, "ablation_not_found", f"no ablation job {job_id!r}")
+        return job
+
+    def start(self, dataset: str, conditions: list[str], limit: int | None, concurrency: int, resume_id: str | None = None) -> AblationJob:
+        from agents.runner import AblationRunner, DatasetFormatError, load_items
+
+        if not self.vlm_configured:
+            raise ApiError(503, "vlm_not_configured", "ablations need a VLM: set KAR_VLM_BASE_URLS and KAR_VLM_MODEL")
+        path = self.resolve_dataset(dataset)
+        try:
+            items = load_items(path)
+        except DatasetFormatError as exc:
+            raise ApiError(422, "invalid_dataset", str(exc)) from None
+        if limit:
+            items = items[:limit]
+        if resume_id is not None:
+            job = self.get(resume_id)
+            if job.status in ("queued", "running"):
+                raise ApiError(409, "ablation_running", f"ablation job {resume_id} is still {job.status}")
+            job.status, job.error, job.finished_at = "queued", None, None
+            job.dataset, job.conditions, job.limit, job.concurrency = dataset, conditions, limit, concurrency
+        else:
+            job = AblationJob(id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6], dataset=dataset, conditions=conditions, limit=limit, concurrency=concurrency)
+        job.total = len(items) * len(conditions)
+        self.jobs[job.id] = job
+        self._save(job)
+        runner = AblationRunner(self.pipeline, self.job_dir(job.id), conditions, concurrency=concurrency, manifest={"api_job": job.id})
+        self.tasks[job.id] = asyncio.get_running_loop().create_task(self._run(job, runner, items, str(path)))
+        return job
+
+    async def _run(self, job: AblationJob, runner: Any, items: list[Any], dataset: str) -> None:
+        job.status = "running"
+        self._save(job)
+
+        def progress(done: int, total: int) -> None:
+            job.done, job.total = done, total
+
+        try:
+            summary = await runner.run(items, progress=progress, dataset=dataset)
+            job.summary = summary.to_dict()
+            job.status = "succeeded"
+        except asyncio.CancelledError:
+            job.status = "cancelled"
+        except Exception as exc:  # recorded on the job; the server keeps going
+            job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            job.finished_at = time.time()
+            self._save(job)
+            self.tasks.pop(job.id, None)
+
+    def cancel(self, job_id: str) -> AblationJob:
+        job = self.get(job_id)
+        task = self.tasks.get(job_id)
+        if task is None or job.status not in ("queued", "running"):
+            raise ApiError(409, "ablation_finished", f"ablation job {job_id} is already {job.status}")
+        task.cancel()
+        return job
+
+    def result_file(self, job_id: str, kind: str, condition: str) -> Path:
+        job = self.get(job_id)
+        if condition not in job.conditions:
+            raise ApiError(404, "not_found", f"ablation job {job_id} has no condition {condition!r}")
+        path = self.job_dir(job_id) / ("predictions" if kind == "predictions" else "traces") / (f"{condition}.json" if kind == "predictions" else f"{condition}.jsonl")
+        if not path.exists():
+            raise ApiError(404, "not_found", f"no {kind} for {condition} yet")
+        return path
+
+    async def aclose(self) -> None:
+        for task in list(self.tasks.values()):
+            task.cancel()
+        for task in list(self.tasks.values()):
+            try:
+                await task
+            except BaseException:
+                pass

@@ -1,0 +1,130 @@
+"""The FastAPI application: ``create_app()`` wires the routers, errors, limits, CORS and metrics.
+
+The app owns one CultureBase for its lifetime (opened in the lifespan, closed at
+shutdown); synchronous store and embedder calls run in the threadpool under one lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
+
+from culturebase.settings import Settings, get_settings
+from services.errors import ApiError, error_response, install_error_handlers
+from services.images import UrlFetcher
+from services.metrics import Metrics, MetricsMiddleware
+
+log = logging.getLogger("services")
+STATIC = Path(__file__).resolve().parent / "static"
+#: bodies larger than this (beyond the image limit) are refused while being read
+BODY_SLACK = 256 * 1024
+IMPORT_MAX_BYTES = 64 * 1024 * 1024
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies over the limit: by Content-Length up front, else while reading."""
+
+    def __init__(self, app: Any, settings: Settings) -> None:
+        self.app = app
+        image = int(settings.max_upload_mb * 1024 * 1024)
+        # base64 in JSON grows 4/3; multipart adds headers and fields
+        self.explain_limit = image * 4 // 3 + BODY_SLACK
+        self.default_limit = 4 * 1024 * 1024
+
+    def limit_for(self, path: str) -> int:
+        if path.startswith("/v1/explain"):
+            return self.explain_limit
+        if path.startswith("/v1/entities/import"):
+            return IMPORT_MAX_BYTES
+        return self.default_limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit_for(scope["path"])
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            response = error_response(413, "upload_too_large", f"request body is {int(length)} bytes; the limit here is {limit} bytes")
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited_receive() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise ApiError(413, "upload_too_large", f"request body exceeds the limit of {limit} bytes")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    kb: Any = None,
+    embedder: Any = None,
+    vlm: Any = "settings",
+    search: Any = "settings",
+    ocr: Any = "settings",
+    fetcher: UrlFetcher | None = None,
+) -> FastAPI:
+    """Build the API (parts may be passed in: an open KnowledgeBase, a VLM double, a search double)."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from services.state import build_services
+
+        services = await asyncio.to_thread(
+            build_services, settings, kb=kb, embedder=embedder, vlm=vlm, search=search, ocr=ocr, fetcher=fetcher
+        )
+        services.metrics = metrics
+        metrics.bind_search(services.search)
+        app.state.kar = services
+        for note in services.notes:
+            log.warning("%s", note)
+        try:
+            yield
+        finally:
+            app.state.kar = None
+            await services.aclose()
+
+    app = FastAPI(
+        title="CultureKAR",
+        version="0.1.0",
+        description="Explain culture-dependent images with grounded cultural knowledge; manage CultureBase, crawl and ablation jobs.",
+        lifespan=lifespan,
+    )
+    app.state.kar = None
+    metrics = Metrics()
+    install_error_handlers(app)
+
+    from services.routers import ablations, crawl_jobs, entities, explain, health, kb as kb_router, web
+
+    for module in (health, explain, entities, kb_router, crawl_jobs, ablations, web):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    app.add_middleware(BodyLimitMiddleware, settings=settings)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+            max_age=600,
+        )
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

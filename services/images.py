@@ -1,0 +1,265 @@
+"""Image input for the API: byte sniffing, decode checks, and SSRF-safe ``image_url`` fetching.
+
+``validate_image`` accepts PNG, JPEG, WebP and GIF (first frame, re-encoded as PNG) judged
+from the bytes, never from a filename or a declared content type; it rejects empty,
+oversized, truncated/corrupt images and decompression bombs (pixel limit checked from the
+header before any pixel is decoded).
+
+``fetch_image_url`` downloads with a total deadline and a byte cap while streaming.  Every
+TCP connection (the first request and each redirect hop) goes through
+:class:`GuardedNetworkBackend`, which resolves the host itself, refuses when *any* address
+is loopback, private, link-local (cloud metadata 169.254.169.254), CGNAT (100.64/10, e.g.
+Alibaba metadata 100.100.100.200), ULA (fd00:ec2::254), multicast, reserved or
+unspecified, and then connects to the address it checked, so a DNS answer cannot change
+between the check and the connect (no rebinding window).  TLS still verifies the host name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import ipaddress
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpcore
+import httpx
+
+from services.errors import ApiError
+
+MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+)
+MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "gif": "image/gif"}
+
+
+@dataclass
+class CheckedImage:
+    """Image bytes that passed every check, ready for the pipeline."""
+
+    data: bytes
+    format: str
+    width: int
+    height: int
+    source_bytes: int
+
+    @property
+    def mime(self) -> str:
+        return MIME[self.format]
+
+
+def sniff(data: bytes) -> str | None:
+    """The image format from the leading bytes (None when not PNG/JPEG/GIF/WebP)."""
+    for magic, kind in MAGIC:
+        if data.startswith(magic):
+            return kind
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def _guess_other(data: bytes) -> str:
+    head = data[:512].lstrip().lower()
+    if head.startswith(b"%pdf"):
+        return "a PDF document"
+    if b"<svg" in head:
+        return "an SVG image"
+    if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head:
+        return "an HTML document"
+    if head.startswith(b"<?xml"):
+        return "an XML document"
+    try:
+        data[:512].decode("utf-8")
+        return "text"
+    except UnicodeDecodeError:
+        return "an unrecognised binary format"
+
+
+def validate_image(data: bytes, max_bytes: int, max_pixels: int) -> CheckedImage:
+    """Check image bytes (see module docstring); raises :class:`ApiError` with a 4xx."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        raise ApiError(400, "empty_image", "the image is empty (0 bytes)")
+    if len(data) > max_bytes:
+        raise ApiError(413, "image_too_large", f"the image is {len(data)} bytes; the limit is {max_bytes} bytes")
+    kind = sniff(data)
+    if kind is None:
+        raise ApiError(
+            415,
+            "unsupported_image_type",
+            f"the bytes are {_guess_other(data)}, not an image; send PNG, JPEG, WebP or GIF",
+        )
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            width, height = img.size
+            if width * height > max_pixels:
+                raise ApiError(
+                    422,
+                    "image_too_many_pixels",
+                    f"the image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} (decompression bomb?)",
+                )
+            img.verify()
+        with Image.open(io.BytesIO(data)) as img:
+            img.seek(0)
+            img.load()
+            if kind == "gif":
+                frame = img.convert("RGBA") if img.mode in ("P", "PA", "LA") else img.convert("RGB")
+                out = io.BytesIO()
+                frame.save(out, format="PNG")
+                data = out.getvalue()
+    except ApiError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise ApiError(422, "image_too_many_pixels", f"decompression bomb refused: {exc}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise ApiError(422, "image_corrupt", f"the {kind.upper()} image is truncated or corrupt: {exc}") from None
+    return CheckedImage(data=data, format="png" if kind == "gif" else kind, width=width, height=height, source_bytes=len(data))
+
+
+# -- SSRF-safe fetching --------------------------------------------------------------------
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], list[str]]
+AddressPolicy = Callable[[IPAddress], str | None]
+
+
+def default_policy(ip: IPAddress) -> str | None:
+    """Why an address may not be fetched (None: allowed, a public unicast address)."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local (cloud metadata lives here)"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_private:
+        return "private"
+    if not ip.is_global:
+        return "not globally routable (reserved, shared/CGNAT or documentation range)"
+    return None
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+class ForbiddenAddress(Exception):
+    """The host resolves to an address the policy refuses."""
+
+
+class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
+    """Resolve, check every address, connect to a checked address (used for every hop)."""
+
+    def __init__(self, policy: AddressPolicy = default_policy, resolver: Resolver = system_resolver) -> None:
+        self.policy = policy
+        self.resolver = resolver
+        self.inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None, socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        try:
+            literal = ipaddress.ip_address(host.strip("[]"))
+            addresses = [str(literal)]
+        except ValueError:
+            try:
+                addresses = await asyncio.to_thread(self.resolver, host, port)
+            except (OSError, UnicodeError) as exc:
+                raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
+        if not addresses:
+            raise httpcore.ConnectError(f"{host} has no addresses")
+        for addr in addresses:
+            why = self.policy(ipaddress.ip_address(addr.split("%", 1)[0]))
+            if why is not None:
+                shown = host if host == addr else f"{host} ({addr})"
+                raise ForbiddenAddress(f"{shown} is a {why} address")
+        return await self.inner.connect_tcp(addresses[0], port, timeout=timeout, local_address=local_address, socket_options=socket_options)
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:  # pragma: no cover
+        raise ForbiddenAddress("unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+@dataclass
+class UrlFetcher:
+    """Downloads ``image_url`` inputs safely (policy and resolver injectable for tests)."""
+
+    max_bytes: int
+    timeout_s: float = 10.0
+    max_redirects: int = 3
+    policy: AddressPolicy = default_policy
+    resolver: Resolver = system_resolver
+
+    def _client(self) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(retries=0)
+        transport._pool = httpcore.AsyncConnectionPool(  # the public transport, our connect step
+            ssl_context=httpx.create_ssl_context(), network_backend=GuardedNetworkBackend(self.policy, self.resolver), max_connections=4
+        )
+        return httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, headers={"User-Agent": "CultureKAR-image-fetch/0.1"})
+
+    async def fetch(self, url: str) -> bytes:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self._fetch(url)
+        except TimeoutError:
+            raise ApiError(422, "image_url_timeout", f"fetching image_url took longer than {self.timeout_s:g} s") from None
+
+    async def _fetch(self, url: str) -> bytes:
+        current = url
+        async with self._client() as client:
+            for hop in range(self.max_redirects + 1):
+                check_url(current)
+                try:
+                    async with client.stream("GET", current) as resp:
+                        if resp.is_redirect:
+                            location = resp.headers.get("location")
+                            if not location:
+                                raise ApiError(422, "image_url_unreachable", f"{current} redirected without a Location")
+                            current = urljoin(current, location)
+                            continue
+                        if resp.status_code != 200:
+                            raise ApiError(422, "image_url_unreachable", f"image_url answered HTTP {resp.status_code}")
+                        declared = resp.headers.get("content-length")
+                        if declared and declared.isdigit() and int(declared) > self.max_bytes:
+                            raise ApiError(413, "image_too_large", f"image_url is {declared} bytes; the limit is {self.max_bytes} bytes")
+                        buf = bytearray()
+                        async for chunk in resp.aiter_bytes():
+                            buf += chunk
+                            if len(buf) > self.max_bytes:
+                                raise ApiError(413, "image_too_large", f"image_url sent more than the limit of {self.max_bytes} bytes")
+                        return bytes(buf)
+                except ForbiddenAddress as exc:
+                    where = "after a redirect, " if hop else ""
+                    raise ApiError(422, "image_url_forbidden", f"{where}image_url host {exc}; only public addresses are fetched") from None
+                except httpx.HTTPError as exc:
+                    cause = exc.__cause__ or exc.__context__
+                    if isinstance(cause, ForbiddenAddress):
+                        where = "after a redirect, " if hop else ""
+                        raise ApiError(422, "image_url_forbidden", f"{where}image_url host {cause}; only public addresses are fetched") from None
+                    raise ApiError(422, "image_url_unreachable", f"cannot fetch image_url: {type(exc).__name__}: {exc}") from None
+        raise ApiError(422, "image_url_unreachable", f"image_url redirected more than {self.max_redirects} times")
+
+
+def check_url(url: str) -> None:
+    """Only absolute http(s) URLs with a host, no credentials."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise ApiError(422, "invalid_image_url", f"image_url is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ApiError(422, "invalid_image_url", f"image_url must be http(s), not {parts.scheme or 'a relative URL'!r}")
+    if not parts.hostname:
+        raise ApiError(422, "invalid_image_url", "image_url has no host")
+    if parts.username or parts.password:
+        raise ApiError(422, "invalid_image_url", "image_url must not carry credentials")

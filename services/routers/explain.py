@@ -1,0 +1,251 @@
+"""``POST /v1/explain``: an image (multipart upload, ``image_url`` or ``image_base64``) → explanation + trace.
+
+With ``stream=true`` (query or body) the stages arrive as server-sent events as they
+finish: ``extraction``, ``entities``, ``queries``, ``evidence``, ``explanation``, then
+``final`` with the whole result (``error`` if the run fails mid-way).  Every input is
+checked before the pipeline starts, so bad input is always a JSON 4xx, never a stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse
+
+from services.deps import ExplainCaller, Services
+from services.errors import ApiError
+from services.images import CheckedImage, check_url, validate_image
+from services.schemas import ErrorPublic, ExplainCreate, ExplainPublic
+from services.state import NO_VLM_HELP, KarServices
+
+router = APIRouter(tags=["explain"])
+LANG = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
+CONTEXT_FIELDS = ("post_text", "top_comment", "context_note")
+ERRORS = {code: {"model": ErrorPublic} for code in (400, 401, 403, 413, 415, 422, 429, 502, 503)}
+
+_form_schema = {
+    "type": "object",
+    "required": ["image"],
+    "properties": {
+        "image": {"type": "string", "format": "binary", "description": "PNG, JPEG, WebP or GIF (first frame)."},
+        "condition": {"type": "string", "enum": ["vanilla", "cot", "search_cot", "kar", "context_note"], "default": "kar"},
+        "language": {"type": "string", "maxLength": 16},
+        "post_text": {"type": "string"},
+        "top_comment": {"type": "string"},
+        "context_note": {"type": "string"},
+        "stream": {"type": "boolean", "default": False},
+    },
+}
+OPENAPI_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ExplainCreate"}},
+            "multipart/form-data": {"schema": _form_schema},
+        },
+    }
+}
+
+
+def _validation_to_api(exc: ValidationError) -> ApiError:
+    for err in exc.errors():
+        loc = tuple(str(x) for x in err.get("loc", ()))
+        if loc[:1] == ("condition",):
+            return ApiError(422, "unknown_condition", "unknown condition; choose from vanilla, cot, search_cot, kar, context_note")
+    parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'body'}: {e.get('msg')}" for e in exc.errors()[:5]]
+    return ApiError(422, "validation_error", "; ".join(parts))
+
+
+async def _parse(request: Request, services: KarServices) -> tuple[ExplainCreate, bytes | None]:
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype == "application/json" or ctype.endswith("+json"):
+        raw = await request.body()
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "malformed_json", f"request body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ApiError(422, "validation_error", "the JSON body must be an object")
+        try:
+            return ExplainCreate.model_validate(data), None
+        except ValidationError as exc:
+            raise _validation_to_api(exc) from None
+    if ctype == "multipart/form-data":
+        try:
+            form = await request.form(max_files=1, max_fields=16, max_part_size=1024 * 1024)
+        except ApiError:
+            raise
+        except Exception as exc:
+            detail = getattr(exc, "detail", None) or str(exc)
+            raise ApiError(400, "malformed_multipart", f"cannot read the multipart body: {detail}") from None
+        upload = form.get("image")
+        data: dict[str, Any] = {}
+        for key in ("condition", "language", "stream", "image_url"):
+            value = form.get(key)
+            if isinstance(value, str) and value != "":
+                data[key] = value
+        ctx = {k: form.get(k) for k in CONTEXT_FIELDS if isinstance(form.get(k), str) and form.get(k)}
+        if ctx:
+            data["context"] = ctx
+        unknown = sorted(set(form.keys()) - {"image", "image_url", "condition", "language", "stream", *CONTEXT_FIELDS})
+        if unknown:
+            raise ApiError(422, "validation_error", f"unknown form field(s): {', '.join(unknown)}")
+        try:
+            body = ExplainCreate.model_validate(data)
+        except ValidationError as exc:
+            raise _validation_to_api(exc) from None
+        content = None
+        if upload is not None:
+            if isinstance(upload, str):
+                raise ApiError(422, "validation_error", "image must be a file part (multipart upload), not a text field")
+            limit = int(services.settings.max_upload_mb * 1024 * 1024)
+            chunks, size = [], 0
+            while chunk := await upload.read(256 * 1024):
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, "image_too_large", f"the upload exceeds the limit of {limit} bytes")
+                chunks.append(chunk)
+            content = b"".join(chunks)
+            await upload.close()
+        return body, content
+    raise ApiError(
+        415,
+        "unsupported_content_type",
+        f"send multipart/form-data (field 'image') or application/json, not {ctype or 'no content type'!r}",
+    )
+
+
+def _check_request(body: ExplainCreate, upload: bytes | None, services: KarServices) -> None:
+    sources = [name for name, value in (("image", upload), ("image_url", body.image_url), ("image_base64", body.image_base64)) if value is not None]
+    if not sources:
+        raise ApiError(422, "missing_image", "send an image: a multipart 'image' file, 'image_url' or 'image_base64'")
+    if len(sources) > 1:
+        raise ApiError(422, "multiple_images", f"send exactly one image source, not {' and '.join(sources)}")
+    limit = services.settings.max_context_chars
+    ctx = body.context.model_dump() if body.context else {}
+    for key in CONTEXT_FIELDS:
+        value = ctx.get(key)
+        if value is not None and len(value) > limit:
+            raise ApiError(422, "context_too_long", f"context field {key} is {len(value)} characters; the limit is {limit}")
+    if body.language is not None and not LANG.match(body.language):
+        raise ApiError(422, "invalid_language", "language must be a language tag such as 'zh' or 'en'")
+    if body.condition == "context_note" and not ctx.get("context_note"):
+        raise ApiError(422, "missing_context_note", "condition context_note needs context.context_note")
+    if services.vlm is None and body.condition != "kar":
+        raise ApiError(503, "vlm_not_configured", f"condition {body.condition} needs a VLM; {NO_VLM_HELP}")
+    if body.image_url is not None:
+        check_url(body.image_url)
+
+
+async def _image_bytes(body: ExplainCreate, upload: bytes | None, services: KarServices) -> CheckedImage:
+    settings = services.settings
+    max_bytes = int(settings.max_upload_mb * 1024 * 1024)
+    if upload is not None:
+        data = upload
+    elif body.image_base64 is not None:
+        text = body.image_base64.strip()
+        if text.startswith("data:"):
+            text = text.split(",", 1)[1] if "," in text else ""
+        if len(text) > max_bytes * 4 // 3 + 8:
+            raise ApiError(413, "image_too_large", f"the image is larger than the limit of {max_bytes} bytes")
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(422, "invalid_base64", "image_base64 is not valid base64") from None
+    else:
+        assert body.image_url is not None
+        data = await services.fetcher.fetch(body.image_url)
+    return await asyncio.to_thread(validate_image, data, max_bytes, settings.max_image_pixels)
+
+
+def _public(result: Any, image: CheckedImage, services: KarServices) -> dict[str, Any]:
+    payload = result.to_dict()
+    payload.pop("image_path", None)
+    payload["image"] = {"format": image.format, "width": image.width, "height": image.height, "bytes": image.source_bytes}
+    payload["notes"] = list(services.notes) + list(result.trace.get("notes") or [])
+    if result.response is None and result.error is None:
+        payload["message"] = "no explanation was generated: " + NO_VLM_HELP
+    return payload
+
+
+def _stage_events(event: Any) -> list[tuple[str, dict[str, Any]]]:
+    data = event.data
+    if event.stage == "extract":
+        return [("extraction", {"ocr": data.get("ocr"), "extraction": data.get("extraction"), "elapsed_s": round(event.elapsed_s, 4)})]
+    if event.stage == "ground":
+        return [("entities", {"grounding": data.get("grounding"), "elapsed_s": round(event.elapsed_s, 4)})]
+    if event.stage == "search":
+        return [
+            ("queries", {"queries": data.get("queries") or [], "elapsed_s": round(event.elapsed_s, 4)}),
+            ("evidence", {"searches": data.get("searches") or [], "evidence": data.get("evidence"), "elapsed_s": round(event.elapsed_s, 4)}),
+        ]
+    if event.stage in ("answer", "reason"):
+        return [("explanation", {"response": data.get("response"), "error": data.get("error"), "elapsed_s": round(event.elapsed_s, 4)})]
+    return []
+
+
+@router.post(
+    "/v1/explain",
+    summary="Explain an image (optionally streamed as server-sent events)",
+    response_model=ExplainPublic,
+    responses={**ERRORS, 200: {"content": {"text/event-stream": {}}}},
+    openapi_extra=OPENAPI_BODY,
+)
+async def explain(
+    request: Request,
+    services: Services,
+    caller: ExplainCaller,
+    stream: bool | None = Query(None, description="Stream the stages as server-sent events."),
+) -> Any:
+    body, upload = await _parse(request, services)
+    _check_request(body, upload, services)
+    image = await _image_bytes(body, upload, services)
+    from agents.pipeline import ExplainContext
+
+    context = ExplainContext.from_dict(body.context.model_dump() if body.context else None)
+    pipeline = services.pipeline
+    metrics = services.metrics
+    if stream if stream is not None else body.stream:
+        return EventSourceResponse(_stream(services, pipeline, image, body, context), ping=15)
+    metrics.in_flight.inc()
+    try:
+        result = await pipeline.explain(image.data, body.condition, context, language=body.language)
+    finally:
+        metrics.in_flight.dec()
+    metrics.observe_result(body.condition, result.trace, result.error is None)
+    payload = _public(result, image, services)
+    if result.error is not None:
+        request.state.error_code = "pipeline_failed"
+        err = result.error
+        message = f"the {err.get('stage')} stage failed: {err.get('type')}: {err.get('message')}"
+        return JSONResponse({"error": {"code": "pipeline_failed", "message": message, "stage": err.get("stage")}, "result": payload}, status_code=502)
+    return payload
+
+
+async def _stream(services: KarServices, pipeline: Any, image: CheckedImage, body: ExplainCreate, context: Any) -> AsyncIterator[dict[str, Any]]:
+    metrics = services.metrics
+    metrics.in_flight.inc()
+    try:
+        async for event in pipeline.stream(image.data, body.condition, context, language=body.language):
+            if event.result is not None:
+                result = event.result
+                metrics.observe_result(body.condition, result.trace, result.error is None)
+                yield {"event": "final", "data": json.dumps(_public(result, image, services), ensure_ascii=False, default=str)}
+                continue
+            for name, data in _stage_events(event):
+                yield {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the stream has started: report in-band
+        yield {"event": "error", "data": json.dumps({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}})}
+    finally:
+        metrics.in_flight.dec()

@@ -1,0 +1,165 @@
+"""Request (``XCreate``) and response (``XPublic``) schemas of the API."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Condition = Literal["vanilla", "cot", "search_cot", "kar", "context_note"]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorPublic(BaseModel):
+    error: ErrorDetail
+
+
+class ContextCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    post_text: str | None = Field(None, description="Text of the post the image came with.")
+    top_comment: str | None = Field(None, description="The post's top comment.")
+    context_note: str | None = Field(None, description="A cultural context note (needed by condition context_note).")
+
+
+class ExplainCreate(BaseModel):
+    """JSON body of ``POST /v1/explain`` (multipart uploads send the same fields as form fields plus ``image``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image_url: str | None = Field(None, max_length=4096, description="http(s) URL of the image (public addresses only).")
+    image_base64: str | None = Field(None, description="The image bytes, base64 (a data: URL prefix is accepted).")
+    condition: Condition = Field("kar", description="vanilla, cot, search_cot, kar or context_note.")
+    language: str | None = Field(None, max_length=16, description="Explanation language hint (zh or en).")
+    context: ContextCreate | None = None
+    stream: bool = Field(False, description="Send the stages as server-sent events as they finish.")
+
+
+class ImageInfoPublic(BaseModel):
+    format: str
+    width: int
+    height: int
+    bytes: int
+
+
+class ExplainPublic(BaseModel):
+    id: str
+    condition: str
+    response: str | None
+    error: dict[str, Any] | None
+    trace: dict[str, Any]
+    image: ImageInfoPublic
+    notes: list[str] = []
+    message: str | None = None
+
+
+class SourcePublic(BaseModel):
+    site: str
+    url: str
+    retrieved_at: str | None = None
+
+
+class EntityCreate(BaseModel):
+    """An entity to store under the id in the path (``PUT /v1/entities/{id}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=300)
+    aliases: list[str] = []
+    source_work: str = ""
+    description: str = ""
+    visual_desc: str = ""
+    cultural_usage: str = ""
+    language: str = "und"
+    sources: list[dict[str, Any]] = []
+    tags: list[str] = []
+    meme_ids: list[str] = []
+
+
+class EntityPublic(BaseModel):
+    id: str
+    name: str
+    aliases: list[str]
+    source_work: str
+    description: str
+    visual_desc: str
+    cultural_usage: str
+    language: str
+    sources: list[dict[str, Any]]
+    tags: list[str]
+    meme_ids: list[str]
+    updated_at: str | None = None
+
+
+class EntityHitPublic(BaseModel):
+    id: str
+    name: str
+    score: float
+    route: str
+    passes_tau: bool
+    model_config = ConfigDict(extra="allow")
+
+
+class EntitySearchPublic(BaseModel):
+    query: str | None
+    tau: float | None
+    hits: list[dict[str, Any]]
+
+
+class ImportPublic(BaseModel):
+    read: int
+    stored: int
+    merged_duplicates: int
+    rejected: list[dict[str, Any]]
+    total_entities: int
+
+
+class CrawlJobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    spider: Literal["knowyourmeme", "moegirl"]
+    start_urls: list[str] = Field(default_factory=list, max_length=100)
+    limit: int | None = Field(None, ge=1, le=1_000_000)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class CrawlJobPublic(BaseModel):
+    id: str
+    spider: str
+    status: str
+    params: dict[str, Any]
+    counters: dict[str, Any]
+    error: str | None
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    attempts: int
+    resumable: bool
+    cancel_requested: bool
+
+
+class AblationCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = Field(min_length=1, max_length=500, description="Benchmark file or folder relative to DATA_DIR/datasets.")
+    conditions: list[Condition] = Field(default_factory=lambda: ["vanilla", "cot", "search_cot", "kar"], min_length=1, max_length=5)
+    limit: int | None = Field(None, ge=1, le=1_000_000)
+    concurrency: int = Field(4, ge=1, le=256)
+    resume_id: str | None = Field(None, max_length=64)
+
+
+class AblationPublic(BaseModel):
+    id: str
+    dataset: str
+    conditions: list[str]
+    status: str
+    done: int
+    total: int
+    progress: float
+    error: str | None
+    summary: dict[str, Any] | None
+    results: dict[str, str]

@@ -1,0 +1,141 @@
+"""What one API process owns for its lifetime: CultureBase, the pipeline, job managers, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from culturebase.settings import Settings
+from services.ablations import AblationManager
+from services.images import UrlFetcher
+from services.metrics import Metrics
+from services.security import KeyRing, RateLimiter
+
+NO_VLM_HELP = (
+    "no VLM is configured: set KAR_VLM_BASE_URLS (an OpenAI-compatible base URL, e.g. a vLLM server) "
+    "and KAR_VLM_MODEL to generate explanations"
+)
+
+
+@dataclass
+class KarServices:
+    settings: Settings
+    kb: Any  # retrieval.knowledge_base.KnowledgeBase
+    pipeline: Any  # agents.pipeline.KARPipeline
+    lock: threading.Lock
+    vlm: Any
+    search: Any
+    metrics: Metrics
+    keyring: KeyRing
+    limiter: RateLimiter
+    fetcher: UrlFetcher
+    ablations: AblationManager
+    notes: list[str] = field(default_factory=list)
+    owns_kb: bool = True
+    _crawl: Any = None
+
+    async def kb_call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a (synchronous) store/embedder call in the threadpool under the store lock."""
+
+        def run() -> Any:
+            with self.lock:
+                return fn(*args, **kwargs)
+
+        return await asyncio.to_thread(run)
+
+    def crawl_manager(self) -> Any:
+        if self._crawl is None:
+            from crawlers.jobs import CrawlJobManager
+
+            self._crawl = CrawlJobManager(self.settings)
+        return self._crawl
+
+    async def aclose(self) -> None:
+        await self.ablations.aclose()
+        for part in (self.vlm, self.search):
+            closer = getattr(part, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception:  # pragma: no cover - best effort
+                    pass
+        if self._crawl is not None:
+            self._crawl.close()
+        if self.owns_kb and self.kb is not None:
+            self.kb.close()
+
+
+def build_services(
+    settings: Settings,
+    *,
+    kb: Any = None,
+    embedder: Any = None,
+    vlm: Any = "settings",
+    search: Any = "settings",
+    ocr: Any = "settings",
+    fetcher: UrlFetcher | None = None,
+) -> KarServices:
+    """Open CultureBase and build the pipeline from settings (any part may be passed in, e.g. test doubles)."""
+    from agents.pipeline import KARPipeline, PipelineDeps
+    from agents.factory import config_from_settings
+    from retrieval.grounding import EntityGrounder
+    from retrieval.knowledge_base import KnowledgeBase
+
+    notes: list[str] = []
+    owns_kb = kb is None
+    if kb is None:
+        kb = KnowledgeBase.open(settings, embedder=embedder, create=True)
+    try:
+        lock = threading.Lock()
+        if vlm == "settings":
+            from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
+
+            try:
+                vlm = OpenAICompatibleVLM.from_settings(settings)
+            except VLMNotConfiguredError as exc:
+                vlm = None
+                notes.append(str(exc))
+        if search == "settings":
+            from retrieval.websearch import build_search
+
+            search = build_search(settings, kb, lock=lock)
+        if ocr == "settings":
+            ocr = None
+            if settings.ocr_enabled:
+                from retrieval.ocr import OCR
+
+                ocr = OCR()
+        grounder = EntityGrounder(kb.store, kb.embedder, tau=settings.grounding_tau, top_k=settings.grounding_top_k, candidates=settings.grounding_candidates)
+        config = config_from_settings(settings, ocr_enabled=ocr is not None and settings.ocr_enabled)
+        describe = {
+            "vlm": getattr(vlm, "model_id", None),
+            "embedder": kb.embedder.name,
+            "tau": grounder.tau,
+            "search_backend": settings.search_backend if search is not None else "none",
+            "ocr_enabled": config.ocr_enabled,
+        }
+        pipeline = KARPipeline(PipelineDeps(vlm=vlm, grounder=grounder, search=search, ocr=ocr, config=config, lock=lock), describe=describe)
+        metrics = Metrics()
+        metrics.bind_search(search)
+        max_bytes = int(settings.max_upload_mb * 1024 * 1024)
+        return KarServices(
+            settings=settings,
+            kb=kb,
+            pipeline=pipeline,
+            lock=lock,
+            vlm=vlm,
+            search=search,
+            metrics=metrics,
+            keyring=KeyRing(settings.api_keys),
+            limiter=RateLimiter(settings.api_rate_limit_per_min),
+            fetcher=fetcher or UrlFetcher(max_bytes=max_bytes),
+            ablations=AblationManager(settings.data_dir, pipeline, vlm_configured=vlm is not None),
+            notes=notes,
+            owns_kb=owns_kb,
+        )
+    except BaseException:
+        if owns_kb:
+            kb.close()
+        raise

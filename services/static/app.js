@@ -1,0 +1,183 @@
+"use strict";
+// CultureKAR web page: explain (SSE over fetch), knowledge-base search, crawl jobs.
+// Everything from the server is inserted with textContent; links only when http(s).
+const $ = (id) => document.getElementById(id);
+let imageFile = null;
+
+function keyHeaders() {
+  const key = $("api-key").value.trim();
+  if (key) localStorage.setItem("kar-api-key", key);
+  return key ? { Authorization: "Bearer " + key } : {};
+}
+$("api-key").value = localStorage.getItem("kar-api-key") || "";
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+function link(url, text) {
+  if (!/^https?:\/\//i.test(url || "")) return el("span", text || url || "");
+  const a = el("a", text || url);
+  a.href = url; a.target = "_blank"; a.rel = "noopener noreferrer";
+  return a;
+}
+function showError(box, err) {
+  const e = (err && err.error) || { code: "error", message: String(err) };
+  box.textContent = e.code + ": " + e.message;
+  box.hidden = false;
+}
+
+// -- tabs -------------------------------------------------------------------------------
+document.querySelectorAll(".tab").forEach((tab) => tab.addEventListener("click", () => {
+  document.querySelectorAll(".tab").forEach((t) => t.classList.toggle("active", t === tab));
+  document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== "panel-" + tab.dataset.tab; });
+  if (tab.dataset.tab === "kb") loadStats();
+  if (tab.dataset.tab === "crawl") refreshJobs();
+}));
+
+// -- image input: drop, paste, file -------------------------------------------------------
+function setImage(file) {
+  if (!file || !file.type.startsWith("image/")) return;
+  imageFile = file;
+  const img = $("preview");
+  img.src = URL.createObjectURL(file);
+  img.hidden = false;
+  $("run").disabled = false;
+}
+const drop = $("drop");
+drop.addEventListener("dragover", (ev) => { ev.preventDefault(); drop.classList.add("over"); });
+drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+drop.addEventListener("drop", (ev) => { ev.preventDefault(); drop.classList.remove("over"); setImage(ev.dataTransfer.files[0]); });
+document.addEventListener("paste", (ev) => {
+  for (const item of ev.clipboardData.items) if (item.kind === "file") setImage(item.getAsFile());
+});
+$("file").addEventListener("change", (ev) => setImage(ev.target.files[0]));
+
+// -- explain ----------------------------------------------------------------------------
+function resetResult() {
+  for (const id of ["stages", "entities", "queries", "evidence"]) $(id).replaceChildren();
+  for (const id of ["explanation", "ocr", "timings"]) $(id).textContent = "";
+  $("error").hidden = true;
+}
+function renderEntities(list, hits, tau) {
+  list.replaceChildren();
+  if (!hits || !hits.length) { list.append(el("li", "no entity passed τ" + (tau ? " (" + tau.toFixed(2) + ")" : ""), "muted")); return; }
+  for (const h of hits) {
+    const li = el("li", null, "entity");
+    li.append(el("strong", h.name, "name"));
+    if (h.score !== null && h.score !== undefined) li.append(el("span", Number(h.score).toFixed(3), "score"));
+    if (h.source_work) li.append(el("span", " — " + h.source_work));
+    if (h.route) li.append(el("span", " [" + h.route + "]", "muted"));
+    for (const s of h.sources || []) { li.append(" "); li.append(link(s.url, s.site || s.url)); }
+    list.append(li);
+  }
+}
+const handlers = {
+  extraction(d) {
+    $("ocr").textContent = (d.ocr && d.ocr.text) || (d.extraction && d.extraction.ocr_text) || "(no text found)";
+  },
+  entities(d) { const g = d.grounding || {}; renderEntities($("entities"), g.hits, g.tau); },
+  queries(d) { $("queries").replaceChildren(...(d.queries || []).map((q) => el("li", q.text + (q.origin ? "  (" + q.origin + ")" : "")))); },
+  evidence(d) {
+    const box = $("evidence"); box.replaceChildren();
+    for (const s of d.searches || []) for (const r of s.results || []) {
+      const card = el("div", null, "card");
+      card.append(link(r.url, r.title || r.url), el("div", r.snippet || "", "muted"));
+      box.append(card);
+    }
+  },
+  explanation(d) { if (d.response) $("explanation").textContent = d.response; },
+  final(d) {
+    const t = d.trace || {};
+    $("explanation").textContent = d.response || d.message || (d.error ? "failed: " + d.error.message : "");
+    if (t.grounding) renderEntities($("entities"), t.grounding.hits, t.grounding.tau);
+    $("timings").textContent = JSON.stringify(t.timings || {}, null, 1) + "\ntokens: " + ((t.usage || {}).total_tokens || 0);
+  },
+  error(d) { showError($("error"), d); },
+};
+
+async function runExplain() {
+  resetResult();
+  $("run").disabled = true;
+  const form = new FormData();
+  form.append("image", imageFile, imageFile.name || "pasted.png");
+  form.append("condition", $("condition").value);
+  if ($("language").value) form.append("language", $("language").value);
+  if ($("post-text").value) form.append("post_text", $("post-text").value);
+  if ($("context-note").value) form.append("context_note", $("context-note").value);
+  try {
+    const resp = await fetch("/v1/explain?stream=true", { method: "POST", body: form, headers: keyHeaders() });
+    if (!resp.ok) { showError($("error"), await resp.json().catch(() => ({}))); return; }
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+        let event = "message"; const data = [];
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) event = line.slice(6).trim();
+          else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        }
+        if (!data.length || !handlers[event]) continue;
+        $("stages").append(el("li", event, "stage stage-" + event));
+        handlers[event](JSON.parse(data.join("\n")));
+      }
+    }
+  } catch (err) {
+    showError($("error"), err);
+  } finally {
+    $("run").disabled = !imageFile;
+  }
+}
+$("run").addEventListener("click", runExplain);
+
+// -- knowledge base -------------------------------------------------------------------------
+async function loadStats() {
+  const r = await fetch("/v1/kb/stats");
+  if (r.ok) { const s = await r.json(); $("kb-stats").textContent = (s.entities ?? s.count ?? "?") + " entities · " + (s.embedder || ""); }
+}
+$("kb-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const q = new URLSearchParams({ q: $("kb-q").value, top_k: "10" });
+  if ($("kb-lang").value) q.set("lang", $("kb-lang").value);
+  const r = await fetch("/v1/entities?" + q);
+  const data = await r.json();
+  if (!r.ok) { $("kb-results").replaceChildren(el("li", data.error.message, "error")); return; }
+  renderEntities($("kb-results"), data.hits, data.tau);
+});
+
+// -- crawl jobs ------------------------------------------------------------------------------
+async function refreshJobs() {
+  const r = await fetch("/v1/crawl-jobs");
+  if (!r.ok) return;
+  const rows = (await r.json()).map((j) => {
+    const tr = el("tr");
+    const cancel = el("button", "cancel");
+    cancel.disabled = !["queued", "running"].includes(j.status);
+    cancel.addEventListener("click", async () => {
+      const c = await fetch("/v1/crawl-jobs/" + encodeURIComponent(j.id) + "/cancel", { method: "POST", headers: keyHeaders() });
+      if (!c.ok) showError($("crawl-error"), await c.json()); else refreshJobs();
+    });
+    const cell = el("td"); cell.append(cancel);
+    tr.append(el("td", j.id), el("td", j.spider), el("td", j.status + (j.error ? " — " + j.error : "")), el("td", JSON.stringify(j.counters)), cell);
+    return tr;
+  });
+  $("crawl-table").tBodies[0].replaceChildren(...rows);
+}
+$("crawl-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  $("crawl-error").hidden = true;
+  const body = { spider: $("crawl-spider").value, limit: Number($("crawl-limit").value) || null,
+                 start_urls: $("crawl-urls").value.split(/\s+/).filter(Boolean) };
+  const r = await fetch("/v1/crawl-jobs", { method: "POST", body: JSON.stringify(body),
+                        headers: { "Content-Type": "application/json", ...keyHeaders() } });
+  if (!r.ok) showError($("crawl-error"), await r.json()); else refreshJobs();
+});
+setInterval(() => { if (!$("panel-crawl").hidden) refreshJobs(); }, 2000);
