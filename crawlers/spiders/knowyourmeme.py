@@ -211,7 +211,8 @@ class KnowYourMemeSpider(scrapy.Spider):
         spread = "\n".join(t for h, t in sections if h.casefold() in ("spread", "various examples", "notable examples", "usage", "impact"))
         origin = by_heading.get("origin", "")
         series = ""
-        for node in response.xpath('//*[contains(normalize-space(text()), "Part of a series on")]'):
+        header = response.css("article.entry > header, #entry-series, .series-banner") or response.css("body")
+        for node in header.xpath('.//*[contains(text(), "Part of a series on")]'):
             link = node.xpath("./following-sibling::a[1]//text() | ./a[1]//text() | ../a[1]//text()").get()
             if link:
                 series = one_line(link)
