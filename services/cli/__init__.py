@@ -8,7 +8,7 @@ import typer
 
 from agents.cli import explain_command, run_command
 from crawlers.cli import crawl_command, crawl_jobs_app
-from eval.cli import judge_app, report_command
+from eval.cli import judge_app, reference_command, report_command
 from services.cli.common import emit_json
 from services.cli.kb import kb_app
 
@@ -20,6 +20,7 @@ app.command("explain")(explain_command)
 app.command("run")(run_command)
 app.add_typer(judge_app, name="judge")
 app.command("report")(report_command)
+app.command("report-refs")(reference_command)
 
 
 @app.command("config")
