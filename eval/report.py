@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import io
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,6 @@ from typing import Any
 from eval.datasets import BenchmarkItem
 from eval.metrics import (
     N_BOOTSTRAP,
-    PAIRED_LAYERS,
     STATES,
     breakdown,
     condition_metrics,
@@ -197,7 +195,7 @@ def augmentation_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 def leaderboard_markdown(report: Mapping[str, Any]) -> str:
     n = report["n_items"]
     lines = [
-        f"| # | Model / condition | Success | V | I | K | R | 3/4 | I∧K∧R | unscored |",
+        "| # | Model / condition | Success | V | I | K | R | 3/4 | I∧K∧R | unscored |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rank, row in enumerate(leaderboard_rows(report), 1):

@@ -99,6 +99,26 @@ def point_uuid(point_id: str) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, point_id))
 
 
+def sparse_parts(vector: SparseVec) -> tuple[list[int], list[float]]:
+    """Sorted indices and their values, the form both Qdrant APIs take."""
+    idx = sorted(vector)
+    return idx, [float(vector[i]) for i in idx]
+
+
+def point_parts(
+    point: PointRecord, spec: CollectionSpec, embedder: EmbedderInfo
+) -> tuple[dict[str, list[float]], dict[str, tuple[list[int], list[float]]], dict[str, Any]]:
+    """Validated dense vectors (as lists), sparse vectors (indices, values) and payload (with ``_id``) of a point."""
+    dense: dict[str, list[float]] = {}
+    for name in spec.dense:
+        vec = np.asarray(point.dense[name], dtype=np.float32)
+        if vec.shape != (embedder.dim,):
+            raise StoreError(f"point {point.id!r}: vector {name!r} has shape {vec.shape}, expected ({embedder.dim},)")
+        dense[name] = vec.tolist()
+    sparse = {name: sparse_parts(point.sparse.get(name) or {}) for name in spec.sparse}
+    return dense, sparse, {**point.payload, "_id": point.id}
+
+
 class Collection(abc.ABC):
     """One named collection in a backend."""
 

@@ -33,7 +33,9 @@ from culturebase.store.base import (
     StoreError,
     StoreLockedError,
     check_embedder,
+    point_parts,
     point_uuid,
+    sparse_parts,
 )
 
 log = logging.getLogger(__name__)
@@ -74,18 +76,9 @@ class EdgeCollection(Collection):
         qe = _edge()
         batch = []
         for p in points:
-            vectors: dict[str, Any] = {}
-            for name in self.spec.dense:
-                vec = np.asarray(p.dense[name], dtype=np.float32)
-                if vec.shape != (self.embedder.dim,):
-                    raise StoreError(f"point {p.id!r}: vector {name!r} has shape {vec.shape}, expected ({self.embedder.dim},)")
-                vectors[name] = vec.tolist()
-            for name in self.spec.sparse:
-                sv = p.sparse.get(name) or {}
-                idx = sorted(sv)
-                vectors[name] = qe.SparseVector(indices=idx, values=[float(sv[i]) for i in idx])
-            payload = dict(p.payload)
-            payload["_id"] = p.id
+            dense, sparse, payload = point_parts(p, self.spec, self.embedder)
+            vectors: dict[str, Any] = {**dense}
+            vectors.update({name: qe.SparseVector(indices=i, values=v) for name, (i, v) in sparse.items()})
             batch.append(qe.Point(id=point_uuid(p.id), vector=vectors, payload=payload))
         self._shard.update(qe.UpdateOperation.upsert_points(batch))
 
@@ -149,8 +142,8 @@ class EdgeCollection(Collection):
         if not vector:
             return []
         qe = _edge()
-        idx = sorted(vector)
-        sv = qe.SparseVector(indices=idx, values=[float(vector[i]) for i in idx])
+        idx, values = sparse_parts(vector)
+        sv = qe.SparseVector(indices=idx, values=values)
         hits = self._shard.search(
             qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=True)
         )

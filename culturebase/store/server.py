@@ -29,10 +29,11 @@ from culturebase.store.base import (
     PointRecord,
     ScoredRecord,
     SparseVec,
-    StoreError,
     StoreNotFoundError,
     check_embedder,
+    point_parts,
     point_uuid,
+    sparse_parts,
 )
 
 
@@ -72,18 +73,9 @@ class ServerCollection(Collection):
         m = _models()
         structs = []
         for p in points:
-            vectors: dict[str, Any] = {}
-            for name in self.spec.dense:
-                vec = np.asarray(p.dense[name], dtype=np.float32)
-                if vec.shape != (self.embedder.dim,):
-                    raise StoreError(f"point {p.id!r}: vector {name!r} has shape {vec.shape}, expected ({self.embedder.dim},)")
-                vectors[name] = vec.tolist()
-            for name in self.spec.sparse:
-                sv = p.sparse.get(name) or {}
-                idx = sorted(sv)
-                vectors[name] = m.SparseVector(indices=idx, values=[float(sv[i]) for i in idx])
-            payload = dict(p.payload)
-            payload["_id"] = p.id
+            dense, sparse, payload = point_parts(p, self.spec, self.embedder)
+            vectors: dict[str, Any] = {**dense}
+            vectors.update({name: m.SparseVector(indices=i, values=v) for name, (i, v) in sparse.items()})
             structs.append(m.PointStruct(id=point_uuid(p.id), vector=vectors, payload=payload))
         self._client.upsert(self.alias, points=structs, wait=self._wait)
 
@@ -142,10 +134,10 @@ class ServerCollection(Collection):
         if not vector:
             return []
         m = _models()
-        idx = sorted(vector)
+        idx, values = sparse_parts(vector)
         res = self._client.query_points(
             self.alias,
-            query=m.SparseVector(indices=idx, values=[float(vector[i]) for i in idx]),
+            query=m.SparseVector(indices=idx, values=values),
             using=vector_name,
             limit=limit,
             query_filter=_filter(flt),
