@@ -25,7 +25,7 @@ from services.metrics import Metrics, MetricsMiddleware
 log = logging.getLogger("services")
 STATIC = Path(__file__).resolve().parent / "static"
 #: bodies larger than this (beyond the image limit) are refused while being read
-BODY_SLACK = 256 * 1024
+BODY_SLACK = 64 * 1024
 IMPORT_MAX_BYTES = 64 * 1024 * 1024
 
 
@@ -35,13 +35,14 @@ class BodyLimitMiddleware:
     def __init__(self, app: Any, settings: Settings) -> None:
         self.app = app
         image = int(settings.max_upload_mb * 1024 * 1024)
-        # base64 in JSON grows 4/3; multipart adds headers and fields
-        self.explain_limit = image * 4 // 3 + BODY_SLACK
+        # multipart adds part headers and form fields; base64 in JSON grows by 4/3
+        self.upload_limit = image + BODY_SLACK
+        self.json_limit = image * 4 // 3 + BODY_SLACK
         self.default_limit = 4 * 1024 * 1024
 
-    def limit_for(self, path: str) -> int:
+    def limit_for(self, path: str, ctype: bytes) -> int:
         if path.startswith("/v1/explain"):
-            return self.explain_limit
+            return self.upload_limit if ctype.lower().startswith(b"multipart/") else self.json_limit
         if path.startswith("/v1/entities/import"):
             return IMPORT_MAX_BYTES
         return self.default_limit
@@ -50,8 +51,9 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limit_for(scope["path"])
-        length = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        limit = self.limit_for(scope["path"], headers.get(b"content-type", b""))
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             response = error_response(413, "upload_too_large", f"request body is {int(length)} bytes; the limit here is {limit} bytes")
             await response(scope, receive, send)
