@@ -11,6 +11,7 @@ from crawlers.cli import crawl_command, crawl_jobs_app
 from eval.cli import judge_app, reference_command, report_command
 from services.cli.common import emit_json
 from services.cli.kb import kb_app
+from services.serve import serve_command
 
 app = typer.Typer(name="kar", pretty_exceptions_show_locals=False, help="CultureKAR: explain culture-dependent images and measure the explanations.", no_args_is_help=True)
 app.add_typer(kb_app, name="kb")
@@ -21,6 +22,7 @@ app.command("run")(run_command)
 app.add_typer(judge_app, name="judge")
 app.command("report")(report_command)
 app.command("report-refs")(reference_command)
+app.command("serve")(serve_command)
 
 
 @app.command("config")
