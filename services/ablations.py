@@ -90,9 +90,29 @@ class AblationManager:
 
     def get(self, job_id: str) -> AblationJob:
         job = self.jobs.get(job_id)
+        if job is not None and job_id in self.tasks:
+            return job
+        # another worker process may run it (or have finished it): its status.json is the truth
+        status = self.job_dir(job_id) / "status.json"
+        if status.is_file():
+            try:
+                job = AblationJob(**json.loads(status.read_text("utf-8")))
+            except (ValueError, TypeError, OSError):
+                pass
         if job is None:
             raise ApiError(404, "ablation_not_found", f"no ablation job {job_id!r}")
+        self.jobs[job_id] = job
         return job
+
+    def list(self) -> list[AblationJob]:
+        if self.root.is_dir():
+            for status in self.root.glob("*/status.json"):
+                if status.parent.name not in self.tasks:
+                    try:
+                        self.get(status.parent.name)
+                    except ApiError:
+                        pass
+        return sorted(self.jobs.values(), key=lambda j: j.created_at, reverse=True)
 
     def start(self, dataset: str, conditions: list[str], limit: int | None, concurrency: int, resume_id: str | None = None) -> AblationJob:
         from agents.runner import AblationRunner, DatasetFormatError, load_items
@@ -125,8 +145,13 @@ class AblationManager:
         job.status = "running"
         self._save(job)
 
+        last = [0.0]
+
         def progress(done: int, total: int) -> None:
             job.done, job.total = done, total
+            if time.monotonic() - last[0] >= 1.0:  # other workers read progress from disk
+                last[0] = time.monotonic()
+                self._save(job)
 
         try:
             summary = await runner.run(items, progress=progress, dataset=dataset)

@@ -32,7 +32,7 @@ async def start_ablation(body: AblationCreate, services: Services, key: WriteKey
 
 @router.get("/v1/ablations", response_model=list[AblationPublic])
 async def list_ablations(services: Services) -> list[dict[str, Any]]:
-    return [public(j) for j in sorted(services.ablations.jobs.values(), key=lambda j: j.created_at, reverse=True)]
+    return [public(j) for j in services.ablations.list()]
 
 
 @router.get("/v1/ablations/{job_id}", response_model=AblationPublic, responses=ERR)

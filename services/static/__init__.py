@@ -1,0 +1,1 @@
+"""Static files of the web page (a package so they ship in the wheel)."""
