@@ -26,12 +26,14 @@ from threadpoolctl import threadpool_info
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from culturebase.settings import Settings  # noqa: E402
 from culturebase.store import EmbedderInfo, PointRecord  # noqa: E402
 from culturebase.store.base import CollectionSpec  # noqa: E402
 from culturebase.store.edge import EdgeBackend  # noqa: E402
 
 DIM = 1024
 K = 10
+EF_SWEEP = (64, 128, 256, 512)
 
 
 def clustered(n: int, dim: int, clusters: int, rng: np.random.Generator) -> np.ndarray:
@@ -65,7 +67,8 @@ def bench_size(n: int, queries: int, rng: np.random.Generator, workdir: Path) ->
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
 
     folder = workdir / f"kb-{n}"
-    backend = EdgeBackend(folder)
+    settings = Settings()
+    backend = EdgeBackend(folder, hnsw_m=settings.hnsw_m, hnsw_ef_construct=settings.hnsw_ef_construct)
     spec = CollectionSpec("bench", dense=("full",))
     coll = backend.open_collection(spec, EmbedderInfo("synthetic", DIM))
     t0 = time.perf_counter()
@@ -83,30 +86,48 @@ def bench_size(n: int, queries: int, rng: np.random.Generator, workdir: Path) ->
     for q in qs[:5]:  # warm-up (page cache, thread pool)
         coll.search("full", q, K)
         numpy_topk(vectors, q)
-    # interleaved, so both sides see the same machine load
-    np_lat, store_lat, recalls = [], [], []
-    for q in qs:
-        t = time.perf_counter()
-        exact = numpy_topk(vectors, q)
-        np_lat.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        hits = coll.search("full", q, K)
-        store_lat.append(time.perf_counter() - t)
-        recalls.append(len({int(h.id) for h in hits} & {int(i) for i in exact}) / K)
+    # alternating blocks of queries (numpy, store, numpy, store ...): both sides see the same
+    # machine load, and within a block each keeps its own thread pool warm (per-query
+    # interleaving would charge each side the other's thread wake-ups)
+    exact = [numpy_topk(vectors, q) for q in qs]
+    sweep = {}
+    for ef in EF_SWEEP:
+        coll.hnsw_ef = ef
+        np_lat, store_lat, recalls = [], [], []
+        block = 25
+        for start in range(0, len(qs), block):
+            for q in qs[start : start + block]:
+                t = time.perf_counter()
+                numpy_topk(vectors, q)
+                np_lat.append(time.perf_counter() - t)
+            for q, ex in zip(qs[start : start + block], exact[start : start + block]):
+                t = time.perf_counter()
+                hits = coll.search("full", q, K)
+                store_lat.append(time.perf_counter() - t)
+                recalls.append(len({int(h.id) for h in hits} & {int(i) for i in ex}) / K)
+        sweep[ef] = (np_lat, store_lat, recalls)
     backend.close()
     shutil.rmtree(folder, ignore_errors=True)
     del vectors
     gc.collect()
+    rows = {}
+    for ef, (np_lat, store_lat, recalls) in sweep.items():
+        rows[str(ef)] = {
+            "numpy_p50_ms": round(pct(np_lat, 50), 3),
+            "numpy_p95_ms": round(pct(np_lat, 95), 3),
+            "store_p50_ms": round(pct(store_lat, 50), 3),
+            "store_p95_ms": round(pct(store_lat, 95), 3),
+            "speedup_p50": round(pct(np_lat, 50) / pct(store_lat, 50), 2),
+            "recall_at_10": round(float(np.mean(recalls)), 4),
+        }
+    default = rows[str(settings.hnsw_ef)]
     return {
         "entities": n,
         "dim": DIM,
         "queries": queries,
-        "numpy_p50_ms": round(pct(np_lat, 50), 3),
-        "numpy_p95_ms": round(pct(np_lat, 95), 3),
-        "store_p50_ms": round(pct(store_lat, 50), 3),
-        "store_p95_ms": round(pct(store_lat, 95), 3),
-        "speedup_p50": round(pct(np_lat, 50) / pct(store_lat, 50), 2),
-        "recall_at_10": round(float(np.mean(recalls)), 4),
+        "hnsw": {"m": settings.hnsw_m, "ef_construct": settings.hnsw_ef_construct, "ef_default": settings.hnsw_ef},
+        **default,
+        "by_hnsw_ef": rows,
         "store_load_s": round(load_s, 1),
         "store_index_s": round(index_s, 1),
     }

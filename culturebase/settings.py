@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     qdrant_shards: int = Field(1, ge=1, description="shard_number of collections created on a Qdrant server.")
     qdrant_replication_factor: int = Field(1, ge=1, description="replication_factor of collections on a Qdrant server.")
     qdrant_write_consistency: int = Field(1, ge=1, description="write_consistency_factor on a Qdrant server.")
+    hnsw_m: int = Field(32, ge=4, le=128, description="HNSW graph degree of new collections (Qdrant's default is 16).")
+    hnsw_ef_construct: int = Field(200, ge=8, le=2048, description="HNSW build breadth of new collections (Qdrant's default is 100).")
     hnsw_ef: int = Field(128, ge=1, le=4096, description="HNSW search breadth (recall vs latency) for dense searches.")
     upsert_batch_size: int = Field(64, ge=1, le=4096, description="Points per upsert batch.")
 

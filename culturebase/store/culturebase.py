@@ -206,10 +206,14 @@ def open_backend(settings: Settings) -> Backend:
             replication_factor=settings.qdrant_replication_factor,
             write_consistency=settings.qdrant_write_consistency,
             hnsw_ef=settings.hnsw_ef,
+            hnsw_m=settings.hnsw_m,
+            hnsw_ef_construct=settings.hnsw_ef_construct,
         )
     from culturebase.store.edge import EdgeBackend
 
-    return EdgeBackend(settings.kb_path, hnsw_ef=settings.hnsw_ef)
+    return EdgeBackend(
+        settings.kb_path, hnsw_ef=settings.hnsw_ef, hnsw_m=settings.hnsw_m, hnsw_ef_construct=settings.hnsw_ef_construct
+    )
 
 
 def open_store(settings: Settings, embedder: EmbedderInfo, create: bool = True) -> CultureBaseStore:

@@ -161,9 +161,11 @@ class EdgeBackend(Backend):
 
     kind = "embedded"
 
-    def __init__(self, root: Path | str, hnsw_ef: int = 128) -> None:
+    def __init__(self, root: Path | str, hnsw_ef: int = 128, hnsw_m: int = 32, hnsw_ef_construct: int = 200) -> None:
         self.root = Path(root)
         self.hnsw_ef = hnsw_ef
+        self.hnsw_m = hnsw_m
+        self.hnsw_ef_construct = hnsw_ef_construct
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -231,6 +233,7 @@ class EdgeBackend(Backend):
         return qe.EdgeConfig(
             vectors={n: qe.EdgeVectorParams(size=embedder.dim, distance=qe.Distance.Cosine) for n in spec.dense},
             sparse_vectors={n: qe.EdgeSparseVectorParams() for n in spec.sparse} or None,
+            hnsw_config=qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=10_000),
         )
 
     def _create_at(self, folder: Path, spec: CollectionSpec, embedder: EmbedderInfo) -> Any:

@@ -162,6 +162,8 @@ class ServerBackend(Backend):
         location: str | None = None,
         timeout: int = 60,
         hnsw_ef: int = 128,
+        hnsw_m: int = 32,
+        hnsw_ef_construct: int = 200,
     ) -> None:
         from qdrant_client import QdrantClient
 
@@ -171,6 +173,8 @@ class ServerBackend(Backend):
         self.replication_factor = replication_factor
         self.write_consistency = write_consistency
         self.hnsw_ef = hnsw_ef
+        self.hnsw_m = hnsw_m
+        self.hnsw_ef_construct = hnsw_ef_construct
         if url:
             self._client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
         else:
@@ -203,6 +207,7 @@ class ServerBackend(Backend):
             physical,
             vectors_config={n: m.VectorParams(size=embedder.dim, distance=m.Distance.COSINE) for n in spec.dense},
             sparse_vectors_config={n: m.SparseVectorParams() for n in spec.sparse} or None,
+            hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct),
             shard_number=self.shards,
             replication_factor=self.replication_factor,
             write_consistency_factor=self.write_consistency,
