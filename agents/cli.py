@@ -95,6 +95,8 @@ def _print_explain(result: Any, notes: list[str]) -> None:
         out.rule("explanation")
         out.print(result.response)
     for note in notes:
+        if result.response is None and not result.error and note.startswith("No VLM configured"):
+            continue  # already said above, with the fix
         out.print(f"[dim]note: {note}[/]")
 
 
