@@ -9,11 +9,12 @@ DEMO_KB ?= data/demo/culturebase
 
 .PHONY: demo test install bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install torch==2.13.0
 	$(PIP) install -e ".[dev]" "transformers<5"
+	if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund; else echo "npm not found: the browser test will skip"; fi
 	touch $(STAMP)
 
 install: $(STAMP)
