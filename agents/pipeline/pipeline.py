@@ -92,8 +92,10 @@ class KARPipeline:
                 continue
             for stage, update in (chunk or {}).items():
                 yield StageEvent(stage, _stage_data(stage, update or {}), time.perf_counter() - started)
-        result = self._result(final, time.perf_counter() - started, image_path)
-        yield StageEvent("done", {"response": result.response, "error": result.error}, result.trace["timings"]["total"], result)
+        elapsed = time.perf_counter() - started
+        result = self._result(final, elapsed, image_path)
+        # the event carries the unrounded clock (the trace's total is rounded), so events stay ordered
+        yield StageEvent("done", {"response": result.response, "error": result.error}, elapsed, result)
 
     async def explain(
         self,
