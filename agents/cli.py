@@ -7,13 +7,13 @@ print.  Errors are one line on stderr with a non-zero exit code.
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+
+from culturebase.console import emit_json, fail
 
 console = Console(stderr=True)
 out = Console(soft_wrap=True)
@@ -23,16 +23,6 @@ NO_VLM_HELP = (
     "base URL, e.g. http://localhost:8000/v1 for `vllm serve Qwen/Qwen2.5-VL-7B-Instruct`) and KAR_VLM_MODEL "
     "(plus KAR_VLM_API_KEY if the server needs one)."
 )
-
-
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
-    sys.stdout.flush()
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def _settings(**overrides: Any):  # type: ignore[no-untyped-def]
@@ -45,12 +35,11 @@ def _settings(**overrides: Any):  # type: ignore[no-untyped-def]
 
 def _user_error(exc: BaseException) -> str | None:
     """A one-line message for the project's user-facing errors (None: not one of them)."""
+    from agents.runner import DatasetFormatError
+    from agents.vlm import VLMNotConfiguredError
     from culturebase.store import StoreError
     from retrieval.embedders import EmbedderUnavailableError
     from retrieval.websearch import SearchNotConfiguredError
-
-    from agents.runner import DatasetFormatError
-    from agents.vlm import VLMNotConfiguredError
 
     if isinstance(exc, (StoreError, EmbedderUnavailableError, SearchNotConfiguredError, DatasetFormatError, VLMNotConfiguredError)):
         return str(exc)
@@ -115,11 +104,11 @@ def explain_command(
     from agents.pipeline import CONDITIONS, ExplainContext
 
     if condition not in CONDITIONS:
-        raise _fail(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}", 2)
+        raise fail(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}", 2)
     try:
         data = image.read_bytes()
     except OSError as exc:
-        raise _fail(f"{image}: {exc.strerror or exc}") from None
+        raise fail(f"{image}: {exc.strerror or exc}") from None
     context = ExplainContext(post_text=post_text, top_comment=top_comment, context_note=context_note)
 
     async def main() -> tuple[Any, list[str]]:
@@ -128,7 +117,7 @@ def explain_command(
             pipeline = resources.pipeline
             if pipeline.deps.vlm is None and condition != "kar":
                 # without a VLM only the retrieval side can run; never pretend another condition ran
-                raise _fail(f"condition {condition} needs a VLM. {NO_VLM_HELP}")
+                raise fail(f"condition {condition} needs a VLM. {NO_VLM_HELP}")
             result = await pipeline.explain(data, condition, context, item_id=image.stem, language=language, image_path=str(image))
             return result, resources.notes
         finally:
@@ -142,13 +131,13 @@ def explain_command(
         message = _user_error(exc)
         if message is None:
             raise
-        raise _fail(message) from None
+        raise fail(message) from None
     if json_out:
         payload = result.to_dict()
         payload["notes"] = notes
         if result.response is None and result.error is None:
             payload["message"] = NO_VLM_HELP
-        _emit_json(payload)
+        emit_json(payload)
     else:
         _print_explain(result, notes)
     if result.error is not None:
@@ -173,7 +162,7 @@ def run_command(
     conds = [c.strip() for c in conditions.split(",") if c.strip()]
     bad = [c for c in conds if c not in CONDITIONS]
     if bad or not conds:
-        raise _fail(f"unknown condition(s) {', '.join(bad) or '(none)'}; choose from {', '.join(CONDITIONS)}", 2)
+        raise fail(f"unknown condition(s) {', '.join(bad) or '(none)'}; choose from {', '.join(CONDITIONS)}", 2)
 
     async def main() -> Any:
         settings = _settings(search_replay_only=replay_only)
@@ -184,7 +173,14 @@ def run_command(
                 resources.pipeline, out_dir, conds, concurrency=concurrency,
                 manifest={"settings": settings.public_dict(), "notes": resources.notes},
             )
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             with Progress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -201,9 +197,9 @@ def run_command(
         message = _user_error(exc)
         if message is None:
             raise
-        raise _fail(message) from None
+        raise fail(message) from None
     if json_out:
-        _emit_json(summary.to_dict())
+        emit_json(summary.to_dict())
     else:
         console.print(
             f"{summary.ran} ran, {summary.skipped} already done, {summary.failed} failed (response null); "

@@ -12,8 +12,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    Progress,
+)
 
+from culturebase.console import fail as _fail
+from culturebase.console import progress_bar
 from eval.datasets import DatasetError, load_benchmark, load_judged, load_predictions
 
 err = Console(stderr=True)
@@ -21,20 +25,12 @@ judge_app = typer.Typer(help="Judge responses against VIKR checklists (and merge
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+    """Bad input to an eval command: a one-line error and exit code 2."""
+    return _fail(message, code)
 
 
 def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=False,
-    )
+    return progress_bar(transient=False)
 
 
 @judge_app.callback(invoke_without_command=True)
@@ -273,7 +269,13 @@ def reference_command(
     import csv
 
     from culturebase.settings import get_settings
-    from eval.reference import CachingEncoder, match_responses, reference_markdown, reference_metrics, run_rubric
+    from eval.reference import (
+        CachingEncoder,
+        match_responses,
+        reference_markdown,
+        reference_metrics,
+        run_rubric,
+    )
     from eval.report import jsonable
 
     if dataset_format not in {"auto", "memecult", "memecap"}:
