@@ -152,6 +152,9 @@ def run_command(
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Only the first N items.")] = None,
     ocr: Annotated[Optional[bool], typer.Option("--ocr/--no-ocr", help="Run OCR (default: KAR_OCR_ENABLED).")] = None,
     replay_only: Annotated[Optional[bool], typer.Option("--replay-only/--no-replay-only", help="Fail searches that miss the cache.")] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Run failed items (response null) once more; the new attempt is appended.")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Run conditions over a benchmark: append-only traces, MemeBench predictions, resumable."""
@@ -171,7 +174,7 @@ def run_command(
         try:
             runner = AblationRunner(
                 resources.pipeline, out_dir, conds, concurrency=concurrency,
-                manifest={"settings": settings.public_dict(), "notes": resources.notes},
+                manifest={"settings": settings.public_dict(), "notes": resources.notes}, retry_failed=retry_failed,
             )
             from rich.progress import (
                 BarColumn,

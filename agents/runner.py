@@ -9,7 +9,9 @@ Output folder::
 A run killed at any point (even SIGKILL) and restarted finishes with every item exactly
 once: finished ids are read back from the traces, a torn last line is cut off, and only
 the missing (item, condition) pairs run.  Items whose run failed (response null) count as
-done; their error is in the trace.
+done, their error in the trace, unless the runner is asked to retry failures
+(``retry_failed=True``, ``kar run --retry-failed``): then each failed pair runs once more and
+its new record is appended; the last record of an id is the one that counts.
 """
 
 from __future__ import annotations
@@ -109,7 +111,8 @@ def git_commit(cwd: Path | None = None) -> str | None:
 
 
 def read_done(path: Path) -> dict[str, dict[str, Any]]:
-    """Finished records of a trace file by id; a torn last line (killed mid-write) is cut off."""
+    """Finished records of a trace file by id (the last attempt of each); a torn last line
+    (killed mid-write) is cut off."""
     done: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return done
@@ -126,7 +129,7 @@ def read_done(path: Path) -> dict[str, dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
             if isinstance(rec, dict) and "id" in rec:
-                done.setdefault(str(rec["id"]), rec)
+                done[str(rec["id"])] = rec  # a retried item's later attempt wins
     return done
 
 
@@ -153,6 +156,7 @@ class AblationRunner:
         conditions: list[str],
         concurrency: int = 4,
         manifest: dict[str, Any] | None = None,
+        retry_failed: bool = False,
     ) -> None:
         unknown = [c for c in conditions if c not in CONDITIONS]
         if unknown:
@@ -164,6 +168,7 @@ class AblationRunner:
         self.conditions = list(dict.fromkeys(conditions))
         self.concurrency = max(1, concurrency)
         self.manifest_extra = manifest or {}
+        self.retry_failed = retry_failed
 
     def trace_path(self, condition: str) -> Path:
         return self.out_dir / "traces" / f"{condition}.jsonl"
@@ -230,7 +235,10 @@ class AblationRunner:
         """Run every missing (item, condition) pair; ``progress(done, total)`` after each."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / "traces").mkdir(exist_ok=True)
-        done = {c: set(read_done(self.trace_path(c))) for c in self.conditions}
+        done = {
+            c: {i for i, rec in read_done(self.trace_path(c)).items() if not (self.retry_failed and rec.get("response") is None)}
+            for c in self.conditions
+        }
         ids = {it.id for it in items}
         todo = [(it, c) for it in items for c in self.conditions if it.id not in done[c]]
         total = len(items) * len(self.conditions)

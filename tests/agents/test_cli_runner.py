@@ -128,6 +128,26 @@ async def test_runner_records_failures_as_null_responses(tmp_path):
     assert line["error"]["type"] == "VLMError" and line["condition"] == "vanilla"
 
 
+async def test_retry_failed_reruns_only_failures_and_the_last_attempt_counts(tmp_path):
+    from agents.vlm import VLMError
+
+    items = load_items(BENCH)[:3]
+    failing = KARPipeline(PipelineDeps(vlm=ScriptedVLM(default=VLMError("down")), config=PipelineConfig(ocr_enabled=False)))
+    await AblationRunner(failing, tmp_path / "r", ["vanilla"]).run(items[:2])
+    working_vlm = ScriptedVLM(default="EXPLANATION")
+    working = KARPipeline(PipelineDeps(vlm=working_vlm, config=PipelineConfig(ocr_enabled=False)))
+    plain = await AblationRunner(working, tmp_path / "r", ["vanilla"]).run(items)
+    assert plain.ran == 1 and plain.skipped == 2  # failures count as done unless asked
+    retried = await AblationRunner(working, tmp_path / "r", ["vanilla"], retry_failed=True).run(items)
+    assert retried.ran == 2 and retried.failed == 0 and retried.skipped == 1 and len(working_vlm.calls) == 3
+    again = await AblationRunner(working, tmp_path / "r", ["vanilla"], retry_failed=True).run(items)
+    assert again.ran == 0  # nothing failed any more
+    preds = json.loads((tmp_path / "r" / "predictions" / "vanilla.json").read_text())
+    assert [p["response"] for p in preds] == ["EXPLANATION"] * 3
+    lines = (tmp_path / "r" / "traces" / "vanilla.jsonl").read_text().splitlines()
+    assert len(lines) == 5  # append-only: both attempts of the two failed items are kept
+
+
 def test_run_killed_with_sigkill_resumes_to_exactly_once(tmp_path, env):
     items = [{**it, "image_path": str(REPO / "examples" / it["image_path"])} for it in json.loads(BENCH.read_text())]
     bench = tmp_path / "bench.json"
