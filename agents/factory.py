@@ -61,8 +61,16 @@ def build_pipeline(
     vlm: Any = "settings",
     ocr_enabled: bool | None = None,
     require_vlm: bool = False,
+    kb: Any = None,
+    search: Any = "settings",
+    ocr: Any = "settings",
 ) -> PipelineResources:
-    """Build what ``conditions`` need from ``settings`` (``vlm`` may be passed in, e.g. a double)."""
+    """Build what ``conditions`` need from ``settings``.
+
+    ``vlm``, ``search`` and ``ocr`` may be passed in (e.g. test doubles, or ``None`` for none);
+    ``kb`` may be an already-open KnowledgeBase (the service's), which the resources then use but
+    never close.
+    """
     from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
 
     notes: list[str] = []
@@ -78,16 +86,22 @@ def build_pipeline(
     describe["vlm_base_urls"] = list(getattr(vlm, "base_urls", []) or [])
 
     lock = threading.Lock()
-    kb = grounder = search = ocr = None
+    given_kb, owned_kb = kb, None
+    grounder = None
+    ocr_flag = settings.ocr_enabled if ocr_enabled is None else ocr_enabled
     needs_retrieval = any(c in RETRIEVAL_CONDITIONS for c in conditions)
+    if not needs_retrieval:
+        search = None if search == "settings" else search
+        ocr = None if ocr == "settings" else ocr
     try:
         if needs_retrieval:
-            needs_kb = "kar" in conditions or settings.search_backend == "local"
+            needs_kb = given_kb is not None or "kar" in conditions or settings.search_backend == "local"
             if needs_kb:
                 from retrieval.grounding import EntityGrounder
                 from retrieval.knowledge_base import KnowledgeBase
 
-                kb = KnowledgeBase.open(settings, create=True)
+                if given_kb is None:
+                    kb = owned_kb = KnowledgeBase.open(settings, create=True)
                 grounder = EntityGrounder(
                     kb.store,
                     kb.embedder,
@@ -98,21 +112,22 @@ def build_pipeline(
                 describe.update(embedder=kb.embedder.name, kb_entities=kb.store.count(), tau=grounder.tau)
                 if describe["kb_entities"] == 0:
                     notes.append(f"CultureBase at {settings.kb_path} is empty: run `kar kb import FILE` first")
-            from retrieval.websearch import build_search
+            if search == "settings":
+                from retrieval.websearch import build_search
 
-            search = build_search(settings, kb, lock=lock)
-            describe["search_backend"] = settings.search_backend
+                search = build_search(settings, kb, lock=lock)
+            describe["search_backend"] = settings.search_backend if search is not None else "none"
             describe["search_cache"] = str(settings.resolved_search_cache_path) if search is not None else None
             describe["search_replay_only"] = settings.search_replay_only
-            if (settings.ocr_enabled if ocr_enabled is None else ocr_enabled):
+            if ocr == "settings":
                 from retrieval.ocr import OCR
 
-                ocr = OCR()
-        config = config_from_settings(settings, ocr_enabled)
-        describe["ocr_enabled"] = config.ocr_enabled and ocr is not None
+                ocr = OCR() if ocr_flag else None
+        config = config_from_settings(settings, ocr_flag and ocr is not None)
+        describe["ocr_enabled"] = config.ocr_enabled
         deps = PipelineDeps(vlm=vlm, grounder=grounder, search=search, ocr=ocr, config=config, lock=lock)
-        return PipelineResources(KARPipeline(deps, describe=describe), kb=kb, notes=notes)
+        return PipelineResources(KARPipeline(deps, describe=describe), kb=owned_kb, notes=notes)
     except BaseException:
-        if kb is not None:
-            kb.close()
+        if owned_kb is not None:
+            owned_kb.close()
         raise

@@ -78,9 +78,7 @@ def build_services(
     fetcher: UrlFetcher | None = None,
 ) -> KarServices:
     """Open CultureBase and build the pipeline from settings (any part may be passed in, e.g. test doubles)."""
-    from agents.pipeline import KARPipeline, PipelineDeps
-    from agents.factory import config_from_settings
-    from retrieval.grounding import EntityGrounder
+    from agents.factory import build_pipeline
     from retrieval.knowledge_base import KnowledgeBase
 
     notes: list[str] = []
@@ -88,35 +86,12 @@ def build_services(
     if kb is None:
         kb = KnowledgeBase.open(settings, embedder=embedder, create=True)
     try:
-        lock = threading.Lock()
-        if vlm == "settings":
-            from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
+        from agents.pipeline import CONDITIONS
 
-            try:
-                vlm = OpenAICompatibleVLM.from_settings(settings)
-            except VLMNotConfiguredError as exc:
-                vlm = None
-                notes.append(str(exc))
-        if search == "settings":
-            from retrieval.websearch import build_search
-
-            search = build_search(settings, kb, lock=lock)
-        if ocr == "settings":
-            ocr = None
-            if settings.ocr_enabled:
-                from retrieval.ocr import OCR
-
-                ocr = OCR()
-        grounder = EntityGrounder(kb.store, kb.embedder, tau=settings.grounding_tau, top_k=settings.grounding_top_k, candidates=settings.grounding_candidates)
-        config = config_from_settings(settings, ocr_enabled=ocr is not None and settings.ocr_enabled)
-        describe = {
-            "vlm": getattr(vlm, "model_id", None),
-            "embedder": kb.embedder.name,
-            "tau": grounder.tau,
-            "search_backend": settings.search_backend if search is not None else "none",
-            "ocr_enabled": config.ocr_enabled,
-        }
-        pipeline = KARPipeline(PipelineDeps(vlm=vlm, grounder=grounder, search=search, ocr=ocr, config=config, lock=lock), describe=describe)
+        resources = build_pipeline(settings, CONDITIONS, kb=kb, vlm=vlm, search=search, ocr=ocr)
+        notes.extend(resources.notes)
+        pipeline = resources.pipeline
+        lock, vlm, search = pipeline.deps.lock, pipeline.deps.vlm, pipeline.deps.search
         metrics = Metrics()
         metrics.bind_search(search)
         max_bytes = int(settings.max_upload_mb * 1024 * 1024)
