@@ -45,6 +45,16 @@ def test_kar_crawl_adds_entities_with_the_bundled_embedder(server, kar_env):
         hits = kb.store.search("full", query, limit=2)
         assert hits[0][0].name == "Doge"
 
+    # the done-means of the crawl issue: `kar kb search` (the real kar app) finds what the crawl added
+    from services.cli import app as kar_app
+
+    get_settings.cache_clear()
+    found = runner.invoke(kar_app, ["kb", "--kb", str(kb_dir), "search", "Distracted Boyfriend", "--json"])
+    assert found.exit_code == 0, found.output
+    top = json.loads(found.stdout)["hits"][0]
+    assert top["name"] == "Distracted Boyfriend" and top["passes_tau"]
+    assert top["sources"][0]["url"].endswith("/memes/distracted-boyfriend")
+
     listed = runner.invoke(app, ["crawl-jobs", "list", "--json"])
     jobs = json.loads(listed.stdout)
     assert [j["id"] for j in jobs] == [record["id"]]
