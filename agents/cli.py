@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from culturebase.console import emit_json, fail
+from culturebase.console import emit_json, fail, progress_bar
 
 console = Console(stderr=True)
 out = Console(soft_wrap=True)
@@ -46,6 +46,19 @@ def _user_error(exc: BaseException) -> str | None:
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
         return f"{exc.filename}: {exc.strerror}"
     return None
+
+
+def _run(coro: Any) -> Any:
+    """Run a command's coroutine; user-facing errors become one line and exit code 1."""
+    try:
+        return asyncio.run(coro)
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        message = _user_error(exc)
+        if message is None:
+            raise
+        raise fail(message) from None
 
 
 def _print_explain(result: Any, notes: list[str]) -> None:
@@ -123,15 +136,7 @@ def explain_command(
         finally:
             await resources.aclose()
 
-    try:
-        result, notes = asyncio.run(main())
-    except typer.Exit:
-        raise
-    except Exception as exc:
-        message = _user_error(exc)
-        if message is None:
-            raise
-        raise fail(message) from None
+    result, notes = _run(main())
     if json_out:
         payload = result.to_dict()
         payload["notes"] = notes
@@ -176,31 +181,13 @@ def run_command(
                 resources.pipeline, out_dir, conds, concurrency=concurrency,
                 manifest={"settings": settings.public_dict(), "notes": resources.notes}, retry_failed=retry_failed,
             )
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            with Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TimeRemainingColumn(), console=console, transient=True, disable=json_out and not console.is_terminal,
-            ) as bar:
+            with progress_bar(disable=json_out and not console.is_terminal) as bar:
                 task = bar.add_task(f"running {','.join(conds)}", total=len(items) * len(conds))
                 return await runner.run(items, progress=lambda done, total: bar.update(task, completed=done), dataset=str(dataset))
         finally:
             await resources.aclose()
 
-    try:
-        summary = asyncio.run(main())
-    except Exception as exc:
-        message = _user_error(exc)
-        if message is None:
-            raise
-        raise fail(message) from None
+    summary = _run(main())
     if json_out:
         emit_json(summary.to_dict())
     else:

@@ -33,7 +33,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def progress_bar(transient: bool = True) -> Progress:
+def progress_bar(transient: bool = True, disable: bool = False) -> Progress:
     """A rich progress bar with count, elapsed time and ETA (on stderr)."""
     return Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -43,4 +43,5 @@ def progress_bar(transient: bool = True) -> Progress:
         TimeRemainingColumn(),
         console=err_console,
         transient=transient,
+        disable=disable,
     )

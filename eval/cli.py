@@ -29,6 +29,18 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return _fail(message, code)
 
 
+def _judge_settings(settings: Any, model: str | None, base_urls: Any, concurrency: int | None) -> Any:
+    """Settings with the judge options given on the command line applied."""
+    updates: dict[str, Any] = {}
+    if model:
+        updates["judge_model"] = model
+    if base_urls:
+        updates["judge_base_urls"] = list(base_urls)
+    if concurrency:
+        updates["judge_concurrency"] = concurrency
+    return settings.model_copy(update=updates)
+
+
 def _progress() -> Progress:
     return progress_bar(transient=False)
 
@@ -63,15 +75,7 @@ def judge_command(
     from culturebase.settings import get_settings
     from eval.judge import ChecklistJudge, JudgeCache, run_judge
 
-    settings = get_settings()
-    updates: dict[str, Any] = {}
-    if judge_model:
-        updates["judge_model"] = judge_model
-    if judge_base_url:
-        updates["judge_base_urls"] = list(judge_base_url)
-    if concurrency:
-        updates["judge_concurrency"] = concurrency
-    settings = settings.model_copy(update=updates)
+    settings = _judge_settings(get_settings(), judge_model, judge_base_url, concurrency)
     try:
         items = load_benchmark(bench, image_root=image_root)  # type: ignore[arg-type]
         predictions = load_predictions(pred)  # type: ignore[arg-type]
@@ -308,14 +312,7 @@ def reference_command(
     if rubric:
         from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
 
-        updates: dict[str, Any] = {}
-        if judge_model:
-            updates["judge_model"] = judge_model
-        if judge_base_url:
-            updates["judge_base_urls"] = list(judge_base_url)
-        if concurrency:
-            updates["judge_concurrency"] = concurrency
-        settings = settings.model_copy(update=updates)
+        settings = _judge_settings(settings, judge_model, judge_base_url, concurrency)
         for item in items:
             image = Path(item.image_path)
             if not image.is_file():
