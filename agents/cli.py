@@ -1,4 +1,4 @@
-"""Typer functions for ``kar explain`` and ``kar run`` (registered into the ``kar`` app by services.cli).
+"""Typer function for ``kar explain`` and the helpers ``kar run`` shares (registered into the ``kar`` app by services.cli).
 
 Kept free of pipeline logic: they build the pipeline from settings, call its async API and
 print.  Errors are one line on stderr with a non-zero exit code.
@@ -35,13 +35,12 @@ def _settings(**overrides: Any):  # type: ignore[no-untyped-def]
 
 def _user_error(exc: BaseException) -> str | None:
     """A one-line message for the project's user-facing errors (None: not one of them)."""
-    from agents.runner import DatasetFormatError
     from agents.vlm import VLMNotConfiguredError
     from culturebase.store import StoreError
     from retrieval.embedders import EmbedderUnavailableError
     from retrieval.websearch import SearchNotConfiguredError
 
-    if isinstance(exc, (StoreError, EmbedderUnavailableError, SearchNotConfiguredError, DatasetFormatError, VLMNotConfiguredError)):
+    if isinstance(exc, (StoreError, EmbedderUnavailableError, SearchNotConfiguredError, VLMNotConfiguredError)):
         return str(exc)
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
         return f"{exc.filename}: {exc.strerror}"
@@ -147,51 +146,3 @@ def explain_command(
         _print_explain(result, notes)
     if result.error is not None:
         raise typer.Exit(1)
-
-
-def run_command(
-    dataset: Annotated[Path, typer.Option("--dataset", help="MemeBench benchmark JSON/JSONL file, or a folder of them.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Output folder (traces, predictions, manifest); reruns resume.")],
-    conditions: Annotated[str, typer.Option("--conditions", help="Comma-separated conditions.")] = "vanilla,cot,search_cot,kar",
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024, help="Items in flight.")] = 8,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Only the first N items.")] = None,
-    ocr: Annotated[Optional[bool], typer.Option("--ocr/--no-ocr", help="Run OCR (default: KAR_OCR_ENABLED).")] = None,
-    replay_only: Annotated[Optional[bool], typer.Option("--replay-only/--no-replay-only", help="Fail searches that miss the cache.")] = None,
-    retry_failed: Annotated[
-        bool, typer.Option("--retry-failed", help="Run failed items (response null) once more; the new attempt is appended.")
-    ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
-) -> None:
-    """Run conditions over a benchmark: append-only traces, MemeBench predictions, resumable."""
-    from agents.factory import build_pipeline
-    from agents.pipeline import CONDITIONS
-    from agents.runner import AblationRunner, load_items
-
-    conds = [c.strip() for c in conditions.split(",") if c.strip()]
-    bad = [c for c in conds if c not in CONDITIONS]
-    if bad or not conds:
-        raise fail(f"unknown condition(s) {', '.join(bad) or '(none)'}; choose from {', '.join(CONDITIONS)}", 2)
-
-    async def main() -> Any:
-        settings = _settings(search_replay_only=replay_only)
-        items = load_items(dataset)[:limit] if limit else load_items(dataset)
-        resources = build_pipeline(settings, conds, ocr_enabled=ocr, require_vlm=True)
-        try:
-            runner = AblationRunner(
-                resources.pipeline, out_dir, conds, concurrency=concurrency,
-                manifest={"settings": settings.public_dict(), "notes": resources.notes}, retry_failed=retry_failed,
-            )
-            with progress_bar(disable=json_out and not console.is_terminal) as bar:
-                task = bar.add_task(f"running {','.join(conds)}", total=len(items) * len(conds))
-                return await runner.run(items, progress=lambda done, total: bar.update(task, completed=done), dataset=str(dataset))
-        finally:
-            await resources.aclose()
-
-    summary = _run(main())
-    if json_out:
-        emit_json(summary.to_dict())
-    else:
-        console.print(
-            f"{summary.ran} ran, {summary.skipped} already done, {summary.failed} failed (response null); "
-            f"predictions in {Path(summary.out_dir) / 'predictions'}"
-        )

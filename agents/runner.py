@@ -36,70 +36,40 @@ CONTEXT_KEYS = {"post_text": ("post_text", "post"), "top_comment": ("top_comment
                 "context_note": ("context_note", "cultural_context", "cultural_note")}
 
 
-class DatasetFormatError(ValueError):
-    """The benchmark file cannot be read; the message names the file and the item."""
-
-
 @dataclass
 class RunItem:
-    """One benchmark item as the runner needs it (the rest of the record is kept in ``extra``)."""
+    """One benchmark item as the runner needs it.
+
+    ``source_id`` is the id exactly as the benchmark file wrote it (an int stays an int
+    in the predictions, so the release's own scripts match them); ``id`` is its string
+    form, the key of traces and resumes.  Benchmark files are read and validated by the
+    caller (``eval.datasets.load_benchmark``; the ``kar run`` command and the ablation API
+    turn its items into these with :meth:`from_record`).
+    """
 
     id: str
     image_path: str
     image_file: Path
     language: str | None = None
     context: ExplainContext = field(default_factory=ExplainContext)
+    source_id: Any = None
 
+    @property
+    def output_id(self) -> Any:
+        return self.id if self.source_id is None else self.source_id
 
-def _items_from(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text("utf-8")
-    if text.lstrip().startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DatasetFormatError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-        return data
-    out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DatasetFormatError(f"{path}: line {n}: invalid JSON: {exc.msg}") from None
-    return out
-
-
-def load_items(dataset: Path) -> list[RunItem]:
-    """Benchmark items from a MemeBench JSON/JSONL file, or every such file in a folder."""
-    dataset = Path(dataset)
-    if not dataset.exists():
-        raise DatasetFormatError(f"{dataset}: no such file or folder")
-    files = sorted(p for p in dataset.iterdir() if p.suffix in (".json", ".jsonl")) if dataset.is_dir() else [dataset]
-    if not files:
-        raise DatasetFormatError(f"{dataset}: no .json/.jsonl benchmark files in the folder")
-    items: list[RunItem] = []
-    seen: set[str] = set()
-    for path in files:
-        records = _items_from(path)
-        if not isinstance(records, list):
-            raise DatasetFormatError(f"{path}: expected a JSON list of items")
-        for i, rec in enumerate(records):
-            if not isinstance(rec, dict):
-                raise DatasetFormatError(f"{path}: item {i}: expected an object")
-            item_id, image_path = rec.get("id"), rec.get("image_path")
-            if item_id is None or not image_path:
-                raise DatasetFormatError(f"{path}: item {i}: missing field {'id' if item_id is None else 'image_path'}")
-            item_id = str(item_id)
-            if item_id in seen:
-                log.warning("%s: duplicate item id %s ignored", path, item_id)
-                continue
-            seen.add(item_id)
-            image_file = Path(image_path)
-            if not image_file.is_absolute():
-                image_file = (path.parent / image_file) if (path.parent / image_file).exists() else image_file
-            ctx = {k: next((rec[a] for a in aliases if rec.get(a)), None) for k, aliases in CONTEXT_KEYS.items()}
-            items.append(RunItem(item_id, str(image_path), image_file, rec.get("language"), ExplainContext.from_dict(ctx)))
-    return items
+    @classmethod
+    def from_record(cls, record: dict[str, Any], image_file: Path, language: str | None = None) -> RunItem:
+        """A run item from a validated benchmark record (context fields read under their aliases)."""
+        ctx = {k: next((record[a] for a in aliases if record.get(a)), None) for k, aliases in CONTEXT_KEYS.items()}
+        return cls(
+            id=str(record["id"]),
+            image_path=str(record["image_path"]),
+            image_file=image_file,
+            language=language if language is not None else record.get("language"),
+            context=ExplainContext.from_dict(ctx),
+            source_id=record["id"],
+        )
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
@@ -202,7 +172,7 @@ class AblationRunner:
         for condition in self.conditions:
             done = read_done(self.trace_path(condition))
             preds = [
-                {"id": it.id, "image_path": it.image_path, "response": done[it.id].get("response")}
+                {"id": it.output_id, "image_path": it.image_path, "response": done[it.id].get("response")}
                 for it in items
                 if it.id in done
             ]

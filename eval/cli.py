@@ -16,7 +16,6 @@ from rich.progress import (
     Progress,
 )
 
-from culturebase.console import fail as _fail
 from culturebase.console import progress_bar
 from eval.datasets import DatasetError, load_benchmark, load_judged, load_predictions
 
@@ -25,8 +24,11 @@ judge_app = typer.Typer(help="Judge responses against VIKR checklists (and merge
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Bad input to an eval command: a one-line error and exit code 2."""
-    return _fail(message, code)
+    """Bad input to an eval command: the error (data shown as is, never as markup) and exit code 2."""
+    from rich.text import Text
+
+    err.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+    return typer.Exit(code)
 
 
 def _judge_settings(settings: Any, model: str | None, base_urls: Any, concurrency: int | None) -> Any:
@@ -58,6 +60,9 @@ def judge_command(
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Concurrent judge calls.")] = None,
     max_parse_retries: Annotated[int | None, typer.Option("--max-parse-retries", min=0)] = None,
     image_root: Annotated[Path | None, typer.Option("--image-root", help="Folder image paths are relative to.")] = None,
+    check_images: Annotated[
+        bool, typer.Option("--check-images/--no-check-images", help="Fail up front when an item's image is missing.")
+    ] = True,
     cache: Annotated[Path | None, typer.Option("--cache", help="Judge cache (default DATA_DIR/judge_cache.sqlite).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the judge cache.")] = False,
     no_resume: Annotated[bool, typer.Option("--no-resume", help="Re-judge items already in --out.")] = False,
@@ -77,7 +82,7 @@ def judge_command(
 
     settings = _judge_settings(get_settings(), judge_model, judge_base_url, concurrency)
     try:
-        items = load_benchmark(bench, image_root=image_root)  # type: ignore[arg-type]
+        items = load_benchmark(bench, image_root=image_root, check_images=check_images)  # type: ignore[arg-type]
         predictions = load_predictions(pred)  # type: ignore[arg-type]
         vlm = OpenAICompatibleVLM.from_settings(settings, role="judge")
     except (DatasetError, VLMNotConfiguredError) as exc:

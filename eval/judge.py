@@ -89,7 +89,8 @@ def format_checklist(item: BenchmarkItem) -> str:
 
 
 def format_reference(item: BenchmarkItem) -> str:
-    return "\n".join(f"- {dim}: {getattr(item, dim)}" for dim in DIMENSIONS)
+    """The reference notes: the item's four VIKR layers as JSON, whatever their type (as the release's judge)."""
+    return json.dumps(item.layers(), ensure_ascii=False, indent=2)
 
 
 # -- reply parsing --------------------------------------------------------------------------
@@ -400,7 +401,7 @@ async def run_judge(
     for i, item in enumerate(bench):
         pred = pred_index.get(item.id, item.image_path)
         response = pred["response"] if pred else None
-        base = {"id": item.id, "image_path": item.image_path, "response": response}
+        base = {"id": item.source_id, "image_path": item.image_path, "response": response}
         if pred is None:
             records[i] = base | {"evaluation": unscored_evaluation(UNSCORED_MISSING, "no prediction for this item")}
             continue
@@ -433,7 +434,8 @@ async def run_judge(
     async def one(i: int, item: BenchmarkItem, response: str, response_sha: str) -> None:
         nonlocal done, last_flush
         async with limiter:
-            image_file = resolve_image(item.image_path, bench_file, root)
+            source = Path(item.source_file) if item.source_file else bench_file
+            image_file = resolve_image(item.image_path, source, root)
             if image_file is None:
                 outcome = JudgeOutcome(
                     unscored_evaluation(UNSCORED_JUDGE_ERROR, f"image file not found: {item.image_path}"),
@@ -456,7 +458,7 @@ async def run_judge(
         summary.prompt_tokens += outcome.usage.prompt_tokens
         summary.completion_tokens += outcome.usage.completion_tokens
         summary.judged += 1
-        records[i] = {"id": item.id, "image_path": item.image_path, "response": response, "evaluation": evaluation}
+        records[i] = {"id": item.source_id, "image_path": item.image_path, "response": response, "evaluation": evaluation}
         if cache is not None and evaluation.get("parse_success"):
             cache.put(JudgeCache.key(judge.model_id, judge.prompts.sha, item.id, response_sha), evaluation)
         done += 1

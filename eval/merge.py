@@ -102,7 +102,7 @@ def merge_files(
     """
     index_a, index_b = RecordIndex(judged_a), RecordIndex(judged_b)
     if bench is not None:
-        skeleton = [{"id": item.id, "image_path": item.image_path} for item in bench]
+        skeleton = [{"id": item.source_id, "image_path": item.image_path} for item in bench]
     else:
         seen: dict[str, dict[str, Any]] = {}
         for record in [*judged_a, *judged_b]:

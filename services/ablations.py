@@ -115,17 +115,18 @@ class AblationManager:
         return sorted(self.jobs.values(), key=lambda j: j.created_at, reverse=True)
 
     def start(self, dataset: str, conditions: list[str], limit: int | None, concurrency: int, resume_id: str | None = None) -> AblationJob:
-        from agents.runner import AblationRunner, DatasetFormatError, load_items
+        from agents.runner import AblationRunner
+        from eval.datasets import DatasetError
+        from services.benchmarks import load_run_items
 
         if not self.vlm_configured:
             raise ApiError(503, "vlm_not_configured", "ablations need a VLM: set KAR_VLM_BASE_URLS and KAR_VLM_MODEL")
         path = self.resolve_dataset(dataset)
         try:
-            items = load_items(path)
-        except DatasetFormatError as exc:
-            raise ApiError(422, "invalid_dataset", str(exc)) from None
-        if limit:
-            items = items[:limit]
+            items = load_run_items(path, check_images=True, limit=limit)
+        except DatasetError as exc:  # every bad item, named relative to DATA_DIR/datasets
+            message = str(exc).replace(str(self.datasets.resolve()) + os.sep, "")
+            raise ApiError(422, "invalid_dataset", message) from None
         if resume_id is not None:
             job = self.get(resume_id)
             if job.status in ("queued", "running"):

@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
-from agents.cli import explain_command, run_command
+from agents.cli import explain_command
 from crawlers.cli import crawl_command, crawl_jobs_app
 from eval.cli import judge_app, reference_command, report_command
 from services.cli.common import emit_json
 from services.cli.kb import kb_app
+from services.cli.run import run_command
 from services.serve import serve_command
 
 app = typer.Typer(name="kar", pretty_exceptions_show_locals=False, help="CultureKAR: explain culture-dependent images and measure the explanations.", no_args_is_help=True)

@@ -14,9 +14,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agents.cli import explain_command, run_command
+from agents.cli import explain_command
 from agents.pipeline import KARPipeline, PipelineConfig, PipelineDeps
-from agents.runner import AblationRunner, load_items, read_done
+from agents.runner import AblationRunner, read_done
+from services.benchmarks import load_run_items as load_items
+from services.cli.run import run_command
 from tests.agents.conftest import IMAGES, replies
 from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
 from tests.fakes.vlm import ScriptedVLM
@@ -154,7 +156,7 @@ def test_run_killed_with_sigkill_resumes_to_exactly_once(tmp_path, env):
     bench.write_text(json.dumps(items * 1 + [{**items[0], "id": f"extra-{i}"} for i in range(4)], ensure_ascii=False))
     out = tmp_path / "out"
     code = (
-        "import typer; from agents.cli import run_command; app = typer.Typer(); "
+        "import typer; from services.cli.run import run_command; app = typer.Typer(); "
         "app.command('run')(run_command); app.command('noop')(lambda: None); app()"
     )
     with FakeOpenAIServer(responder=lambda r: FakeReply(text="ok", delay_s=0.15)) as server:
