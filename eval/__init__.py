@@ -1,6 +1,7 @@
 """CultureKAR evaluation: dataset loaders, checklist judge, dual-judge merge, VIKR metrics, reports."""
 
 from eval.datasets import (
+    BenchmarkFileError,
     BenchmarkItem,
     DatasetError,
     Prediction,
@@ -39,6 +40,7 @@ from eval.verdicts import (
 __all__ = [
     "DIMENSIONS",
     "LAYERS",
+    "BenchmarkFileError",
     "BenchmarkItem",
     "ChecklistJudge",
     "JudgeCache",
