@@ -206,3 +206,15 @@ async def test_end_to_end_through_openai_compatible_vlm(tmp_path):
     records = load_judged(tmp_path / "out.json")
     assert records[0]["evaluation"]["checklist_result"] == [1, 0, 1, 1]
     assert records[0]["evaluation"]["overall_correctness"] == "NO"
+
+
+def test_reference_notes_are_the_layers_as_json_whatever_their_type(tmp_path):
+    raw = make_item(0, n_checks=(2, 1, 1, 1))
+    raw.update(visual={"ocr": "文字", "entities": [{"eid": "E1"}]}, identity=["a", "b"], knowledge=None, reasoning="plain")
+    raw["eval_checklist"]["visual"] = [{"text": "reads 文字"}, "second"]
+    (loaded,) = load_benchmark(write_bench(tmp_path, [raw]))
+    judge = ChecklistJudge(ScriptedVLM(default="x"))
+    text = judge.messages(loaded, "an answer", b"png")[1].text
+    layers = {"visual": raw["visual"], "identity": ["a", "b"], "knowledge": None, "reasoning": "plain"}
+    assert json.dumps(layers, ensure_ascii=False, indent=2) in text
+    assert "### visual\n1. reads 文字\n2. second\n### identity\n1. identity check 0 of item 0" in text
