@@ -194,7 +194,18 @@ def report_command(
         list[str] | None, typer.Option("--judge-file", help="JUDGE:COND=FILE single-judge files for reliability.")
     ] = None,
 ) -> None:
-    """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report."""
+    """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report.
+
+    A benchmark-family JSONL file (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K) as --bench
+    switches to its tasks' metrics (accuracy/macro-F1/ROUGE-L/rubric); --judged then names
+    prediction files (or DrivelHub+ rubric-judged files)."""
+    from eval.benchmarks.loader import is_bench_file
+
+    if is_bench_file(bench):
+        from eval.benchmarks.cli import task_report
+
+        task_report(bench, _pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed, json_out=json_out)
+        return
     from eval.reliability import judge_reliability
     from eval.report import build_report, jsonable, write_report
 

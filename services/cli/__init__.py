@@ -8,6 +8,7 @@ import typer
 
 from agents.cli import explain_command, run_command
 from crawlers.cli import crawl_command, crawl_jobs_app
+from eval.benchmarks.cli import bench_app, rubric_command
 from eval.cli import judge_app, reference_command, report_command
 from services.cli.common import emit_json
 from services.cli.kb import kb_app
@@ -23,6 +24,8 @@ app.add_typer(judge_app, name="judge")
 app.command("report")(report_command)
 app.command("report-refs")(reference_command)
 app.command("serve")(serve_command)
+app.add_typer(bench_app, name="bench")
+judge_app.command("rubric")(rubric_command)
 
 
 @app.command("config")
