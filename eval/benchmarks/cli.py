@@ -166,3 +166,103 @@ def rubric_command(
     else:
         err.print(escape(f"judged {summary['n']} items: {summary['n_scored']} scored, {summary['n_unscored']} unscored; "
                          f"mean Total {summary['total_mean']} of 12; wrote {out}"), highlight=False)
+
+
+def report_retrieval_command(
+    run: Annotated[Path, typer.Option("--run", help="TREC run file (qid Q0 docid rank score tag).")],
+    qrels: Annotated[Path, typer.Option("--qrels", help="TREC qrels file (qid 0 docid relevance).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for retrieval_metrics.json and ranks.csv.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """R@1/5/10, Success@1/5/10, MRR, nDCG@5/10 per direction (ir-measures), per-query ranks CSV."""
+    from eval.benchmarks.retrieval import MEASURE_NAMES, evaluate_run, read_qrels, read_run, write_ranks_csv
+
+    try:
+        result = evaluate_run(read_run(run), read_qrels(qrels))
+    except DatasetError as exc:
+        raise fail(str(exc)) from None
+    summary = {
+        "run": str(run), "qrels": str(qrels), "directions": result["directions"],
+        "missing_in_run": result["missing_in_run"][:50], "not_in_qrels": result["not_in_qrels"][:50],
+        "no_relevant": result["no_relevant"][:50],
+    }
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "retrieval_metrics.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1), "utf-8")
+        write_ranks_csv(result, out / "ranks.csv")
+    if json_out:
+        emit_json(summary)
+        return
+    from rich.table import Table
+
+    table = Table("direction", "queries", *MEASURE_NAMES, "missing in run", "unjudged", title=escape(str(run)))
+    for key, d in result["directions"].items():
+        table.add_row(escape(d["name"]), str(d["n_queries"]),
+                      *("–" if d["metrics"][m] is None else f"{d['metrics'][m]:.3f}" for m in MEASURE_NAMES),
+                      str(d["missing_in_run"]), str(d["not_in_qrels"] + d["no_relevant"]))
+    Console(width=200).print(table)
+    if result["missing_in_run"]:
+        err.print(escape(f"{len(result['missing_in_run'])} judged quer(ies) absent from the run scored 0: "
+                         f"{', '.join(result['missing_in_run'][:10])}"), highlight=False)
+    if out is not None:
+        err.print(escape(f"wrote retrieval_metrics.json and ranks.csv to {out}"), highlight=False)
+
+
+def _encoder(embed_base_url: str | None, embed_model: str | None, api_key: str | None) -> tuple[Any, str]:
+    """``encode(texts) -> array`` from an OpenAI-compatible /v1/embeddings endpoint, else the configured embedder."""
+    import numpy as np
+
+    if embed_base_url:
+        if not embed_model:
+            raise DatasetError("--embed-base-url needs --embed-model (the embedding model id served there)")
+        from openai import OpenAI
+
+        client = OpenAI(base_url=embed_base_url, api_key=api_key or "EMPTY", max_retries=2)
+
+        def remote(texts: list[str]) -> Any:
+            rows: list[list[float]] = []
+            for start in range(0, len(texts), 64):
+                reply = client.embeddings.create(model=embed_model, input=texts[start:start + 64])
+                rows += [d.embedding for d in sorted(reply.data, key=lambda d: d.index)]
+            return np.asarray(rows, dtype=np.float32)
+
+        return remote, f"openai-compatible:{embed_model}"
+    from culturebase.settings import get_settings
+    from retrieval.embedders import build_embedder
+
+    embedder = build_embedder(get_settings())
+    return (lambda texts: np.asarray(embedder.encode_documents(texts).dense, dtype=np.float32)), getattr(embedder, "name", "embedder")
+
+
+def retrieve_command(
+    bench: Annotated[Path, typer.Option("--bench", help="DrivelHub+ JSONL file.")],
+    pred: Annotated[Path, typer.Option("--pred", help="Predictions {id, response}: the explanations to retrieve with.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for run.trec and qrels.trec.")],
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Documents per query.")] = 10,
+    embed_base_url: Annotated[str | None, typer.Option("--embed-base-url", help="OpenAI-compatible embeddings endpoint (default: the configured embedder).")] = None,
+    embed_model: Annotated[str | None, typer.Option("--embed-model", help="Model id at --embed-base-url.")] = None,
+    embed_api_key: Annotated[str | None, typer.Option("--embed-api-key", envvar="KAR_EMBED_API_KEY", help="API key for --embed-base-url.")] = None,
+    tag: Annotated[str, typer.Option("--tag", help="Run tag (TREC column 6).")] = "kar",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Reasoning-as-retrieval: TREC runs both ways (explanations ↔ narratives) plus the qrels."""
+    from eval.benchmarks.loader import load_bench
+    from eval.benchmarks.retrieval import build_runs, qrels_lines
+
+    try:
+        dataset = load_bench(bench, "drivelhub", check_media=False)
+        responses = {p.id: p.response for p in load_predictions(pred) if p.id is not None}
+        encode, name = _encoder(embed_base_url, embed_model, embed_api_key)
+        lines, skipped = build_runs(dataset.items, responses, encode, k=top_k, tag=tag)
+    except DatasetError as exc:
+        raise fail(str(exc)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run.trec").write_text("\n".join(lines) + "\n", "utf-8")
+    (out / "qrels.trec").write_text("\n".join(qrels_lines(dataset.items)) + "\n", "utf-8")
+    summary = {"run": str(out / "run.trec"), "qrels": str(out / "qrels.trec"), "embedder": name, "items": len(dataset.items),
+               "run_lines": len(lines), "skipped": skipped}
+    if json_out:
+        emit_json(summary)
+    else:
+        err.print(escape(f"wrote {len(lines)} run lines ({name}) and the qrels to {out}; "
+                         f"{skipped['no_explanation']} item(s) without an explanation could not be queries"), highlight=False)
