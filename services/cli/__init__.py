@@ -10,6 +10,7 @@ from agents.cli import explain_command, run_command
 from crawlers.cli import crawl_command, crawl_jobs_app
 from eval.benchmarks.cli import bench_app, report_retrieval_command, retrieve_command, rubric_command
 from eval.cli import judge_app, reference_command, report_command
+from services.cli.bench_run import run_any
 from services.cli.common import emit_json
 from services.cli.kb import kb_app
 from services.serve import serve_command
@@ -19,7 +20,7 @@ app.add_typer(kb_app, name="kb")
 app.command("crawl")(crawl_command)
 app.add_typer(crawl_jobs_app, name="crawl-jobs")
 app.command("explain")(explain_command)
-app.command("run")(run_command)
+app.command("run")(run_any)
 app.add_typer(judge_app, name="judge")
 app.command("report")(report_command)
 app.command("report-refs")(reference_command)
