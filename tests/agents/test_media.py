@@ -77,3 +77,17 @@ def test_bad_videos(tmp_path):
     with pytest.raises(MediaError, match="has no video stream"):
         sample_frames(wav)
     assert av is not None
+
+
+def test_two_hour_video_is_capped(tmp_path, clip):
+    long = make_clip(tmp_path / "two_hours.mp4", 7200, fps=1, size=(64, 48), scenes=4, tone_hz=None)
+    settings = Settings(media_frames=6, media_scene_frames=2, media_max_duration_s=600)
+    bundle = prepare_video(long, settings=settings, audio_mode="native")
+    assert bundle.duration_s == pytest.approx(7200, abs=1) and bundle.truncated and bundle.read_s <= 600
+    assert len(bundle.frames) <= 6 + 2 and all(f.t <= 600 for f in bundle.frames)  # frame cap and duration cap
+    trace = bundle.trace()
+    assert trace["truncated"] and "only the first 600 s were read" in trace["notes"][0]
+    # the audio is cut at the same cap (a 6 s clip read with a 2 s cap)
+    short = prepare_video(clip, settings=Settings(media_frames=2, media_max_duration_s=2), audio_mode="native")
+    with wave.open(io.BytesIO(short.audio_wav)) as handle:
+        assert handle.getnframes() / handle.getframerate() == pytest.approx(2.0, abs=0.01)

@@ -41,13 +41,16 @@ def make_clip(
         if tone_hz is not None:
             audio = out.add_stream("aac", rate=sample_rate)
             audio.layout = "mono"
+        drawn: dict[int, np.ndarray] = {}
         for i in range(n_frames):
             segment = min(scenes - 1, i * scenes // n_frames) if scenes > 0 else 0
-            image = Image.new("RGB", size, COLORS[segment % len(COLORS)])
-            draw = ImageDraw.Draw(image)
-            draw.rectangle((8, 30, size[0] - 8, 66), fill=(255, 255, 255))
-            draw.text((14, 40), text, fill=(0, 0, 0))
-            frame = av.VideoFrame.from_image(image)
+            if segment not in drawn:
+                image = Image.new("RGB", size, COLORS[segment % len(COLORS)])
+                draw = ImageDraw.Draw(image)
+                draw.rectangle((8, size[1] // 3, size[0] - 8, 2 * size[1] // 3), fill=(255, 255, 255))
+                draw.text((14, size[1] // 3 + 4), text, fill=(0, 0, 0))
+                drawn[segment] = np.asarray(image)
+            frame = av.VideoFrame.from_ndarray(drawn[segment], format="rgb24")
             frame.pts = i
             frame.time_base = Fraction(1, fps)
             for packet in video.encode(frame):
