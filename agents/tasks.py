@@ -18,7 +18,7 @@ from typing import Any
 from agents.media import MediaBundle, MediaError, Transcriber, prepare_video
 from agents.pipeline.pipeline import KARPipeline
 from agents.pipeline.state import CONDITIONS, ExplainContext, ExplainResult
-from agents.runner import AblationRunner
+from agents.runner import AblationRunner, read_done
 
 TASK_CONDITIONS: tuple[str, ...] = (*CONDITIONS, "text_only")
 
@@ -98,7 +98,11 @@ class TaskRunner(AblationRunner):
 
     async def run(self, items: list[TaskItem], progress: Any = None, dataset: str | None = None) -> Any:  # type: ignore[override]
         self.check(items)
-        self._pending = {item.id: len(self.conditions) for item in items}
+        # how many conditions will still ask for each item's media (finished pairs never do), so the
+        # frames are freed as soon as the item's last pending condition has them
+        done = {c: {i for i, rec in read_done(self.trace_path(c)).items() if not (self.retry_failed and rec.get("response") is None)}
+                for c in self.conditions}
+        self._pending = {item.id: sum(item.id not in done[c] for c in self.conditions) for item in items}
         return await super().run(items, progress=progress, dataset=dataset)  # type: ignore[arg-type]
 
     def _prepare(self, item: TaskItem) -> tuple[bytes, MediaBundle | None, float]:

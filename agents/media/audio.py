@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import wave
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +68,12 @@ class Transcriber:
 
     @classmethod
     def from_settings(cls, settings: Any) -> "Transcriber":
+        """The transcriber the settings configure (one per endpoint and model in a process: its
+        HTTP client is reused across clips)."""
         if not settings.asr_base_url or not settings.asr_model:
             raise MediaError("audio transcription needs KAR_ASR_BASE_URL and KAR_ASR_MODEL (e.g. vLLM serving openai/whisper-large-v3)")
         key = settings.asr_api_key.get_secret_value() if settings.asr_api_key is not None else None
-        return cls(settings.asr_base_url, settings.asr_model, key, settings.vlm_timeout_s)
+        return _shared(settings.asr_base_url, settings.asr_model, key, settings.vlm_timeout_s)
 
     def transcribe(self, wav: bytes, language: str | None = None) -> str:
         """The transcript text of WAV bytes."""
@@ -83,3 +86,8 @@ class Transcriber:
             kwargs["language"] = language
         reply = self._client.audio.transcriptions.create(**kwargs)
         return (getattr(reply, "text", None) or "").strip()
+
+
+@lru_cache(maxsize=8)
+def _shared(base_url: str, model: str, api_key: str | None, timeout_s: float) -> Transcriber:
+    return Transcriber(base_url, model, api_key, timeout_s)

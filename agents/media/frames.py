@@ -1,7 +1,7 @@
 """Frames of a video with PyAV: N uniformly spaced frames plus the strongest scene changes.
 
-One sequential decoding pass (multi-threaded decoder) up to the duration cap; every frame is
-compared at 32×18 RGB with the previous one (mean absolute change, 0–1) to find scene
+One sequential decoding pass (multi-threaded decoder) up to the duration cap; about four
+frames a second are compared at 32×18 RGB with the previous compared one (mean absolute change, 0–1) to find scene
 changes; the uniform targets take the first frame at or after ``(i + 0.5)·duration/N``.
 Timestamps (seconds, from the stream's PTS) are kept with each frame.
 """
@@ -101,8 +101,12 @@ def sample_frames(
         first: Any = None
         last: Any = None
         next_target = 0
+        # scene changes are looked for about 4 times a second (every frame is still decoded)
+        stride = max(1, round((fps or 4.0) / 4.0))
+        index = -1
         try:
             for frame in container.decode(stream):
+                index += 1
                 t = float(frame.time) if frame.time is not None else 0.0
                 if t > read_s:
                     break
@@ -112,7 +116,7 @@ def sample_frames(
                     if not uniform or uniform[-1].t != t:
                         uniform.append(Frame(t, _jpeg(frame, frame_side), "uniform"))
                     next_target += 1
-                if scene_frames:
+                if scene_frames and index % stride == 0:
                     grey = frame.to_ndarray(format="rgb24", width=32, height=18).astype(np.float32)
                     if previous is not None:
                         change = float(np.abs(grey - previous).mean() / 255.0)

@@ -114,7 +114,7 @@ def rubric_command(
     pred: Annotated[Path, typer.Option("--pred", help="Predictions {id, response}.")],
     out: Annotated[Path, typer.Option("--out", help="Judged output (JSON list).")],
     media_root: Annotated[Path | None, typer.Option("--media-root", help="Folder media paths are relative to.")] = None,
-    frames: Annotated[int, typer.Option("--frames", min=0, help="Frames of each video shown to the judge.")] = 8,
+    frames: Annotated[int, typer.Option("--frames", min=1, help="Frames of each video shown to the judge.")] = 8,
     judge_model: Annotated[str | None, typer.Option("--judge-model", help="Judge model id (default KAR_JUDGE_MODEL).")] = None,
     judge_base_url: Annotated[list[str] | None, typer.Option("--judge-base-url", help="Judge base URL(s).")] = None,
     max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="Re-asks on an invalid or out-of-range reply.")] = 2,
