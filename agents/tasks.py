@@ -4,7 +4,9 @@ generation over images or videos, under the usual conditions plus ``text_only``.
 :class:`TaskRunner` is the ablation runner (same resumable traces and predictions) with
 per-item media preparation: a video's frames, its audio (native WAV or a transcript, or
 neither) and the task instruction go into the pipeline; ``text_only`` runs the vanilla prompt
-with no media at all.  The media are prepared once per item and shared by its conditions.
+with no media at all.  The media are prepared once per item, shared by its conditions, freed
+after its last one, and prefetched up to ``concurrency + 1`` items ahead so that decoding
+overlaps the model calls.
 """
 
 from __future__ import annotations
@@ -82,8 +84,10 @@ class TaskRunner(AblationRunner):
         self.conditions = list(dict.fromkeys(conditions))
         self.settings = settings
         self.transcriber = transcriber
-        self._media: dict[str, asyncio.Task[Any]] = {}
+        self._media: dict[str, asyncio.Future[Any]] = {}
         self._pending: dict[str, int] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._prefetched: set[str] = set()
 
     def check(self, items: list[TaskItem]) -> None:
         """Every requested condition must make sense for every item (else a ValueError naming them)."""
@@ -103,7 +107,27 @@ class TaskRunner(AblationRunner):
         done = {c: {i for i, rec in read_done(self.trace_path(c)).items() if not (self.retry_failed and rec.get("response") is None)}
                 for c in self.conditions}
         self._pending = {item.id: sum(item.id not in done[c] for c in self.conditions) for item in items}
-        return await super().run(items, progress=progress, dataset=dataset)  # type: ignore[arg-type]
+        # media of the next items are prepared while the current ones wait for the model
+        self._slots = asyncio.Semaphore(self.concurrency + 1)
+        prefetch = asyncio.ensure_future(self._prefetch(items))
+        try:
+            return await super().run(items, progress=progress, dataset=dataset)  # type: ignore[arg-type]
+        finally:
+            prefetch.cancel()
+            await asyncio.gather(prefetch, return_exceptions=True)
+
+    async def _prefetch(self, items: list[TaskItem]) -> None:
+        """Start preparing media in run order, at most ``concurrency + 1`` items ahead of their use."""
+        assert self._slots is not None
+        for item in items:
+            if self._pending.get(item.id, 0) <= 0 or item.id in self._media:
+                continue
+            await self._slots.acquire()
+            if self._pending.get(item.id, 0) <= 0 or item.id in self._media:
+                self._slots.release()
+                continue
+            self._media[item.id] = asyncio.ensure_future(asyncio.to_thread(self._prepare, item))
+            self._prefetched.add(item.id)
 
     def _prepare(self, item: TaskItem) -> tuple[bytes, MediaBundle | None, float]:
         started = time.perf_counter()
@@ -129,6 +153,9 @@ class TaskRunner(AblationRunner):
             self._pending[item.id] = self._pending.get(item.id, 1) - 1
             if self._pending[item.id] <= 0:
                 self._media.pop(item.id, None)  # every condition has it: free the frames
+                if item.id in self._prefetched and self._slots is not None:
+                    self._prefetched.discard(item.id)
+                    self._slots.release()
 
     def _failed(self, item: TaskItem, condition: str, stage: str, exc: BaseException) -> ExplainResult:
         err = {"stage": stage, "type": type(exc).__name__, "message": str(exc)}

@@ -193,6 +193,9 @@ def report_command(
     judge_file: Annotated[
         list[str] | None, typer.Option("--judge-file", help="JUDGE:COND=FILE single-judge files for reliability.")
     ] = None,
+    similarity: Annotated[
+        bool, typer.Option("--similarity", help="Benchmark-family generation tasks: add the embedding similarity to the references.")
+    ] = False,
 ) -> None:
     """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report.
 
@@ -204,7 +207,8 @@ def report_command(
     if is_bench_file(bench):
         from eval.benchmarks.cli import task_report
 
-        task_report(bench, _pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed, json_out=json_out)
+        task_report(bench, _pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed, json_out=json_out,
+                    similarity=similarity)
         return
     from eval.reliability import judge_reliability
     from eval.report import build_report, jsonable, write_report

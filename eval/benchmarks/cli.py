@@ -79,7 +79,7 @@ def convert_command(
 
 def task_report(
     bench_path: Path, pairs: list[tuple[str, Path]], out: Path, *, baseline: str, bootstrap: int, seed: int,
-    json_out: bool, skip_invalid: bool = False,
+    json_out: bool, skip_invalid: bool = False, similarity: bool = False,
 ) -> None:
     """The ``kar report`` branch for benchmark-family files (called by eval.cli.report_command)."""
     from eval.benchmarks.loader import load_bench
@@ -96,7 +96,14 @@ def task_report(
             runs[name] = records
     except DatasetError as exc:
         raise fail(str(exc)) from None
-    report = build_task_report(bench, runs, baseline=baseline, n_boot=bootstrap, seed=seed)
+    encoder = None
+    if similarity:
+        from culturebase.settings import get_settings
+        from eval.reference import CachingEncoder
+        from retrieval.embedders import build_embedder
+
+        encoder = CachingEncoder(build_embedder(get_settings()))
+    report = build_task_report(bench, runs, baseline=baseline, n_boot=bootstrap, seed=seed, encoder=encoder)
     write_task_report(report, out)
     if json_out:
         from eval.benchmarks.report import _jsonable

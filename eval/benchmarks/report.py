@@ -50,9 +50,13 @@ def _rubric_totals(items: Sequence[BenchItem], records: Sequence[dict[str, Any]]
 
 
 def build_task_report(
-    bench: BenchSet, runs: Mapping[str, Sequence[dict[str, Any]]], *, baseline: str = "vanilla", n_boot: int = 10_000, seed: int = 0
+    bench: BenchSet, runs: Mapping[str, Sequence[dict[str, Any]]], *, baseline: str = "vanilla", n_boot: int = 10_000, seed: int = 0,
+    encoder: Any = None,
 ) -> dict[str, Any]:
-    """Per task, per run: the task's metrics; per non-baseline run: paired comparison to its baseline."""
+    """Per task, per run: the task's metrics; per non-baseline run: paired comparison to its baseline.
+
+    ``encoder`` (``encode_documents(texts).dense``, e.g. the configured embedder) adds the embedding
+    similarity of generation tasks: per item the mean cosine to its references (0 for no reply)."""
     tasks: dict[str, list[BenchItem]] = {}
     for item in bench.items:
         tasks.setdefault(item.task, []).append(item)
@@ -92,6 +96,10 @@ def build_task_report(
                 scores = generation_scores(items, responses)
                 section["runs"][name] = generation_metrics(items, responses, scores)
                 section["metric"] = "rouge_l"
+                if encoder is not None:
+                    similarity = _similarity(items, responses, encoder)
+                    section["runs"][name]["similarity"] = float(similarity.mean()) if similarity.size else None
+                    section.setdefault("similarity_items", {})[name] = similarity
                 per_item[name] = scores
                 section["items"][name] = [{"id": i.id, "rouge_l": s} for i, s in zip(items, scores.tolist())]
         for name in runs:
@@ -103,8 +111,20 @@ def build_task_report(
                 section["paired"][name] = paired_pass_fail(per_item[base_name], per_item[name], n_boot, seed) | {"baseline": base_name}
             else:
                 section["paired"][name] = paired_scores(per_item[base_name], per_item[name], n_boot, seed) | {"baseline": base_name}
+                sims = section.get("similarity_items", {})
+                if name in sims and base_name in sims:
+                    section["paired"][name]["similarity"] = paired_scores(sims[base_name], sims[name], n_boot, seed)
+        section.pop("similarity_items", None)
         report["tasks"][task] = section
     return report
+
+
+def _similarity(items: Sequence[BenchItem], responses: Mapping[str, str | None], encoder: Any) -> np.ndarray:
+    from eval.datasets import ReferenceItem
+    from eval.reference import cosine_scores
+
+    refs = [ReferenceItem(id=i.id, image_path=i.id, references=tuple(i.references)) for i in items]
+    return cosine_scores(refs, responses, encoder)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -138,9 +158,9 @@ def task_markdown(report: Mapping[str, Any]) -> str:
             for name, m in section["runs"].items():
                 lines.append(f"| {name} | {_fmt(m['total_mean'])} | {_fmt(m['total_mean_all_items'])} | {_fmt(m['aligned_share'])} | {m['n_unscored']} |")
         else:
-            lines += ["| run | ROUGE-L | missing |", "|---|---|---|"]
+            lines += ["| run | ROUGE-L | embedding similarity | missing |", "|---|---|---|---|"]
             for name, m in section["runs"].items():
-                lines.append(f"| {name} | {_fmt(m['rouge_l'])} | {m['n_missing']} |")
+                lines.append(f"| {name} | {_fmt(m['rouge_l'])} | {_fmt(m.get('similarity'))} | {m['n_missing']} |")
         if section["paired"] and section["kind"] == "generate":
             lines += ["", "| run vs baseline | Δ [95% CI] | p |", "|---|---|---|"]
             for name, p in section["paired"].items():

