@@ -77,8 +77,9 @@ def run_any(**kwargs: Any) -> None:
 
     dataset = kwargs["dataset"]
     if Path(dataset).is_file() and is_bench_file(dataset):
-        return run_bench(kwargs["dataset"], kwargs["out_dir"], kwargs["conditions"], kwargs["concurrency"], kwargs["limit"],
-                         kwargs["ocr"], kwargs["replay_only"], kwargs["retry_failed"], kwargs["json_out"])
+        return run_bench(dataset, kwargs["out_dir"], kwargs.get("conditions") or "vanilla", kwargs.get("concurrency") or 8,
+                         kwargs.get("limit"), kwargs.get("ocr"), kwargs.get("replay_only"), bool(kwargs.get("retry_failed")),
+                         bool(kwargs.get("json_out")))
     return run_command(**kwargs)
 
 
