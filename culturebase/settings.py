@@ -97,6 +97,19 @@ class Settings(BaseSettings):
     evidence_token_budget: int = Field(3000, ge=100, description="Approximate token budget of the evidence block.")
     ocr_enabled: bool = Field(True, description="Run OCR (rapidocr) and feed its text to grounding.")
 
+    # -- video / audio items (benchmark family) ---------------------------------------------
+    media_frames: int = Field(8, ge=1, le=64, description="Frames sampled uniformly from each video.")
+    media_scene_frames: int = Field(4, ge=0, le=64, description="Extra frames at the strongest scene changes.")
+    media_scene_threshold: float = Field(0.2, gt=0, le=1, description="Mean RGB change between frames (0-1) that counts as a scene change.")
+    media_max_duration_s: float = Field(600.0, gt=0, description="Only this many seconds of a video are read (longer clips are cut; the trace says so).")
+    media_frame_side: int = Field(768, ge=64, le=4096, description="Longest side of a sampled frame.")
+    media_audio: Literal["auto", "native", "transcribe", "none"] = Field(
+        "auto", description="Audio: `native` (input_audio parts), `transcribe` (ASR endpoint), `none`; `auto` = transcribe when KAR_ASR_BASE_URL is set, else none."
+    )
+    asr_base_url: str | None = Field(None, description="OpenAI-compatible /v1/audio/transcriptions endpoint (e.g. vLLM serving Whisper).")
+    asr_model: str | None = Field(None, description="Transcription model id at KAR_ASR_BASE_URL.")
+    asr_api_key: SecretStr | None = Field(None, description="API key for the transcription endpoint.")
+
     # -- crawling -------------------------------------------------------------------------
     crawl_jobs_db: Path | None = Field(None, description="SQLite job database (default: DATA_DIR/crawl_jobs.sqlite).")
     crawl_user_agent: str = Field(

@@ -198,8 +198,23 @@ def report_command(
     judge_file: Annotated[
         list[str] | None, typer.Option("--judge-file", help="JUDGE:COND=FILE single-judge files for reliability.")
     ] = None,
+    similarity: Annotated[
+        bool, typer.Option("--similarity", help="Benchmark-family generation tasks: add the embedding similarity to the references.")
+    ] = False,
 ) -> None:
-    """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report."""
+    """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report.
+
+    A benchmark-family JSONL file (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K) as --bench
+    switches to its tasks' metrics (accuracy/macro-F1/ROUGE-L/rubric); --judged then names
+    prediction files (or DrivelHub+ rubric-judged files)."""
+    from eval.benchmarks.loader import is_bench_file
+
+    if is_bench_file(bench):
+        from eval.benchmarks.cli import task_report
+
+        task_report(bench, _pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed, json_out=json_out,
+                    similarity=similarity)
+        return
     from eval.reliability import judge_reliability
     from eval.report import build_report, jsonable, write_report
 

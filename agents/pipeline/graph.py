@@ -27,13 +27,15 @@ from agents.pipeline.extraction import Extraction, ExtractedEntity, parse_extrac
 from agents.pipeline.prompts import load_prompt
 from agents.pipeline.queries import build_queries
 from agents.pipeline.state import PipelineState
-from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, VisionLanguageModel
+from agents.vlm.base import AudioInput, ChatMessage, ImageInput, SamplingParams, VisionLanguageModel
 from retrieval.grounding import EntityCue, GroundingCues
 from retrieval.websearch import SearchResult, WebSearch
 
 CONTEXT_LABELS = {
-    "en": {"post_text": "Post text", "top_comment": "Top comment", "context_note": "Cultural context note"},
-    "zh": {"post_text": "帖子正文", "top_comment": "热门评论", "context_note": "文化背景说明"},
+    "en": {"post_text": "Post text", "top_comment": "Top comment", "context_note": "Cultural context note",
+           "media": "Media", "transcript": "Audio transcript", "frame_text": "Text read off the video frames"},
+    "zh": {"post_text": "帖子正文", "top_comment": "热门评论", "context_note": "文化背景说明",
+           "media": "媒体", "transcript": "音频转写", "frame_text": "视频帧中的文字"},
 }
 
 
@@ -119,6 +121,31 @@ def _knowledge_block(hits: list[Any]) -> str:
     return load_prompt("knowledge").render(entries="\n".join(entries))
 
 
+def _media_parts(state: PipelineState) -> tuple[tuple[ImageInput, ...], tuple[AudioInput, ...]]:
+    """What the VLM sees: nothing (text only), the video frames, or the image; plus native audio."""
+    if state.get("text_only"):
+        return (), ()
+    if state.get("frames"):
+        images = tuple(ImageInput(f, f"frame{i}") for i, f in enumerate(state["frames"]))
+    else:
+        images = (ImageInput(state["image"], state.get("image_name") or "image"),)
+    audio = (AudioInput(state["audio"], "wav"),) if state.get("audio") else ()
+    return images, audio
+
+
+def _ocr_frames(engine: OCREngine, frames: list[bytes]) -> dict[str, Any]:
+    """OCR of each frame; lines kept once, in order of first appearance."""
+    lines: dict[str, None] = {}
+    per_frame = []
+    for frame in frames:
+        text = (engine.read(frame).text or "").strip()
+        per_frame.append(text)
+        for line in text.splitlines():
+            if line.strip():
+                lines.setdefault(line.strip(), None)
+    return {"text": "\n".join(lines), "frames": per_frame}
+
+
 def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads best here
     """Compile the pipeline graph over ``deps`` (tests build a fresh one per case)."""
     cfg = deps.config
@@ -130,8 +157,8 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
             raise VLMNotConfiguredError(
                 "no VLM configured: set KAR_VLM_BASE_URLS and KAR_VLM_MODEL to generate explanations"
             )
-        image = ImageInput(state["image"], state.get("image_name") or "image")
-        result = await deps.vlm.chat([ChatMessage("user", text, (image,))], sampling)
+        images, audio = _media_parts(state)
+        result = await deps.vlm.chat([ChatMessage("user", text, images, audio)], sampling)
         call = {
             "stage": stage,
             "model": result.model,
@@ -148,12 +175,20 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         language = _lang(state, cfg)
         context = state.get("context") or {}
         try:
-            if condition == "context_note":
+            if condition == "context_note" and state.get("task"):
+                if not context.get("context_note"):
+                    raise ValueError("condition context_note needs a cultural context note for the item")
+                prompt = load_prompt("task", language)
+                text = prompt.render(context=context_block(context, language), instruction=state["task"]["instruction"])
+            elif condition == "context_note":
                 note = context.get("context_note")
                 if not note:
                     raise ValueError("condition context_note needs a cultural context note for the item")
                 prompt = load_prompt("context_note", language)
                 text = prompt.render(note=note, context=context_block(context, language, skip=("context_note",)))
+            elif state.get("task"):
+                prompt = load_prompt("task_cot" if condition == "cot" else "task", language)
+                text = prompt.render(context=context_block(context, language), instruction=state["task"]["instruction"])
             else:
                 prompt = load_prompt("cot" if condition == "cot" else "explain", language)
                 text = prompt.render(context=context_block(context, language))
@@ -173,9 +208,14 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         if cfg.ocr_enabled and deps.ocr is not None:
             started = time.perf_counter()
             try:
-                ocr = await asyncio.to_thread(deps.ocr.read, state["image"])
-                ocr_text = ocr.text
-                update["ocr"] = ocr.to_dict()
+                if state.get("frames"):  # a video: OCR every sampled frame, each line once
+                    ocr = await asyncio.to_thread(_ocr_frames, deps.ocr, state["frames"])
+                    ocr_text = ocr["text"]
+                    update["ocr"] = ocr
+                else:
+                    ocr = await asyncio.to_thread(deps.ocr.read, state["image"])
+                    ocr_text = ocr.text
+                    update["ocr"] = ocr.to_dict()
             except Exception as exc:  # OCR is an aid: its failure is recorded, not fatal
                 update["ocr"] = {"text": "", "error": _error("ocr", exc)}
             update["timings"]["ocr"] = time.perf_counter() - started
@@ -212,6 +252,9 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         ocr_engine = ((state.get("ocr") or {}).get("text") or "").strip()
         ocr_vlm = (ex.get("ocr_text") or "").strip()
         ocr_text = ocr_vlm if not ocr_engine or ocr_engine in ocr_vlm else f"{ocr_vlm}\n{ocr_engine}".strip()
+        transcript = ((state.get("context") or {}).get("transcript") or "").strip()
+        if transcript:  # what is said in a clip is a cue like the text shown in it
+            ocr_text = f"{ocr_text}\n{transcript}".strip()
         return GroundingCues(
             ocr_text=ocr_text,
             visual_handle=ex.get("visual_handle") or "",
@@ -292,13 +335,15 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
                 "timings": {"reason": time.perf_counter() - started},
             }
         language = _lang(state, cfg)
-        prompt = load_prompt("reason", language)
+        task = state.get("task")
+        prompt = load_prompt("task_reason" if task else "reason", language)
         hits = state.get("hits") if state["condition"] == "kar" else None
         text = prompt.render(
             extraction=_extraction_summary(state.get("extraction") or {}),
             knowledge=_knowledge_block(hits or []),
             context=context_block(state.get("context") or {}, language),
             evidence=(state.get("evidence") or {}).get("text") or format_evidence([], cfg.evidence_token_budget).text,
+            **({"instruction": task["instruction"]} if task else {}),
         )
         try:
             result, call = await call_vlm("reason", state, text)

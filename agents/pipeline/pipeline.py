@@ -18,6 +18,9 @@ from typing import Any
 from agents.pipeline.graph import PipelineDeps, build_graph
 from agents.pipeline.state import CONDITIONS, ExplainContext, ExplainResult, PipelineState, StageEvent
 
+#: state keys a caller may add for video / task items (see PipelineState)
+EXTRA_INPUTS = frozenset({"frames", "audio", "text_only", "task", "media"})
+
 STAGE_FIELDS = {
     "answer": ("response",),
     "extract": ("ocr", "extraction"),
@@ -54,22 +57,30 @@ class KARPipeline:
         return getattr(self.deps.vlm, "model_id", None) if self.deps.vlm is not None else None
 
     def _initial(
-        self, image: bytes, condition: str, context: ExplainContext | None, item_id: str, language: str | None, image_name: str
+        self, image: bytes, condition: str, context: ExplainContext | None, item_id: str, language: str | None, image_name: str,
+        extras: dict[str, Any] | None = None,
     ) -> PipelineState:
         if condition not in CONDITIONS:
             raise UnknownConditionError(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}")
-        return {
+        extras = dict(extras or {})
+        unknown = set(extras) - EXTRA_INPUTS - {"context"}
+        if unknown:
+            raise ValueError(f"unknown pipeline input(s): {', '.join(sorted(unknown))}")
+        extra_context = {k: str(v) for k, v in (extras.pop("context", None) or {}).items() if v}
+        state: PipelineState = {
             "item_id": item_id,
             "condition": condition,
             "image": image,
             "image_name": image_name,
             "language": language,
-            "context": (context or ExplainContext()).to_dict(),
+            "context": (context or ExplainContext()).to_dict() | extra_context,
             "timings": {},
             "prompt_hashes": {},
             "vlm_calls": [],
             "notes": [],
         }
+        state.update(extras)  # type: ignore[typeddict-item]
+        return state
 
     async def stream(
         self,
@@ -80,10 +91,14 @@ class KARPipeline:
         item_id: str | None = None,
         language: str | None = None,
         image_path: str | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> AsyncIterator[StageEvent]:
-        """Yield a :class:`StageEvent` per finished stage, then ``stage="done"`` with the result."""
+        """Yield a :class:`StageEvent` per finished stage, then ``stage="done"`` with the result.
+
+        ``extras`` carries video/task inputs: ``frames``, ``audio``, ``text_only``, ``task``,
+        ``media`` (trace record) and ``context`` (more context lines, e.g. a transcript)."""
         item_id = item_id or uuid.uuid4().hex[:12]
-        state = self._initial(image, condition, context, item_id, language, image_path or "image")
+        state = self._initial(image, condition, context, item_id, language, image_path or "image", extras)
         started = time.perf_counter()
         final: dict[str, Any] = dict(state)
         async for mode, chunk in self.graph.astream(state, stream_mode=["updates", "values"]):
@@ -107,10 +122,11 @@ class KARPipeline:
         language: str | None = None,
         image_path: str | None = None,
         on_event: Callable[[StageEvent], Any] | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> ExplainResult:
         """Run one condition on one image and return the explanation with its trace."""
         result: ExplainResult | None = None
-        async for event in self.stream(image, condition, context, item_id=item_id, language=language, image_path=image_path):
+        async for event in self.stream(image, condition, context, item_id=item_id, language=language, image_path=image_path, extras=extras):
             if on_event is not None:
                 maybe = on_event(event)
                 if hasattr(maybe, "__await__"):
@@ -140,6 +156,8 @@ class KARPipeline:
                 **{k: v for k, v in self.describe.items() if k != "vlm"},
             },
             "context": state.get("context") or {},
+            **({"media": state.get("media")} if state.get("media") is not None else {}),
+            **({"task": state.get("task"), "text_only": bool(state.get("text_only"))} if state.get("task") is not None else {}),
             "prompt_hashes": state.get("prompt_hashes") or {},
             "ocr": state.get("ocr"),
             "extraction": state.get("extraction"),

@@ -42,6 +42,12 @@ class PipelineState(TypedDict, total=False):
     image_name: str
     language: str | None
     context: dict[str, str]
+    # optional media / task inputs (benchmark-family items; absent for plain images)
+    frames: list[bytes]  # video frames in time order (sent instead of ``image``)
+    audio: bytes | None  # WAV sent natively as an input_audio part
+    text_only: bool  # send no media at all (the text-only ablation)
+    task: dict[str, Any] | None  # {"kind", "instruction"}: answer this task instead of the plain explanation
+    media: dict[str, Any] | None  # how the media were prepared (recorded in the trace)
     # stage outputs
     ocr: dict[str, Any] | None
     extraction: dict[str, Any] | None

@@ -15,12 +15,22 @@ class ImageInput:
 
 
 @dataclass(frozen=True)
+class AudioInput:
+    """An audio clip to send natively (OpenAI ``input_audio`` part): encoded bytes + format."""
+
+    data: bytes
+    format: str = "wav"
+    name: str = "audio"
+
+
+@dataclass(frozen=True)
 class ChatMessage:
-    """One chat turn: text plus zero or more images (images come before the text)."""
+    """One chat turn: text plus zero or more images and audio clips (media come before the text)."""
 
     role: Literal["system", "user", "assistant"]
     text: str
     images: tuple[ImageInput, ...] = ()
+    audio: tuple[AudioInput, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,8 @@ class OpenAICompatibleVLM:
         """OpenAI chat messages: images (data URLs) before the text of each turn."""
         out: list[dict[str, Any]] = []
         for message in messages:
-            if not message.images:
+            audio = getattr(message, "audio", ())
+            if not message.images and not audio:
                 out.append({"role": message.role, "content": message.text})
                 continue
             if message.role != "user":
@@ -220,6 +221,11 @@ class OpenAICompatibleVLM:
             parts: list[dict[str, Any]] = [
                 {"type": "image_url", "image_url": {"url": encode_image(image, self.max_image_side)}}
                 for image in message.images
+            ]
+            # audio as vLLM / OpenAI serve it to audio models: base64 in an input_audio part
+            parts += [
+                {"type": "input_audio", "input_audio": {"data": base64.b64encode(clip.data).decode(), "format": clip.format}}
+                for clip in audio
             ]
             parts.append({"type": "text", "text": message.text})
             out.append({"role": "user", "content": parts})

@@ -8,6 +8,7 @@ import typer
 
 from agents.cli import explain_command
 from crawlers.cli import crawl_command, crawl_jobs_app
+from eval.benchmarks.cli import bench_app, report_retrieval_command, retrieve_command, rubric_command
 from eval.cli import judge_app, reference_command, report_command
 from services.cli.common import emit_json
 from services.cli.kb import kb_app
@@ -24,6 +25,10 @@ app.add_typer(judge_app, name="judge")
 app.command("report")(report_command)
 app.command("report-refs")(reference_command)
 app.command("serve")(serve_command)
+app.add_typer(bench_app, name="bench")
+judge_app.command("rubric")(rubric_command)
+app.command("retrieve")(retrieve_command)
+app.command("report-retrieval")(report_retrieval_command)
 
 
 @app.command("config")

@@ -18,7 +18,7 @@ from culturebase.console import emit_json, fail, progress_bar
 
 
 def run_command(
-    dataset: Annotated[Path, typer.Option("--dataset", help="MemeBench benchmark JSON/JSONL file, or a folder of them.")],
+    dataset: Annotated[Path, typer.Option("--dataset", help="MemeBench benchmark JSON/JSONL file or folder, or a benchmark-family JSONL file.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder (traces, predictions, manifest); reruns resume.")],
     conditions: Annotated[str, typer.Option("--conditions", help="Comma-separated conditions.")] = "vanilla,cot,search_cot,kar",
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024, help="Items in flight.")] = 8,
@@ -36,13 +36,18 @@ def run_command(
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
-    """Run conditions over a benchmark: append-only traces, MemeBench predictions, resumable."""
+    """Run conditions over a benchmark (MemeBench, or a MemeReaCon / AVMeme / DrivelHub+ / MemeCULT-1K JSONL): resumable traces and predictions."""
     from agents.factory import build_pipeline
     from agents.pipeline import CONDITIONS
     from agents.runner import AblationRunner
     from eval.datasets import DatasetError
+    from eval.benchmarks.loader import is_bench_file
     from services.benchmarks import load_run_items
+    from services.cli.bench_run import run_bench
 
+    if dataset.is_file() and is_bench_file(dataset):
+        # a MemeReaCon / AVMeme / DrivelHub+ / MemeCULT-1K JSONL: task prompts, media, text_only
+        return run_bench(dataset, out_dir, conditions, concurrency, limit, ocr, replay_only, retry_failed, json_out)
     conds = [c.strip() for c in conditions.split(",") if c.strip()]
     bad = [c for c in conds if c not in CONDITIONS]
     if bad or not conds:

@@ -140,7 +140,7 @@ class FakeOpenAIServer:
                 raw = self.rfile.read(length) if length else b""
                 try:
                     payload = json.loads(raw) if raw else None
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, UnicodeDecodeError):  # e.g. a multipart upload
                     payload = None
                 request = RecordedRequest(
                     method="POST",

@@ -1,0 +1,203 @@
+"""``kar report`` for the benchmark family: metrics picked by each item's task.
+
+Names are ``model/condition`` (or a bare condition); each condition is paired with the
+``baseline`` condition of the same model.  Inputs are prediction files (``{id, response}``;
+what ``kar run`` writes) or, for DrivelHub+, rubric-judged files (``evaluation.scores``).
+Every rate is over every benchmark item of the task: a missing or unparseable reply counts as
+wrong and is reported apart.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.benchmarks.items import BenchItem
+from eval.benchmarks.loader import BenchSet
+from eval.benchmarks.metrics import (
+    choice_metrics,
+    choice_outcomes,
+    generation_metrics,
+    generation_scores,
+    paired_pass_fail,
+    paired_scores,
+)
+from eval.benchmarks.rubric import MAX_TOTAL, PENALTIES, POSITIVE, rubric_summary
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    model, sep, condition = name.rpartition("/")
+    return (model if sep else ""), condition
+
+
+def _responses(records: Sequence[dict[str, Any]]) -> dict[str, str | None]:
+    return {str(r["id"]): r.get("response") for r in records if r.get("id") is not None}
+
+
+def _rubric_totals(items: Sequence[BenchItem], records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, list[dict[str, Any] | None]]:
+    by_id = {str(r.get("id")): r for r in records}
+    aligned = [by_id.get(item.id) for item in items]
+    totals = []
+    for record in aligned:
+        scores = ((record or {}).get("evaluation") or {}).get("scores")
+        totals.append(max(0, sum(scores[k] for k in POSITIVE) - sum(scores[k] for k in PENALTIES)) if scores else 0)
+    return np.array(totals, dtype=float), aligned
+
+
+def build_task_report(
+    bench: BenchSet, runs: Mapping[str, Sequence[dict[str, Any]]], *, baseline: str = "vanilla", n_boot: int = 10_000, seed: int = 0,
+    encoder: Any = None,
+) -> dict[str, Any]:
+    """Per task, per run: the task's metrics; per non-baseline run: paired comparison to its baseline.
+
+    ``encoder`` (``encode_documents(texts).dense``, e.g. the configured embedder) adds the embedding
+    similarity of generation tasks: per item the mean cosine to its references (0 for no reply)."""
+    tasks: dict[str, list[BenchItem]] = {}
+    for item in bench.items:
+        tasks.setdefault(item.task, []).append(item)
+    unknown = {name: sorted(set(_responses(records)) - {i.id for i in bench.items}) for name, records in runs.items()}
+    report: dict[str, Any] = {
+        "benchmark": bench.benchmark,
+        "dataset": str(bench.path),
+        "n_items": len(bench.items),
+        "skipped_items": bench.skipped,
+        "runs": list(runs),
+        "baseline": baseline,
+        "unknown_ids": {k: v[:20] for k, v in unknown.items() if v},
+        "n_unknown_ids": {k: len(v) for k, v in unknown.items() if v},
+        "tasks": {},
+    }
+    for task, items in tasks.items():
+        kind = items[0].task_kind
+        section: dict[str, Any] = {"kind": kind, "n": len(items), "runs": {}, "paired": {}, "items": {}}
+        per_item: dict[str, np.ndarray] = {}
+        for name, records in runs.items():
+            is_rubric = any("evaluation" in r for r in records)
+            if kind in ("mcq", "classify"):
+                rows = choice_outcomes(items, _responses(records))
+                section["runs"][name] = choice_metrics(items, rows)
+                per_item[name] = np.array([r["correct"] for r in rows], dtype=bool)
+                section["items"][name] = rows
+            elif is_rubric:
+                totals, aligned = _rubric_totals(items, records)
+                summary = rubric_summary(aligned)
+                summary["total_mean_all_items"] = float(totals.mean()) if totals.size else None  # unscored = 0
+                section["runs"][name] = summary
+                section["metric"] = "rubric_total"
+                per_item[name] = totals
+                section["items"][name] = [{"id": i.id, "total": t} for i, t in zip(items, totals.tolist())]
+            else:
+                responses = _responses(records)
+                scores = generation_scores(items, responses)
+                section["runs"][name] = generation_metrics(items, responses, scores)
+                section["metric"] = "rouge_l"
+                if encoder is not None:
+                    similarity = _similarity(items, responses, encoder)
+                    section["runs"][name]["similarity"] = float(similarity.mean()) if similarity.size else None
+                    section.setdefault("similarity_items", {})[name] = similarity
+                per_item[name] = scores
+                section["items"][name] = [{"id": i.id, "rouge_l": s} for i, s in zip(items, scores.tolist())]
+        for name in runs:
+            model, condition = _split_name(name)
+            base_name = f"{model}/{baseline}" if model else baseline
+            if condition == baseline or base_name not in per_item:
+                continue
+            if kind in ("mcq", "classify"):
+                section["paired"][name] = paired_pass_fail(per_item[base_name], per_item[name], n_boot, seed) | {"baseline": base_name}
+            else:
+                section["paired"][name] = paired_scores(per_item[base_name], per_item[name], n_boot, seed) | {"baseline": base_name}
+                sims = section.get("similarity_items", {})
+                if name in sims and base_name in sims:
+                    section["paired"][name]["similarity"] = paired_scores(sims[base_name], sims[name], n_boot, seed)
+        section.pop("similarity_items", None)
+        report["tasks"][task] = section
+    return report
+
+
+def _similarity(items: Sequence[BenchItem], responses: Mapping[str, str | None], encoder: Any) -> np.ndarray:
+    from eval.datasets import ReferenceItem
+    from eval.reference import cosine_scores
+
+    refs = [ReferenceItem(id=i.id, image_path=i.id, references=tuple(i.references)) for i in items]
+    return cosine_scores(refs, responses, encoder)
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return "inf" if np.isinf(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def task_markdown(report: Mapping[str, Any]) -> str:
+    """The report as Markdown tables (one per task)."""
+    lines = [f"# {report['benchmark']} ({report['n_items']} items)", ""]
+    if report["skipped_items"]:
+        lines += [f"{len(report['skipped_items'])} item(s) skipped as invalid (see metrics.json).", ""]
+    for task, section in report["tasks"].items():
+        lines += [f"## {task} ({section['kind']}, n={section['n']})", ""]
+        if section["kind"] in ("mcq", "classify"):
+            lines += ["| run | accuracy | macro-F1 | unparseable | missing |", "|---|---|---|---|---|"]
+            for name, m in section["runs"].items():
+                lines.append(f"| {name} | {_fmt(m['accuracy'])} | {_fmt(m.get('macro_f1'))} | {m['n_unparseable']} | {m['n_missing']} |")
+            if section["paired"]:
+                lines += ["", "| run vs baseline | Δ acc [95% CI] | repair | damage | ratio | McNemar p |", "|---|---|---|---|---|---|"]
+                for name, p in section["paired"].items():
+                    ci = p.get("delta_ci") or [None, None]
+                    ratio = _fmt(p["ratio"]) if p["ratio_status"] == "finite" else p["ratio_status"]
+                    lines.append(f"| {name} vs {p['baseline']} | {_fmt(p['delta'])} [{_fmt(ci[0])}, {_fmt(ci[1])}] | "
+                                 f"{_fmt(p['repair'])} | {_fmt(p['damage'])} | {ratio} | {_fmt(p['mcnemar_p'])} |")
+        elif section.get("metric") == "rubric_total":
+            lines += [f"| run | Total (of {MAX_TOTAL}, scored) | Total (all items) | aligned | unscored |", "|---|---|---|---|---|"]
+            for name, m in section["runs"].items():
+                lines.append(f"| {name} | {_fmt(m['total_mean'])} | {_fmt(m['total_mean_all_items'])} | {_fmt(m['aligned_share'])} | {m['n_unscored']} |")
+        else:
+            lines += ["| run | ROUGE-L | embedding similarity | missing |", "|---|---|---|---|"]
+            for name, m in section["runs"].items():
+                lines.append(f"| {name} | {_fmt(m['rouge_l'])} | {_fmt(m.get('similarity'))} | {m['n_missing']} |")
+        if section["paired"] and section["kind"] == "generate":
+            lines += ["", "| run vs baseline | Δ [95% CI] | p |", "|---|---|---|"]
+            for name, p in section["paired"].items():
+                ci = p.get("ci") or [None, None]
+                lines.append(f"| {name} vs {p['baseline']} | {_fmt(p['delta'])} [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(p.get('p'))} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and np.isinf(value):
+        return "inf"
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def write_task_report(report: Mapping[str, Any], out: str | Path) -> dict[str, str]:
+    """metrics.json (without per-item rows), report.md, items.csv (one row per item and run)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    slim = {k: v for k, v in report.items() if k != "tasks"} | {
+        "tasks": {t: {k: v for k, v in s.items() if k != "items"} for t, s in report["tasks"].items()}
+    }
+    (out / "metrics.json").write_text(json.dumps(_jsonable(slim), ensure_ascii=False, indent=1), "utf-8")
+    (out / "report.md").write_text(task_markdown(report), "utf-8")
+    with (out / "items.csv").open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["task", "run", "id", "gold", "pred", "status", "correct", "score"])
+        for task, section in report["tasks"].items():
+            for name, rows in section["items"].items():
+                for row in rows:
+                    score = row.get("rouge_l", row.get("total"))
+                    writer.writerow([task, name, row["id"], row.get("gold", ""), row.get("pred") or "",
+                                     row.get("status", ""), row.get("correct", ""), "" if score is None else score])
+    return {"metrics": str(out / "metrics.json"), "markdown": str(out / "report.md"), "items": str(out / "items.csv")}
