@@ -48,7 +48,8 @@ async def search_entities(
 
     settings = services.settings
     grounder = EntityGrounder(
-        services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k, candidates=max(settings.grounding_candidates, top_k)
+        services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k,
+        candidates=max(settings.grounding_candidates, top_k), image_route=getattr(services.kb, "image_route", None),
     )
     result = await services.kb_call(grounder.search_text, q, language=lang, top_k=top_k)
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
