@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     # -- entity images and the image route -------------------------------------------------
     image_max_mb: float = Field(10.0, gt=0, description="Largest entity image downloaded or imported (bigger ones are refused).")
     image_tau: int = Field(
-        30, ge=0, le=128, description="Image route threshold: largest summed dHash+pHash Hamming distance (of 128 bits) accepted."
+        32, ge=0, le=128, description="Image route threshold: largest summed dHash+pHash Hamming distance (of 128 bits) accepted."
     )
     image_crops: bool = Field(True, description="Also hash the query image without caption bands and borders (best distance wins).")
 

@@ -94,8 +94,8 @@ def open_image(data: bytes) -> Image.Image:
 
 
 # -- query crops ---------------------------------------------------------------------------
-def _edge_run(profile: np.ndarray, plain: np.ndarray) -> int:
-    """Length of the run of ``plain`` rows at the start of ``profile``."""
+def _edge_run(plain: np.ndarray) -> int:
+    """Length of the run of ``plain`` rows at the start."""
     n = 0
     for flag in plain:
         if not flag:
@@ -111,10 +111,10 @@ def trim_borders(img: Image.Image, tolerance: float = 10.0, max_share: float = 0
     if h < 16 or w < 16:
         return None
     rows_std, cols_std = grey.std(axis=1), grey.std(axis=0)
-    top = _edge_run(rows_std, rows_std < tolerance)
-    bottom = _edge_run(rows_std[::-1], rows_std[::-1] < tolerance)
-    left = _edge_run(cols_std, cols_std < tolerance)
-    right = _edge_run(cols_std[::-1], cols_std[::-1] < tolerance)
+    top = _edge_run(rows_std < tolerance)
+    bottom = _edge_run(rows_std[::-1] < tolerance)
+    left = _edge_run(cols_std < tolerance)
+    right = _edge_run(cols_std[::-1] < tolerance)
     cuts = [min(c, int(max_share * n)) for c, n in ((top, h), (bottom, h), (left, w), (right, w))]
     if max(cuts) < max(2, int(0.01 * min(h, w))):
         return None
@@ -125,18 +125,25 @@ def trim_borders(img: Image.Image, tolerance: float = 10.0, max_share: float = 0
 
 
 def _band(grey: np.ndarray, from_top: bool, min_share: float = 0.06, max_share: float = 0.45) -> int:
-    """Height of a caption band (white or black strip, text allowed) at the top or bottom; 0 when none."""
+    """Height of a caption band (a white or black strip, text allowed) at the top or bottom; 0 when none.
+
+    A band row holds only the band colour and text ink (dark on white, light on black); the
+    picture begins at the first run of rows with a real share of other tones.
+    """
     h = grey.shape[0]
     rows = grey if from_top else grey[::-1]
-    for level, near in ((255.0, lambda r: r >= 225), (0.0, lambda r: r <= 30)):
-        share = near(rows).mean(axis=1)  # per row: share of pixels of the band colour
-        if share[0] < 0.9:  # a band starts with a clean strip of its colour
+    run = max(3, int(0.03 * h))
+    for plain, ink in ((rows >= 225, rows <= 100), (rows <= 30, rows >= 155)):
+        plain_share = plain.mean(axis=1)
+        if plain_share[:2].min() < 0.9:  # a band starts with a clean strip of its colour
             continue
-        band_rows = share >= 0.55
-        # the band ends at the first run of 3 rows that are not mostly band colour
+        ink_share = ink.mean(axis=1)
+        other = 1.0 - plain_share - ink_share
+        # mid tones beyond a text line's anti-aliasing, or a dark (light) area no text line fills
+        picture = ((other >= 0.15) & (plain_share < 0.4)) | (other >= 0.35) | (ink_share >= 0.6)
         end = 0
-        for i in range(h - 2):
-            if not band_rows[i] and not band_rows[i + 1] and not band_rows[i + 2]:
+        for i in range(h - run):
+            if picture[i : i + run].all():
                 end = i
                 break
         if min_share * h <= end <= max_share * h:

@@ -12,7 +12,7 @@ Fusion with the text routes (hooked into :meth:`EntityGrounder.ground`)::
     image score       = τ + W_IMAGE · e                      (always above the text τ)
     entity score      = max(text score, image score)          route "image" when the image score wins
 
-so an image match within its own calibrated threshold τ_image (``KAR_IMAGE_TAU``, default 30
+so an image match within its own calibrated threshold τ_image (``KAR_IMAGE_TAU``, default 32
 of 128 bits: ``bench/templates.py``) grounds the entity even with no text cue, closer
 images rank higher, and strong text evidence still ranks above a weak image match.  The
 distance is kept in the trace (``image_distance``) with the matched image (``image``).
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 HASHER = EmbedderInfo(HASHER_NAME, VECTOR_DIM)
 W_IMAGE = 0.15
-DEFAULT_IMAGE_TAU = 30
+DEFAULT_IMAGE_TAU = 32
 
 
 @dataclass(frozen=True)
