@@ -23,6 +23,8 @@ Fusion (per entity, deduplicated by id)::
     score   = dense + W_LEXICAL·lexical + W_SPARSE·sparse          (W_LEXICAL = 0.15, W_SPARSE = 0.10)
 
 A low-confidence guess contributes its name-route dense score scaled by 0.97 (medium 0.99).
+The image route (the query image's perceptual hash against entity images, when the grounder has
+one and the cues carry ``image``) is folded in by :func:`retrieval.image_route.fuse_image_matches`.
 Hits with ``score ≥ τ`` are kept, best first, at most ``top_k``.  τ lives on the fused
 scale and has a default per embedder (:data:`DEFAULT_TAU`); ``bench/calibrate_tau.py``
 re-derives it from labelled queries (see README, "How τ was chosen").

@@ -121,7 +121,7 @@ class ImportPublic(BaseModel):
 class CrawlJobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    spider: Literal["knowyourmeme", "moegirl"]
+    spider: Literal["knowyourmeme", "moegirl", "memegen"]
     start_urls: list[str] = Field(default_factory=list, max_length=100)
     limit: int | None = Field(None, ge=1, le=1_000_000)
     options: dict[str, Any] = Field(default_factory=dict)
