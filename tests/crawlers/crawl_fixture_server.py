@@ -33,7 +33,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LAST_MODIFIED = "Wed, 05 Jun 2024 10:00:00 GMT"
@@ -203,6 +203,8 @@ class FixtureServer:
             if data is None and self.memegen_image_dir is not None and (self.memegen_image_dir / f"{tid}.jpg").is_file():
                 data = (self.memegen_image_dir / f"{tid}.jpg").read_bytes()
             return (200, {"Content-Type": "image/jpeg"}, data) if data is not None else (404, html, b"<html><body>no such image</body></html>")
+        if path.startswith("/Special:FilePath/"):  # MediaWiki: a redirect to the file itself
+            return 302, {"Location": "/kym-cdn/moegirl/" + quote(path[len("/Special:FilePath/") :])}, b""
         if path.startswith("/kym-cdn/"):
             return 200, {"Content-Type": "image/jpeg"}, generated_jpeg(path)
         if path.startswith("/bad/"):
