@@ -136,10 +136,13 @@ def main() -> None:
         kb = KnowledgeBase.open(settings, create=False)
         route = kb.image_route
         grounder = EntityGrounder(kb.store, kb.embedder, image_route=route)
-        id_of = {}
+        from culturebase.entity import normalize_text
+
+        by_key = {}  # a template id is an alias of its entity, or its name (an alias equal to the name is dropped)
         for e in kb.store.iter_entities():
-            for alias in e.aliases:
-                id_of[alias] = e.id
+            for key in e.match_keys:
+                by_key[key] = e.id
+        id_of = {t["id"]: by_key.get(normalize_text(t["id"])) for t in indexed}
 
         # -- accuracy ------------------------------------------------------------------------
         memes = []
@@ -174,6 +177,7 @@ def main() -> None:
                 "top1_indexed_captions_drawn_on": round(sum(r["top1"] for r in pos if not r["band"]) / max(1, sum(1 for r in pos if not r["band"])), 3),
                 "top1_indexed_caption_band": round(sum(r["top1"] for r in pos if r["band"]) / max(1, sum(1 for r in pos if r["band"])), 3),
                 "false_claims_not_indexed": round(sum(r["claimed"] for r in neg) / len(neg), 3),
+                "nearest_is_right_indexed_no_threshold": round(sum(r["best"][0] == id_of.get(r["id"]) for r in pos) / len(pos), 3),
                 "n_indexed": len(pos), "n_not_indexed": len(neg),
                 "misses": [r["id"] for r in pos if not r["top1"]],
                 "false_claim_ids": [r["id"] for r in neg if r["claimed"]],

@@ -65,7 +65,7 @@ function resetResult() {
 function showTemplateMatch(hits) {
   // the image route's best match: the matched template's thumbnail beside the uploaded image
   const fig = $("template-match");
-  const m = (hits || []).find((h) => h.route === "image" && h.image && h.image.sha256);
+  const m = (hits || []).find((h) => h.image && h.image.sha256 && h.route_scores && h.route_scores.image !== undefined);
   fig.hidden = !m;
   if (!m) return;
   $("template-img").src = "/v1/images/" + m.image.sha256;
