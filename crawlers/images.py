@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from scrapy import Request
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.media import FileException
 from scrapy.http.request import NO_CALLBACK
@@ -46,6 +46,8 @@ class EntityImagesPipeline(FilesPipeline):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> "EntityImagesPipeline":
+        if not crawler.settings.getbool("KAR_STORE", True):
+            raise NotConfigured("parse-only crawl (KAR_STORE=False): no images are downloaded")
         settings = kar_settings_of(crawler)
         pipe = cls(str(settings.images_dir.expanduser().resolve()), crawler=crawler)
         pipe.max_bytes = int(settings.image_max_mb * 1024 * 1024)

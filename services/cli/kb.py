@@ -103,7 +103,7 @@ def search_cmd(
     """Search CultureBase with the same grounding retriever the pipeline uses (text, an image, or both)."""
     text = text or ""
     if not text.strip() and image is None:
-        raise fail("give a search text or --image PATH")
+        raise fail("search text is empty (give a search text or --image PATH)")
     with user_errors():
         from retrieval.grounding import EntityGrounder, GroundingCues
 
