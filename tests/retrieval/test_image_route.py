@@ -140,3 +140,24 @@ def test_deleting_an_entity_removes_its_image_points(kb, tmp_path):
     grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=kb.image_route)
     q = kb.image_route.hash_query(to_bytes(template_image(5)))
     assert all(h.entity.id != ent.id for h in grounder.ground(GroundingCues(image=q)).hits)
+
+
+def test_import_downloads_image_urls_with_a_byte_cap(tmp_path):
+    from tests.services.urlserver import ImageServer
+
+    png = to_bytes(template_image(8))
+    kb = _kb("embedded", tmp_path)
+    try:
+        with ImageServer(png) as srv:
+            f = tmp_path / "urls.jsonl"
+            f.write_text("\n".join([
+                json.dumps({"name": "Eight", "description": "A template downloaded from a URL.", "image": srv.url("/ok.png")}),
+                json.dumps({"name": "Nine", "description": "A template whose image is too big.", "images": [srv.url("/big.png?n=20000000")]}),
+            ]) + "\n", "utf-8")
+            report = kb.import_file(f)
+        assert report.stored == 2 and report.images == 1
+        assert [(p.line, p.reason.split(":")[0]) for p in report.image_problems] == [(2, "too_large")]
+        (eight,) = kb.store.find_by_name(["Eight"])
+        assert eight.images[0].url.endswith("/ok.png") and kb.image_store.read(eight.images[0]) == png
+    finally:
+        kb.close()
