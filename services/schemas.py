@@ -116,6 +116,8 @@ class ImportPublic(BaseModel):
     merged_duplicates: int
     rejected: list[dict[str, Any]]
     total_entities: int
+    images: int = 0
+    image_problems: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class CrawlJobCreate(BaseModel):

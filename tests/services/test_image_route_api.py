@@ -25,3 +25,17 @@ async def test_explain_trace_has_the_image_route_and_the_thumbnail_is_served(api
 
     r = await client.get("/v1/entities", params={"q": "Doge"})
     assert r.status_code == 200 and r.json()["hits"][0]["name"] == "Doge"
+
+
+async def test_api_import_never_fetches_image_urls(api):
+    import json
+
+    from tests.services.conftest import RW_KEY
+
+    client, services = api
+    body = json.dumps({"name": "Remote Pic", "description": "A record naming an image URL on a private host.",
+                       "image": "http://169.254.169.254/latest/meta-data/x.png"}) + "\n"
+    r = await client.post("/v1/entities/import", content=body, headers={"Content-Type": "application/x-ndjson", "Authorization": f"Bearer {RW_KEY}"})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["stored"] == 1 and data["image_problems"][0]["reason"].startswith("not_fetched")
