@@ -108,6 +108,7 @@ def build_pipeline(
                     tau=settings.grounding_tau,
                     top_k=settings.grounding_top_k,
                     candidates=settings.grounding_candidates,
+                    image_route=kb.image_route,
                 )
                 describe.update(embedder=kb.embedder.name, kb_entities=kb.store.count(), tau=grounder.tau)
                 if describe["kb_entities"] == 0:

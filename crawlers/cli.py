@@ -55,11 +55,17 @@ def _counters_table(job: CrawlJob) -> Table:
         ("dropped", c.get("dropped_total", 0)),
         ("unchanged (skipped)", c.get("skipped_unchanged", 0)),
         ("robots.txt forbidden", c.get("robots_forbidden", 0)),
+        ("images stored", c.get("images_stored", 0)),
+        ("images failed", c.get("images_failed_total", 0)),
+        ("refused addresses", c.get("refused_address", 0)),
+        ("sources unreachable", c.get("sources_unreachable", 0)),
         ("errors", c.get("errors", 0)),
         ("elapsed", f"{c.get('elapsed_s', 0):.1f}s"),
     ]
     for reason, n in sorted((c.get("dropped") or {}).items()):
         rows.append((f"  dropped: {reason}", n))
+    for reason, n in sorted((c.get("images_failed") or {}).items()):
+        rows.append((f"  image failed: {reason}", n))
     for label, value in rows:
         table.add_row(label, str(value))
     if job.error:
@@ -101,23 +107,28 @@ def _finish(job: CrawlJob, json_out: bool) -> None:
 
 
 def crawl_command(
-    spider: str = typer.Argument(..., help="Spider: knowyourmeme or moegirl."),
+    spider: str = typer.Argument(..., help="Spider: knowyourmeme, moegirl or memegen."),
     start_url: list[str] = typer.Option(None, "--start-url", help="Start URL (repeatable): an entry, listing, search, page or category URL."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Stop after this many entity pages."),
     kb: Path | None = typer.Option(None, "--kb", help="CultureBase folder to grow (default: KAR_KB_PATH)."),
     json_out: bool = typer.Option(False, "--json", help="Print the final job record as JSON."),
     confirmed_only: bool = typer.Option(False, "--confirmed-only", help="knowyourmeme: keep Confirmed entries only."),
     category: list[str] = typer.Option(None, "--category", help="moegirl: seed category (repeatable)."),
+    follow_sources: bool = typer.Option(
+        False, "--follow-sources", help="memegen: also crawl each template's KnowYourMeme page into the same entity."
+    ),
     full: bool = typer.Option(False, "--full", help="Fetch every page again (no incremental skipping)."),
     detach: bool = typer.Option(False, "--detach", help="Start the job and return its id without waiting."),
     set_: list[str] = typer.Option(None, "--set", help="Scrapy setting override KEY=VALUE (repeatable)."),
 ) -> None:
-    """Crawl KnowYourMeme or Moegirl into CultureBase as a crawl job, showing live progress."""
+    """Crawl KnowYourMeme, Moegirl or a memegen API into CultureBase as a crawl job, showing live progress."""
     options: dict[str, Any] = {}
     if confirmed_only:
         options["confirmed_only"] = "1"
     if category:
         options["categories"] = list(category)
+    if follow_sources:
+        options["follow_sources"] = "1"
     scrapy_settings = _parse_sets(set_)
     if full:
         scrapy_settings["KAR_INCREMENTAL"] = False

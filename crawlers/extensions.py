@@ -18,10 +18,11 @@ log = logging.getLogger(__name__)
 def counters_from_stats(stats: dict[str, Any], started: float | None = None) -> dict[str, Any]:
     """The job counters (pages fetched, items stored, merged, dropped by reason, errors ...) from Scrapy stats."""
     dropped = {k[len("kar/dropped/") :]: v for k, v in stats.items() if k.startswith("kar/dropped/")}
+    images_failed = {k[len("kar/images_failed/") :]: v for k, v in stats.items() if k.startswith("kar/images_failed/")}
     errors = (
         stats.get("kar/errors", 0)
         + stats.get("spider_exceptions/count", 0)
-        + sum(v for k, v in stats.items() if k.startswith("downloader/exception_type_count/") and "IgnoreRequest" not in k)
+        + sum(v for k, v in stats.items() if k.startswith("downloader/exception_type_count/") and "IgnoreRequest" not in k and "ForbiddenAddress" not in k)
         + stats.get("retry/max_reached", 0)
     )
     out: dict[str, Any] = {
@@ -38,6 +39,12 @@ def counters_from_stats(stats: dict[str, Any], started: float | None = None) -> 
         "retries": stats.get("retry/count", 0),
         "retry_after_waits": stats.get("kar/retry_after_waits", 0),
         "corpus_chunks": stats.get("kar/corpus_chunks", 0),
+        "images_stored": stats.get("kar/images_stored", 0),
+        "images_failed": images_failed,
+        "images_failed_total": sum(images_failed.values()),
+        "refused_address": stats.get("kar/refused_address", 0),
+        "sources_fetched": stats.get("kar/sources_fetched", 0),
+        "sources_unreachable": stats.get("kar/sources_unreachable", 0),
         "errors": errors,
     }
     if started is not None:
@@ -49,11 +56,11 @@ def add_counters(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Counters of a resumed job: the earlier runs' plus this run's."""
     out = dict(new)
     for key, value in base.items():
-        if key == "dropped" and isinstance(value, dict):
+        if key in ("dropped", "images_failed") and isinstance(value, dict):
             merged = dict(value)
-            for reason, n in (new.get("dropped") or {}).items():
+            for reason, n in (new.get(key) or {}).items():
                 merged[reason] = merged.get(reason, 0) + n
-            out["dropped"] = merged
+            out[key] = merged
         elif key in ("elapsed_s", "finish_reason"):
             continue
         elif isinstance(value, (int, float)) and not isinstance(value, bool):

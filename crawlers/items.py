@@ -31,3 +31,9 @@ class PageItem(scrapy.Item):
     revid = scrapy.Field()  # MediaWiki revision id
     drop_reason = scrapy.Field()  # set by a spider when the page cannot become an entity (e.g. an API error)
     entity = scrapy.Field()  # set by NormalizePipeline: the validated culturebase Entity
+    # images and identity (crawlers.images, memegen)
+    image_urls = scrapy.Field()  # list[str]: images to download for the entity (EntityImagesPipeline)
+    image_results = scrapy.Field()  # set by EntityImagesPipeline (Scrapy's per-file results)
+    image_kind = scrapy.Field()  # "template" (default) | "example"
+    id_url = scrapy.Field()  # the URL the entity id derives from (memegen: the template's KnowYourMeme page)
+    extra_sources = scrapy.Field()  # list[{"site", "url"}]: further source links of the entity

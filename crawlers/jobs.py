@@ -32,7 +32,7 @@ from culturebase.settings import Settings
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 ACTIVE = ("queued", "running")
-SPIDERS = ("knowyourmeme", "moegirl")
+SPIDERS = ("knowyourmeme", "moegirl", "memegen")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (

@@ -77,8 +77,8 @@ class BlockPageMiddleware:
         return cls(crawler)
 
     def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
-        if request.url.endswith("/robots.txt"):
-            return response
+        if request.url.endswith("/robots.txt") or request.meta.get("kar_media"):
+            return response  # an image URL answering HTML is a failed image (crawlers.images), not a blocked crawl
         reason = detect_block(response)
         if reason is None:
             return response

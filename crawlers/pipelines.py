@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from scrapy.exceptions import DropItem
 
-from culturebase.entity import Entity, Source, canonical_url, normalize_text
+from culturebase.entity import Entity, Source, canonical_url, make_entity_id, normalize_text
 from crawlers.runner import crawl_db_of, job_id_of, kar_settings_of
 from crawlers.text import chunk_text, one_line
 
@@ -58,7 +58,15 @@ def item_to_entity(item: Any, retrieved_at: float | None = None) -> Entity:
         raise ValueError("no content")
     aliases = [one_line(a) for a in item.get("aliases") or [] if a and one_line(a)]
     tags = [one_line(t) for t in item.get("tags") or [] if t and one_line(t)]
+    when = datetime.fromtimestamp(retrieved_at or time.time(), timezone.utc)
+    extra = [
+        Source(site=s["site"], url=s["url"], retrieved_at=when)
+        for s in item.get("extra_sources") or []
+        if s.get("url") and canonical_url(s["url"]) != canonical_url(url or "x:")
+    ]
+    id_url = item.get("id_url")
     return Entity(
+        id=make_entity_id(name, url=id_url) if id_url else "",
         name=name,
         aliases=[a for a in aliases if len(a) <= 200][:200],
         source_work=item.get("source_work") or "",
@@ -70,8 +78,9 @@ def item_to_entity(item: Any, retrieved_at: float | None = None) -> Entity:
             Source(
                 site=item.get("site") or "web",
                 url=url,
-                retrieved_at=datetime.fromtimestamp(retrieved_at or time.time(), timezone.utc),
-            )
+                retrieved_at=when,
+            ),
+            *extra,
         ],
         tags=[t for t in tags if len(t) <= 200][:200],
     )

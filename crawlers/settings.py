@@ -37,6 +37,7 @@ RETRY_AFTER_MAX_S = 120  # longest Retry-After we honour before giving up on the
 
 DOWNLOADER_MIDDLEWARES = {
     "crawlers.middlewares.LoginRedirectMiddleware": 40,  # before robots.txt (100)
+    "crawlers.netpolicy.AddressPolicyMiddleware": 45,  # non-start hosts only at public addresses (every redirect hop)
     "crawlers.middlewares.ResumeSkipMiddleware": 50,
     "crawlers.middlewares.IncrementalMiddleware": 60,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
@@ -45,11 +46,14 @@ DOWNLOADER_MIDDLEWARES = {
 }
 ITEM_PIPELINES = {
     "crawlers.pipelines.NormalizePipeline": 300,
+    "crawlers.images.EntityImagesPipeline": 400,  # entity images via Scrapy's FilesPipeline
     "crawlers.pipelines.CultureBasePipeline": 800,
 }
 EXTENSIONS = {
     "crawlers.extensions.JobProgressExtension": 500,
 }
+
+MEDIA_ALLOW_REDIRECTS = True  # image redirects are followed (each hop passes the address policy)
 
 # CultureKAR options (overridden per job by crawlers.runner):
 KAR_STORE = True  # False: parse and normalize only (benchmark)

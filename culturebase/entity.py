@@ -6,7 +6,7 @@ import hashlib
 import re
 import unicodedata
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -73,6 +73,26 @@ class Source(BaseModel):
         return value
 
 
+class EntityImage(BaseModel):
+    """An image of the entity, stored once under ``KAR_DATA_DIR/images`` by content hash."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(None, max_length=2000, description="Where it was downloaded from (None for a local file).")
+    path: str = Field(min_length=1, max_length=200, description="Path under the image folder: ``ab/<sha256>.<ext>``.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    width: int = Field(ge=1)
+    height: int = Field(ge=1)
+    kind: Literal["template", "example"] = "template"
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("must be a path inside the image folder (ab/<sha256>.<ext>)")
+        return value
+
+
 def _clean(value: Any) -> Any:
     return _WS.sub(" ", value).strip() if isinstance(value, str) else value
 
@@ -93,6 +113,7 @@ class Entity(BaseModel):
     sources: list[Source] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list, max_length=MAX_ALIASES)
     meme_ids: list[str] = Field(default_factory=list)
+    images: list[EntityImage] = Field(default_factory=list, max_length=50)
     updated_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     @field_validator("name", "source_work", "description", "visual_desc", "cultural_usage", mode="before")
@@ -129,6 +150,12 @@ class Entity(BaseModel):
             seen.add(key)
             out.append(text)
         return out
+
+    @field_validator("images")
+    @classmethod
+    def _dedupe_images(cls, values: list[EntityImage]) -> list[EntityImage]:
+        seen: set[str] = set()
+        return [i for i in values if i.sha256 not in seen and not seen.add(i.sha256)]  # type: ignore[func-returns-value]
 
     @field_validator("language")
     @classmethod
@@ -190,6 +217,10 @@ class Entity(BaseModel):
         ]
         data["tags"] = self.tags + other.tags
         data["meme_ids"] = list(dict.fromkeys(self.meme_ids + other.meme_ids))
+        seen_images = {i.sha256 for i in self.images}
+        data["images"] = [i.model_dump() for i in self.images] + [
+            i.model_dump() for i in other.images if i.sha256 not in seen_images and not seen_images.add(i.sha256)
+        ]
         data["updated_at"] = max(self.updated_at, other.updated_at)
         return Entity.model_validate(data)
 

@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     grounding_top_k: int = Field(5, ge=1, le=100, description="Grounded entities kept per image.")
     grounding_candidates: int = Field(20, ge=1, le=500, description="Candidates fetched per route before fusion.")
 
+    # -- entity images and the image route -------------------------------------------------
+    image_max_mb: float = Field(10.0, gt=0, description="Largest entity image downloaded or imported (bigger ones are refused).")
+    image_tau: int = Field(
+        32, ge=0, le=128, description="Image route threshold: largest summed dHash+pHash Hamming distance (of 128 bits) accepted."
+    )
+    image_crops: bool = Field(True, description="Also hash the query image without caption bands and borders (best distance wins).")
+
     # -- VLM ------------------------------------------------------------------------------
     vlm_base_urls: CommaList = Field(
         default_factory=list, description="OpenAI-compatible base URLs (e.g. vLLM replicas); requests are spread across them."
@@ -149,6 +156,11 @@ class Settings(BaseSettings):
     def resolved_search_cache_path(self) -> Path:
         """The search cache file, defaulting under ``data_dir``."""
         return self.search_cache_path or self.data_dir / "search_cache.sqlite"
+
+    @property
+    def images_dir(self) -> Path:
+        """Entity images, stored by content hash."""
+        return self.data_dir / "images"
 
     @property
     def resolved_crawl_jobs_db(self) -> Path:

@@ -23,6 +23,8 @@ Fusion (per entity, deduplicated by id)::
     score   = dense + W_LEXICAL·lexical + W_SPARSE·sparse          (W_LEXICAL = 0.15, W_SPARSE = 0.10)
 
 A low-confidence guess contributes its name-route dense score scaled by 0.97 (medium 0.99).
+The image route (the query image's perceptual hash against entity images, when the grounder has
+one and the cues carry ``image``) is folded in by :func:`retrieval.image_route.fuse_image_matches`.
 Hits with ``score ≥ τ`` are kept, best first, at most ``top_k``.  τ lives on the fused
 scale and has a default per embedder (:data:`DEFAULT_TAU`); ``bench/calibrate_tau.py``
 re-derives it from labelled queries (see README, "How τ was chosen").
@@ -80,6 +82,7 @@ class GroundingCues:
     ocr_text: str = ""
     visual_handle: str = ""
     entities: list[EntityCue] = field(default_factory=list)
+    image: Any = None  # retrieval.image_hash.QueryHashes: the image hashed once per request (image route)
 
     @classmethod
     def from_text(cls, text: str) -> "GroundingCues":
@@ -87,7 +90,9 @@ class GroundingCues:
         return cls(ocr_text=text, visual_handle=text, entities=[EntityCue(name=text, confidence="high")])
 
     def is_empty(self) -> bool:
-        return not (self.ocr_text.strip() or self.visual_handle.strip() or any(e.name.strip() for e in self.entities))
+        return not (
+            self.ocr_text.strip() or self.visual_handle.strip() or any(e.name.strip() for e in self.entities) or self.image is not None
+        )
 
 
 @dataclass
@@ -103,6 +108,8 @@ class GroundedEntity:
     matched_alias: str | None
     route_scores: dict[str, float]
     cue: str
+    image_distance: int | None = None  # image route: summed dHash+pHash Hamming distance of the nearest image
+    image: dict[str, Any] | None = None  # image route: the matched entity image (sha256, path, url, kind ...)
 
     def to_dict(self) -> dict[str, Any]:
         e = self.entity
@@ -120,6 +127,8 @@ class GroundedEntity:
             "matched_alias": self.matched_alias,
             "route_scores": {k: round(v, 4) for k, v in self.route_scores.items()},
             "cue": self.cue,
+            "image_distance": self.image_distance,
+            "image": self.image,
             "description": e.description,
             "visual_desc": e.visual_desc,
             "cultural_usage": e.cultural_usage,
@@ -174,7 +183,9 @@ class EntityGrounder:
         tau: float | None = None,
         top_k: int = 5,
         candidates: int = 20,
+        image_route: Any = None,
     ) -> None:
+        self.image_route = image_route  # retrieval.image_route.ImageRoute (None: no image route)
         self.store = store
         self.embedder = embedder
         self.tau = default_tau(embedder.name) if tau is None else tau
@@ -200,9 +211,10 @@ class EntityGrounder:
     def ground(self, cues: GroundingCues, language: str | None = None) -> GroundingResult:
         """Score candidate entities for the cues; ``language`` optionally restricts entities to one language."""
         queries = self._route_queries(cues)
-        if not queries or self.store.count() == 0:
+        image_on = self.image_route is not None and cues.image is not None
+        if (not queries and not image_on) or self.store.count() == 0:
             return GroundingResult([], [], self.tau)
-        batch = self.embedder.encode_queries([q for _, q, _ in queries])
+        batch = self.embedder.encode_queries([q for _, q, _ in queries]) if queries else None
         route_scores: dict[str, dict[str, float]] = {}
         route_cue: dict[str, dict[str, str]] = {}
         entities: dict[str, Entity] = {}
@@ -217,7 +229,7 @@ class EntityGrounder:
                 route_cue.setdefault(ent.id, {})[route] = cue
 
         for i, (route, text, factor) in enumerate(queries):
-            vector = batch.dense[i]
+            vector = batch.dense[i]  # type: ignore[union-attr]
             for hit in self.store.entities.search(ROUTE_VECTOR[route], vector, self.candidates, flt_lang):
                 record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
             if route == "name":
@@ -228,7 +240,7 @@ class EntityGrounder:
                     record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
 
         sparse_scores: dict[str, float] = {}
-        if batch.sparse is not None and "identity_sparse" in self.store.entities.spec.sparse:
+        if batch is not None and batch.sparse is not None and "identity_sparse" in self.store.entities.spec.sparse:
             sparse_queries = [batch.sparse[i] for i, (r, _, _) in enumerate(queries) if r in ("name", "ocr") and batch.sparse[i]]
             for sq in sparse_queries:
                 for hit in self.store.entities.search_sparse("identity_sparse", sq, self.candidates, flt_lang):
@@ -262,6 +274,11 @@ class EntityGrounder:
                     cue=route_cue.get(eid, {}).get(route, ""),
                 )
             )
+        if image_on:
+            from retrieval.image_route import fuse_image_matches
+
+            matches = self.image_route.match(cues.image, language=language)
+            scored = fuse_image_matches(scored, matches, self.store, self.tau, self.image_route.tau)
         scored.sort(key=lambda g: (-g.score, g.entity.name))
         hits = [g for g in scored if g.score >= self.tau][: self.top_k]
         return GroundingResult(hits, scored, self.tau)

@@ -54,6 +54,8 @@ class ImportReport:
     stored: int = 0
     merged_duplicates: int = 0
     rejected: list[Rejected] = field(default_factory=list)
+    images: int = 0
+    image_problems: list[Any] = field(default_factory=list)  # retrieval.image_import.ImageProblem
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +64,8 @@ class ImportReport:
             "stored": self.stored,
             "merged_duplicates": self.merged_duplicates,
             "rejected": [{"line": r.line, "reason": r.reason} for r in self.rejected],
+            "images": self.images,
+            "image_problems": [p.to_dict() for p in self.image_problems],
         }
 
 
@@ -117,10 +121,33 @@ def record_to_entity(rec: dict[str, Any]) -> Entity:
 class KnowledgeBase:
     """CultureBase store + embedder: the one way entities get embedded and stored."""
 
-    def __init__(self, store: CultureBaseStore, embedder: Embedder, embed_batch: int = 64) -> None:
+    def __init__(
+        self, store: CultureBaseStore, embedder: Embedder, embed_batch: int = 64, settings: Settings | None = None
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.embed_batch = embed_batch
+        self.settings = settings
+        self._image_route: Any = None
+
+    @property
+    def image_store(self) -> Any:
+        """The image folder (``KAR_DATA_DIR/images``), or None for a knowledge base opened without settings."""
+        return self.image_route.images if self.image_route is not None else None
+
+    @property
+    def image_route(self) -> Any:
+        """The image route (:class:`retrieval.image_route.ImageRoute`), built on first use; None without settings."""
+        settings = getattr(self, "settings", None)  # reindex builds a bare instance
+        if getattr(self, "_image_route", None) is None and settings is not None:
+            from culturebase.images import image_store_for
+            from retrieval.image_route import ImageRoute
+
+            s = settings
+            self._image_route = ImageRoute(
+                self.store, image_store_for(s.data_dir, s.image_max_mb, s.max_image_pixels), tau=s.image_tau, crops=s.image_crops
+            )
+        return getattr(self, "_image_route", None)
 
     @classmethod
     def open(cls, settings: Settings, embedder: Embedder | None = None, create: bool = True) -> "KnowledgeBase":
@@ -129,7 +156,7 @@ class KnowledgeBase:
 
         embedder = embedder or build_embedder(settings)
         store = open_store(settings, embedder_info(embedder), create=create)
-        return cls(store, embedder, embed_batch=max(settings.embedder_batch_size, 1))
+        return cls(store, embedder, embed_batch=max(settings.embedder_batch_size, 1), settings=settings)
 
     # -- embedding ----------------------------------------------------------------------
     def embed_entities(self, entities: Sequence[Entity]) -> tuple[dict[str, np.ndarray], dict[str, list[dict[int, float]]]]:
@@ -151,6 +178,8 @@ class KnowledgeBase:
             chunk = list(entities[start : start + self.embed_batch])
             dense, sparse = self.embed_entities(chunk)
             self.store.upsert_entities(chunk, dense, sparse or None)
+            if self.image_route is not None:
+                self.image_route.index_entities(chunk)
             stored += len(chunk)
             if progress:
                 progress(len(chunk))
@@ -175,9 +204,13 @@ class KnowledgeBase:
         return stored
 
     # -- import / export ----------------------------------------------------------------
-    def validate_file(self, path: Path) -> tuple[list[Entity], ImportReport]:
-        """Parse and validate a file without touching the store; duplicates within the file are merged."""
+    def validate_file(self, path: Path, fetch_images: bool = True) -> tuple[list[Entity], ImportReport]:
+        """Parse and validate a file (images are stored in the image folder); duplicates within the file are merged."""
+        from retrieval.image_import import http_fetcher, resolve_images
+
         report = ImportReport(path=str(path))
+        images = self.image_store
+        fetch = http_fetcher(images.max_bytes) if images is not None and fetch_images else None
         by_id: dict[str, Entity] = {}
         for lineno, rec, error in parse_records(path):
             report.read += 1
@@ -186,6 +219,9 @@ class KnowledgeBase:
                 continue
             assert rec is not None
             try:
+                if images is not None:
+                    rec, problems = resolve_images(dict(rec), lineno, Path(path).parent, images, fetch)
+                    report.image_problems.extend(problems)
                 entity = record_to_entity(rec)
             except ValidationError as exc:
                 report.rejected.append(Rejected(lineno, format_validation_error(exc)))
@@ -198,6 +234,7 @@ class KnowledgeBase:
                 report.merged_duplicates += 1
             else:
                 by_id[entity.id] = entity
+        report.images = sum(len(e.images) for e in by_id.values())
         return list(by_id.values()), report
 
     def import_file(self, path: Path, progress: Progress | None = None) -> ImportReport:

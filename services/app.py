@@ -113,9 +113,9 @@ def create_app(
     metrics = Metrics()
     install_error_handlers(app)
 
-    from services.routers import ablations, crawl_jobs, entities, explain, health, kb as kb_router, web
+    from services.routers import ablations, crawl_jobs, entities, explain, health, images, kb as kb_router, web
 
-    for module in (health, explain, entities, kb_router, crawl_jobs, ablations, web):
+    for module in (health, explain, entities, images, kb_router, crawl_jobs, ablations, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

@@ -116,12 +116,14 @@ class ImportPublic(BaseModel):
     merged_duplicates: int
     rejected: list[dict[str, Any]]
     total_entities: int
+    images: int = 0
+    image_problems: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class CrawlJobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    spider: Literal["knowyourmeme", "moegirl"]
+    spider: Literal["knowyourmeme", "moegirl", "memegen"]
     start_urls: list[str] = Field(default_factory=list, max_length=100)
     limit: int | None = Field(None, ge=1, le=1_000_000)
     options: dict[str, Any] = Field(default_factory=dict)

@@ -271,6 +271,12 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         cues = _cues(state)
 
         def run() -> Any:
+            route = getattr(deps.grounder, "image_route", None)
+            if route is not None and state.get("image"):
+                try:  # the image route: the upload hashed once per request (its meme crops included)
+                    cues.image = route.hash_query(state["image"])
+                except Exception:  # undecodable here: grounding goes on with the text routes
+                    cues.image = None
             with deps.lock:
                 return deps.grounder.ground(cues, language=cfg.grounding_language)
 

@@ -212,10 +212,11 @@ class KnowYourMemeSpider(scrapy.Spider):
         origin = by_heading.get("origin", "")
         series = ""
         header = response.css("article.entry > header, #entry-series, .series-banner") or response.css("body")
-        for node in header.xpath('.//*[contains(text(), "Part of a series on")]'):
-            link = node.xpath("./following-sibling::a[1]//text() | ./a[1]//text() | ../a[1]//text()").get()
-            if link:
-                series = one_line(link)
+        # the first link *after* the words "Part of a series on" (a category badge may precede them in the same
+        # element, and an XPath union returns nodes in document order)
+        for link in header.xpath('.//text()[contains(., "Part of a series on")]/following::a[1]'):
+            series = one_line(" ".join(link.xpath(".//text()").getall()))
+            if series:
                 break
         canonical = response.css('link[rel="canonical"]::attr(href)').get()
         url = response.url
@@ -232,6 +233,8 @@ class KnowYourMemeSpider(scrapy.Spider):
                 if value.strip():
                     tags.append(f"{key.lower()}:{value.strip()}")
         page_text = "\n".join([name] + [f"{h}\n{t}" if h else t for h, t in sections])
+        image = response.css('meta[property="og:image"]::attr(content)').get()
+        image = response.urljoin(image) if image else None
         yield PageItem(
             site=SITE,
             url=url,
@@ -246,7 +249,8 @@ class KnowYourMemeSpider(scrapy.Spider):
             tags=tags,
             title=title,
             page_text=page_text,
-            image=response.css('meta[property="og:image"]::attr(content)').get(),
+            image=image,
+            image_urls=[image] if image else [],
             status=status,
             details=details,
             etag=(response.headers.get(b"ETag") or b"").decode("latin-1") or None,

@@ -367,4 +367,14 @@ class MoegirlSpider(scrapy.Spider):
             page_text=fields["page_text"],
             details=fields["infobox"],
             revid=parse.get("revid") or response.meta.get(REVID),
+            image_urls=self.infobox_image_urls(fields["infobox"]),
         )
+
+    def infobox_image_urls(self, infobox: dict[str, str]) -> list[str]:
+        """The infobox image (``|image=`` / ``|图片=``) as a ``Special:FilePath`` URL (MediaWiki redirects it to the file)."""
+        for key in ("image", "图片"):
+            name = (infobox.get(key) or "").strip()
+            name = re.sub(r"^(?:file|image|文件|檔案|图像):", "", name, flags=re.I).strip()
+            if name and re.search(r"\.(?:png|jpe?g|gif|webp)$", name, re.I) and "{" not in name:
+                return [self.page_url(f"Special:FilePath/{name}")]
+        return []

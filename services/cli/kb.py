@@ -63,6 +63,10 @@ def import_cmd(
         )
         for r in report.rejected:
             console.print(f"  line {r.line}: {r.reason}", highlight=False, soft_wrap=True)
+        if report.images or report.image_problems:
+            console.print(f"{report.images} image(s) stored; {len(report.image_problems)} left out", highlight=False)
+        for p in report.image_problems:
+            console.print(f"  line {p.line}: image {p.image}: {p.reason}", highlight=False, soft_wrap=True, markup=False)
     if report.rejected:
         raise typer.Exit(3)
 
@@ -88,32 +92,60 @@ def export_cmd(
 
 @kb_app.command("search")
 def search_cmd(
-    text: Annotated[str, typer.Argument(help="Text to ground (it serves as every cue route).")],
+    text: Annotated[Optional[str], typer.Argument(help="Text to ground (it serves as every cue route).")] = None,
+    image: Annotated[
+        Optional[Path], typer.Option("--image", help="An image (meme) to match against entity images by perceptual hash.")
+    ] = None,
     lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=100)] = 5,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Search CultureBase with the same grounding retriever the pipeline uses."""
-    if not text.strip():
-        raise fail("search text is empty")
+    """Search CultureBase with the same grounding retriever the pipeline uses (text, an image, or both)."""
+    text = text or ""
+    if not text.strip() and image is None:
+        raise fail("search text is empty (give a search text or --image PATH)")
     with user_errors():
-        from retrieval.grounding import EntityGrounder
+        from retrieval.grounding import EntityGrounder, GroundingCues
 
         settings = _settings()
+        data = None
+        if image is not None:
+            try:
+                data = image.read_bytes()
+            except OSError as exc:
+                raise fail(f"cannot read --image {image}: {exc.strerror or exc}") from None
         with _open(create=False) as kb:
             grounder = EntityGrounder(
-                kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k, candidates=max(settings.grounding_candidates, top_k)
+                kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k,
+                candidates=max(settings.grounding_candidates, top_k), image_route=kb.image_route,
             )
-            result = grounder.search_text(text, language=lang, top_k=top_k)
+            if data is None:
+                result = grounder.search_text(text, language=lang, top_k=top_k)
+            else:
+                try:
+                    query = kb.image_route.hash_query(data)
+                except Exception as exc:  # not an image PIL can read
+                    raise fail(f"--image {image} is not a readable image: {exc}") from None
+                cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
+                cues.image = query
+                full = grounder.ground(cues, language=lang)
+                result = type(full)(full.candidates[:top_k], full.candidates, full.tau)
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
     if json_out:
-        emit_json({"query": text, "tau": result.tau, "hits": hits})
+        emit_json({"query": text or None, "image": str(image) if image else None, "tau": result.tau, "image_tau": settings.image_tau, "hits": hits})
         return
-    table = Table(title=f"CultureBase: {text!r} (τ = {result.tau})")
-    for col in ("#", "name", "source work", "score", "route", "matched alias", "≥τ"):
+    from rich.markup import escape
+
+    shown = " + ".join(x for x in (repr(text) if text else "", f"image {image}" if image else "") if x)
+    table = Table(title=escape(f"CultureBase: {shown} (τ = {result.tau})"))
+    for col in ("#", "name", "source work", "score", "route", "matched alias", "image distance", "≥τ"):
         table.add_column(col)
     for i, h in enumerate(hits, 1):
-        table.add_row(str(i), h["name"], h["source_work"], f"{h['score']:.3f}", h["route"], h["matched_alias"] or "", "yes" if h["passes_tau"] else "")
+        dist = "" if h.get("image_distance") is None else f"{h['image_distance']}/128"
+        table.add_row(
+            str(i), escape(h["name"]), escape(h["source_work"]), f"{h['score']:.3f}", h["route"], escape(h["matched_alias"] or ""),
+            dist, "yes" if h["passes_tau"] else "",
+        )
     Console().print(table)
 
 
@@ -147,6 +179,8 @@ def delete_cmd(
     """Delete entities by id (exit 1 if none of them existed)."""
     with user_errors(), _open(create=False) as kb:
         deleted = kb.store.delete(entity_ids)
+        if kb.image_route is not None:
+            kb.image_route.delete_entities(entity_ids)
         total = kb.store.count()
     if json_out:
         emit_json({"deleted": deleted, "requested": len(entity_ids), "total_entities": total})

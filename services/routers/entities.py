@@ -48,7 +48,8 @@ async def search_entities(
 
     settings = services.settings
     grounder = EntityGrounder(
-        services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k, candidates=max(settings.grounding_candidates, top_k)
+        services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k,
+        candidates=max(settings.grounding_candidates, top_k), image_route=getattr(services.kb, "image_route", None),
     )
     result = await services.kb_call(grounder.search_text, q, language=lang, top_k=top_k)
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
@@ -120,8 +121,9 @@ async def import_entities(request: Request, services: Services, key: WriteKey) -
         path = Path(tmp) / "import.jsonl"
         path.write_bytes(raw)
         validator = KnowledgeBase.__new__(KnowledgeBase)  # validation does not touch the store
+        validator._image_route = getattr(services.kb, "image_route", None)  # images: stored forms only, no URL fetched
         try:
-            entities, report = validator.validate_file(path)
+            entities, report = validator.validate_file(path, fetch_images=False)
         except ImportFileError as exc:
             message = str(exc).replace(str(path), "body")
             raise ApiError(400 if "JSON" in message or "UTF-8" in message else 422, "invalid_import", message) from None

@@ -59,9 +59,20 @@ $("file").addEventListener("change", (ev) => setImage(ev.target.files[0]));
 function resetResult() {
   for (const id of ["stages", "entities", "queries", "evidence"]) $(id).replaceChildren();
   for (const id of ["explanation", "ocr", "timings"]) $(id).textContent = "";
+  $("template-match").hidden = true;
   $("error").hidden = true;
 }
+function showTemplateMatch(hits) {
+  // the image route's best match: the matched template's thumbnail beside the uploaded image
+  const fig = $("template-match");
+  const m = (hits || []).find((h) => h.image && h.image.sha256 && h.route_scores && h.route_scores.image !== undefined);
+  fig.hidden = !m;
+  if (!m) return;
+  $("template-img").src = "/v1/images/" + m.image.sha256;
+  $("template-caption").textContent = m.name + " · image distance " + m.image_distance + "/128";
+}
 function renderEntities(list, hits, tau) {
+  if (list.id === "entities") showTemplateMatch(hits);
   list.replaceChildren();
   if (!hits || !hits.length) { list.append(el("li", "no entity passed τ" + (tau ? " (" + tau.toFixed(2) + ")" : ""), "muted")); return; }
   for (const h of hits) {
@@ -69,7 +80,7 @@ function renderEntities(list, hits, tau) {
     li.append(el("strong", h.name, "name"));
     if (h.score !== null && h.score !== undefined) li.append(el("span", Number(h.score).toFixed(3), "score"));
     if (h.source_work) li.append(el("span", " — " + h.source_work));
-    if (h.route) li.append(el("span", " [" + h.route + "]", "muted"));
+    if (h.route) li.append(el("span", " [" + h.route + (h.route === "image" ? " · distance " + h.image_distance : "") + "]", "muted"));
     for (const s of h.sources || []) { li.append(" "); li.append(link(s.url, s.site || s.url)); }
     list.append(li);
   }

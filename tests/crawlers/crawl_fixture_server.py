@@ -9,6 +9,15 @@ Moegirl: ``/api.php`` answers ``list=categorymembers`` (with ``cmcontinue``), ``
 (with ``rdcontinue``, ``redirects=1``) and ``action=parse`` (formatversion=2 JSON) from
 ``fixtures/moegirl/site.json`` and ``fixtures/moegirl/pages/<title>.wiki``.
 
+memegen: ``/templates/`` answers ``server.memegen_templates`` (the API's list shape; URLs are
+rewritten to this server: ``blank`` → ``/images/<id>.jpg``, ``_self`` → ``/templates/<id>``, and a
+``source`` whose slug is in ``server.kym_sources`` → ``/memes/<slug>``); ``/images/<id>.jpg``
+serves ``server.memegen_images[id]`` (bytes) or ``server.memegen_image_dir/<id>.jpg``.  KYM entry
+images (``https://i.kym-cdn.com/...`` in the pages) are served from ``/kym-cdn/...`` as generated JPEGs.
+Bad images for the media pipeline: ``/bad/html``, ``/bad/empty``, ``/bad/truncated``, ``/bad/bomb``,
+``/bad/huge`` (declares 50 MB), ``/bad/svg``, ``/bad/redirect-private`` (302 to a private address),
+``/bad/redirect-localhost`` (302 to another host name of this machine), ``/bad/missing`` (404).
+
 Faults for tests: ``server.add_fault(match, status=429, headers={"Retry-After": "1"}, times=1)`` or
 ``kind="maxlag"``; ``server.delay_s``/``server.delay_match`` slow down matching requests.  Every
 request is logged in ``server.log`` as ``(path_with_query, status)``.
@@ -24,7 +33,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LAST_MODIFIED = "Wed, 05 Jun 2024 10:00:00 GMT"
@@ -64,6 +73,23 @@ def synthetic_entry(i: int) -> str:
     )
 
 
+def generated_jpeg(key: str, size: tuple[int, int] = (240, 180)) -> bytes:
+    """A deterministic JPEG of random rectangles (different keys look unrelated)."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(key)
+    img = Image.new("RGB", size, tuple(rng.randint(0, 255) for _ in range(3)))
+    d = ImageDraw.Draw(img)
+    for _ in range(8):
+        x0, y0 = rng.randint(0, size[0]), rng.randint(0, size[1])
+        d.rectangle([x0, y0, x0 + rng.randint(20, 120), y0 + rng.randint(20, 90)], fill=tuple(rng.randint(0, 255) for _ in range(3)))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=85)
+    return buf.getvalue()
+
+
 def synthetic_listing(page: int, total: int, per_page: int = 20) -> str:
     start = (page - 1) * per_page
     links = "".join(
@@ -91,6 +117,11 @@ class FixtureServer:
         self.log: list[tuple[str, int]] = []
         self.lock = threading.Lock()
         self._synth_cache: dict[int, bytes] = {}
+        self.memegen_templates: list[dict[str, Any]] = []
+        self.memegen_images: dict[str, bytes] = {}
+        self.memegen_image_dir: Path | None = None
+        self.kym_sources: set[str] = set()
+        self._bad_cache: dict[str, bytes] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -109,7 +140,10 @@ class FixtureServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if body:
-                    self.wfile.write(body)
+                    try:
+                        self.wfile.write(body)
+                    except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. over its size limit)
+                        pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -161,6 +195,20 @@ class FixtureServer:
         parts = urlsplit(raw_path)
         path, query = unquote(parts.path), parse_qs(parts.query)
         html = {"Content-Type": "text/html; charset=utf-8"}
+        if path == "/templates/" or path == "/templates":
+            return 200, {"Content-Type": "application/json"}, json.dumps(self.memegen_list()).encode()
+        if path.startswith("/images/"):
+            tid = path[len("/images/") :].rsplit(".", 1)[0]
+            data = self.memegen_images.get(tid)
+            if data is None and self.memegen_image_dir is not None and (self.memegen_image_dir / f"{tid}.jpg").is_file():
+                data = (self.memegen_image_dir / f"{tid}.jpg").read_bytes()
+            return (200, {"Content-Type": "image/jpeg"}, data) if data is not None else (404, html, b"<html><body>no such image</body></html>")
+        if path.startswith("/Special:FilePath/"):  # MediaWiki: a redirect to the file itself
+            return 302, {"Location": "/kym-cdn/moegirl/" + quote(path[len("/Special:FilePath/") :])}, b""
+        if path.startswith("/kym-cdn/"):
+            return 200, {"Content-Type": "image/jpeg"}, generated_jpeg(path)
+        if path.startswith("/bad/"):
+            return self.bad_image(path[len("/bad/") :])
         if path == "/robots.txt":
             return 200, {"Content-Type": "text/plain"}, (FIXTURES / "kym" / "robots.txt").read_bytes()
         if path == "/api.php":
@@ -200,10 +248,60 @@ class FixtureServer:
         if slug.startswith("synth-") and slug[6:].isdigit() and int(slug[6:]) < self.synthetic_entries:
             i = int(slug[6:])
             if i not in self._synth_cache:
-                self._synth_cache[i] = synthetic_entry(i).encode()
+                self._synth_cache[i] = synthetic_entry(i).encode().replace(b"https://i.kym-cdn.com/", f"{self.url}/kym-cdn/".encode())
             return self._synth_cache[i]
         f = FIXTURES / "kym" / "memes" / f"{slug}.html"
-        return f.read_bytes() if f.exists() and "/" not in slug else None
+        if not f.exists() or "/" in slug:
+            return None
+        return f.read_bytes().replace(b"https://i.kym-cdn.com/", f"{self.url}/kym-cdn/".encode())
+
+    # -- memegen and images ------------------------------------------------------------------------
+    def memegen_list(self) -> list[dict[str, Any]]:
+        out = []
+        for t in self.memegen_templates:
+            t = json.loads(json.dumps(t))
+            tid = t.get("id")
+            blank = t.get("blank") or ""
+            t["blank"] = f"{self.url}{blank}" if blank.startswith("/") else f"{self.url}/images/{tid}.jpg"
+            t["_self"] = f"{self.url}/templates/{tid}"
+            if isinstance(t.get("example"), dict):
+                t["example"]["url"] = f"{self.url}/images/{tid}.jpg"
+            slug = urlsplit(t.get("source") or "").path.rstrip("/").rsplit("/", 1)[-1]
+            if slug and slug in self.kym_sources:
+                t["source"] = f"{self.url}/memes/{slug}"
+            out.append(t)
+        return out
+
+    def bad_image(self, kind: str) -> tuple[int, dict[str, str], bytes]:
+        jpeg = {"Content-Type": "image/jpeg"}
+        if kind == "html":
+            return 200, jpeg, b"<!DOCTYPE html><html><head><title>Error</title></head><body>Not an image</body></html>"
+        if kind == "empty":
+            return 200, jpeg, b""
+        if kind == "truncated":
+            data = generated_jpeg("/truncated")
+            return 200, jpeg, data[: len(data) // 2]
+        if kind == "bomb":
+            if "bomb" not in self._bad_cache:
+                import io
+
+                from PIL import Image
+
+                buf = io.BytesIO()
+                Image.new("L", (10_000, 10_000)).save(buf, "PNG", optimize=True)  # ~100 KB, 100 Mpx
+                self._bad_cache["bomb"] = buf.getvalue()
+            return 200, {"Content-Type": "image/png"}, self._bad_cache["bomb"]
+        if kind == "huge":
+            if "huge" not in self._bad_cache:
+                self._bad_cache["huge"] = b"\xff\xd8\xff" + bytes(50 * 1024 * 1024)
+            return 200, jpeg, self._bad_cache["huge"]
+        if kind == "svg":
+            return 200, {"Content-Type": "image/svg+xml"}, b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
+        if kind == "redirect-private":
+            return 302, {"Location": "http://10.255.255.1/latest/meta-data/x.jpg"}, b""
+        if kind == "redirect-localhost":
+            return 302, {"Location": f"http://localhost:{self.httpd.server_address[1]}/kym-cdn/x.jpg"}, b""
+        return 404, {"Content-Type": "text/html"}, b"<html><body>Not Found</body></html>"
 
     # -- MediaWiki API --------------------------------------------------------------------------
     def _json(self, data: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:

@@ -70,6 +70,9 @@ def test_moegirl_crawl_redirects_continuation_maxlag_and_cross_site_merge(server
     (paimon,) = store.find_by_name(["Paimon"])  # a redirect from the second rdcontinue page
     assert paimon.name == "派蒙" and paimon.language == "zh" and paimon.source_work == "原神"
     assert {"应急食品", "白飞飞", "飞行矮堇瓜"} <= set(paimon.aliases)
+    (img,) = paimon.images  # the infobox image, through Special:FilePath's redirect
+    assert img.url == f"{server.url}/Special:FilePath/Paimon.png" and server.requests("/kym-cdn/moegirl/Paimon.png")
+    assert len(rick.images if (rick := store.find_by_name(["瑞克摇"])[0]) else []) == 2  # KYM og:image + Moegirl infobox
     assert store.find_by_name(["凯瑟琳"])[0].source_work == "原神"
     (rick,) = store.find_by_name(["瑞克摇"])
     assert rick.name == "Rickroll" and sorted(rick.sites) == ["knowyourmeme", "moegirl"]

@@ -1,0 +1,148 @@
+"""The image folder: entity images stored once by content hash (``KAR_DATA_DIR/images/ab/<sha256>.<ext>``).
+
+:func:`check_image_bytes` judges bytes, never a file name or a declared content type: it
+accepts PNG, JPEG, WebP and GIF (first frame) and rejects everything else with a short
+reason code that crawl jobs count (``kar/images_failed/<reason>``) and imports report:
+
+==================  =====================================================================
+reason              what
+==================  =====================================================================
+``empty``           0 bytes
+``too_large``       more bytes than the limit (``KAR_IMAGE_MAX_MB``)
+``html``            an HTML page (a login wall, an error page) instead of an image
+``svg``             an SVG document (not rasterised: scripts, external references)
+``not_an_image``    any other non-image bytes
+``too_many_pixels`` width × height above ``KAR_MAX_IMAGE_PIXELS`` (decompression bomb),
+                    read from the header before any pixel is decoded
+``corrupt``         truncated or undecodable image data
+==================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from culturebase.entity import EntityImage
+
+FORMATS = {"png": "png", "jpeg": "jpg", "gif": "gif", "webp": "webp"}
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"GIF87a", "gif"), (b"GIF89a", "gif"))
+
+
+class ImageRejected(ValueError):
+    """Bytes that are not an acceptable image; ``reason`` is a short code, the message says why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def sniff_format(data: bytes) -> str | None:
+    """``png`` / ``jpeg`` / ``gif`` / ``webp`` from the leading bytes, else None."""
+    for magic, kind in _MAGIC:
+        if data.startswith(magic):
+            return kind
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def _what_else(data: bytes) -> tuple[str, str]:
+    head = data[:1024].lstrip().lower()
+    if b"<svg" in head or head.startswith(b"<?xml") and b"svg" in head:
+        return "svg", "an SVG document"
+    if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head or b"<body" in head:
+        return "html", "an HTML page"
+    return "not_an_image", "not a PNG, JPEG, GIF or WebP image"
+
+
+@dataclass(frozen=True)
+class CheckedImage:
+    """Bytes that passed :func:`check_image_bytes`."""
+
+    data: bytes
+    format: str
+    width: int
+    height: int
+    sha256: str
+
+    @property
+    def ext(self) -> str:
+        return FORMATS[self.format]
+
+
+def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int) -> CheckedImage:
+    """Sniff, size-check and fully decode image bytes; raises :class:`ImageRejected` (see module doc)."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        raise ImageRejected("empty", "the image is empty (0 bytes)")
+    if len(data) > max_bytes:
+        raise ImageRejected("too_large", f"the image is {len(data)} bytes; the limit is {max_bytes} bytes")
+    kind = sniff_format(data)
+    if kind is None:
+        reason, what = _what_else(data)
+        raise ImageRejected(reason, f"the bytes are {what}, not an image")
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            width, height = img.size
+            if width * height > max_pixels:
+                raise ImageRejected(
+                    "too_many_pixels", f"the image is {width}x{height} = {width * height} pixels; the limit is {max_pixels}"
+                )
+            img.seek(0)
+            img.load()
+    except ImageRejected:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise ImageRejected("too_many_pixels", f"decompression bomb refused: {exc}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise ImageRejected("corrupt", f"the {kind.upper()} image is truncated or corrupt: {exc}") from None
+    return CheckedImage(data, kind, width, height, hashlib.sha256(data).hexdigest())
+
+
+class ImageStore:
+    """Entity images under one folder, one file per content hash (writes are atomic and idempotent)."""
+
+    def __init__(self, root: Path | str, max_bytes: int = 20 * 1024 * 1024, max_pixels: int = 40_000_000) -> None:
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        self.max_pixels = max_pixels
+
+    @staticmethod
+    def relative_path(sha256: str, ext: str) -> str:
+        return f"{sha256[:2]}/{sha256}.{ext}"
+
+    def path_of(self, image: EntityImage | str) -> Path:
+        """Absolute path of a stored image (an :class:`EntityImage` or its relative path)."""
+        rel = image.path if isinstance(image, EntityImage) else image
+        return self.root / rel
+
+    def exists(self, image: EntityImage) -> bool:
+        return self.path_of(image).is_file()
+
+    def put(self, data: bytes, url: str | None = None, kind: str = "template") -> EntityImage:
+        """Check and store image bytes; returns the record to attach to an entity (raises :class:`ImageRejected`)."""
+        checked = check_image_bytes(data, self.max_bytes, self.max_pixels)
+        return self.put_checked(checked, url=url, kind=kind)
+
+    def put_checked(self, checked: CheckedImage, url: str | None = None, kind: str = "template") -> EntityImage:
+        rel = self.relative_path(checked.sha256, checked.ext)
+        target = self.root / rel
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(target.suffix + f".tmp{id(checked)}")
+            tmp.write_bytes(checked.data)
+            tmp.replace(target)
+        return EntityImage(url=url, path=rel, sha256=checked.sha256, width=checked.width, height=checked.height, kind=kind)  # type: ignore[arg-type]
+
+    def read(self, image: EntityImage) -> bytes:
+        """The stored bytes (FileNotFoundError when the file is gone)."""
+        return self.path_of(image).read_bytes()
+
+
+def image_store_for(data_dir: Path | str, max_mb: float, max_pixels: int) -> ImageStore:
+    """The image folder of a data directory."""
+    return ImageStore(Path(data_dir) / "images", max_bytes=int(max_mb * 1024 * 1024), max_pixels=max_pixels)

@@ -1,0 +1,163 @@
+"""The image route: entity images imported, hashed into the store, matched from memes; both backends."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import uuid
+
+import pytest
+
+from culturebase.settings import Settings
+from culturebase.store import CultureBaseStore
+from culturebase.store.edge import EdgeBackend
+from culturebase.store.server import ServerBackend
+from retrieval.grounding import EntityGrounder, GroundingCues
+from retrieval.image_hash import hash_image, open_image
+from retrieval.knowledge_base import KnowledgeBase
+from tests.crawlers.hash_embedder import HashEmbedder
+from tests.support.images import meme_of, template_image, to_bytes
+
+INDEXED = (1, 3, 5, 6)  # seeds of the templates put into CultureBase
+OTHERS = (11, 12, 13, 14, 15, 16)  # templates never indexed
+
+
+def _kb(kind: str, tmp_path) -> KnowledgeBase:
+    settings = Settings(data_dir=tmp_path / "data", kb_path=tmp_path / "kb")
+    emb = HashEmbedder()
+    if kind == "embedded":
+        backend = EdgeBackend(tmp_path / "kb")
+    elif kind == "local":
+        backend = ServerBackend(location=":memory:", prefix=f"t{uuid.uuid4().hex[:8]}")
+    else:
+        if not os.environ.get("KAR_QDRANT_URL"):
+            pytest.skip("KAR_QDRANT_URL not set")
+        backend = ServerBackend(url=os.environ["KAR_QDRANT_URL"], prefix=f"t{uuid.uuid4().hex[:8]}")
+    from retrieval.embedders import embedder_info
+
+    return KnowledgeBase(CultureBaseStore(backend, embedder_info(emb)), emb, settings=settings)
+
+
+def _import_file(tmp_path) -> tuple:
+    folder = tmp_path / "import"
+    (folder / "img").mkdir(parents=True)
+    lines = []
+    for seed in INDEXED:
+        (folder / "img" / f"t{seed}.png").write_bytes(to_bytes(template_image(seed)))
+        lines.append(json.dumps({
+            "name": f"Template {seed}", "aliases": [f"tpl-{seed}"], "language": "en",
+            "description": f"A meme template number {seed} with shapes on a gradient.",
+            "image": f"img/t{seed}.png",
+        }))
+    # bad images: the record is stored without them and the problem is reported with the line
+    (folder / "img" / "page.png").write_bytes(b"<!DOCTYPE html><html><body>login</body></html>")
+    lines.append(json.dumps({"name": "No Image Meme", "description": "A record whose image is an HTML page.",
+                             "images": ["img/page.png", "img/missing.png", {"path": "img/t1.png", "kind": "poster"}]}))
+    f = folder / "kb.jsonl"
+    f.write_text("\n".join(lines) + "\n", "utf-8")
+    return f
+
+
+@pytest.fixture(params=["embedded", "local", pytest.param("server", marks=pytest.mark.server)])
+def kb(request, tmp_path):
+    kb = _kb(request.param, tmp_path)
+    yield kb
+    kb.close()
+
+
+def test_import_stores_images_by_content_hash_and_reports_bad_ones(kb, tmp_path):
+    report = kb.import_file(_import_file(tmp_path))
+    assert report.stored == 5 and not report.rejected
+    assert report.images == len(INDEXED)
+    problems = [(p.line, p.image, p.reason.split(":")[0]) for p in report.image_problems]
+    assert problems == [(5, "img/page.png", "html"), (5, "img/missing.png", "missing_file"), (5, "img/t1.png", "kind 'poster' is not 'template' or 'example'")]
+    ent = kb.store.find_by_name(["tpl-3"])[0]
+    (img,) = ent.images
+    assert img.kind == "template" and (img.width, img.height) == (320, 240)
+    stored = tmp_path / "data" / "images" / img.path
+    assert stored.read_bytes() == to_bytes(template_image(3)) and img.path.startswith(img.sha256[:2] + "/")
+    assert kb.store.find_by_name(["No Image Meme"])[0].images == []
+    assert kb.image_route.index.count() == len(INDEXED)
+
+
+def test_memes_find_their_template_and_unindexed_ones_claim_nothing(kb, tmp_path):
+    kb.import_file(_import_file(tmp_path))
+    grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=kb.image_route)
+    for seed in INDEXED:
+        for band in (False, True):
+            q = kb.image_route.hash_query(meme_of(template_image(seed), seed, band=band))
+            result = grounder.ground(GroundingCues(image=q))
+            assert result.hits, (seed, band)
+            top = result.hits[0]
+            assert top.entity.name == f"Template {seed}" and top.route == "image"
+            assert top.image_distance is not None and top.image_distance <= kb.image_route.tau
+            assert top.to_dict()["image"]["sha256"] == top.entity.images[0].sha256
+    for seed in OTHERS:
+        q = kb.image_route.hash_query(meme_of(template_image(seed), seed))
+        assert grounder.ground(GroundingCues(image=q)).hits == []
+
+
+def test_exact_image_distance_comes_from_the_store_score(kb, tmp_path):
+    kb.import_file(_import_file(tmp_path))
+    q = kb.image_route.hash_query(to_bytes(template_image(5)))
+    best = kb.image_route.match(q)[0]
+    assert best.distance == 0 and best.crop == "full"
+    other = hash_image(open_image(to_bytes(template_image(6))))
+    d = hash_image(open_image(to_bytes(template_image(5)))).distance(other)
+    by_id = {m.entity_id: m.distance for m in kb.image_route.match(q, limit=10)}
+    six = kb.store.find_by_name(["tpl-6"])[0].id
+    assert by_id[six] == d  # the store's dot product gives the exact Hamming distance
+
+
+def test_image_route_fuses_with_text_and_export_round_trips(kb, tmp_path):
+    kb.import_file(_import_file(tmp_path))
+    grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=kb.image_route)
+    q = kb.image_route.hash_query(meme_of(template_image(1), 1))
+    res = grounder.ground(GroundingCues(ocr_text="Template 3", image=q))
+    names = [h.entity.name for h in res.hits]
+    assert "Template 1" in names  # the image route grounds what the text does not name
+    t1 = next(h for h in res.hits if h.entity.name == "Template 1")
+    assert t1.route == "image" and "image" in t1.route_scores
+    out = io.StringIO()
+    kb.export(out)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    with_images = [r for r in records if r["images"]]
+    assert len(with_images) == len(INDEXED)
+    assert set(with_images[0]["images"][0]) == {"url", "path", "sha256", "width", "height", "kind"}
+    again = tmp_path / "again.jsonl"
+    again.write_text(out.getvalue(), "utf-8")
+    entities, report = kb.validate_file(again)
+    assert not report.image_problems and sorted(len(e.images) for e in entities) == sorted(len(r["images"]) for r in records)
+
+
+def test_deleting_an_entity_removes_its_image_points(kb, tmp_path):
+    kb.import_file(_import_file(tmp_path))
+    ent = kb.store.find_by_name(["tpl-5"])[0]
+    kb.store.delete([ent.id])
+    kb.image_route.delete_entities([ent.id])
+    assert kb.image_route.index.count() == len(INDEXED) - 1
+    grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=kb.image_route)
+    q = kb.image_route.hash_query(to_bytes(template_image(5)))
+    assert all(h.entity.id != ent.id for h in grounder.ground(GroundingCues(image=q)).hits)
+
+
+def test_import_downloads_image_urls_with_a_byte_cap(tmp_path):
+    from tests.services.urlserver import ImageServer
+
+    png = to_bytes(template_image(8))
+    kb = _kb("embedded", tmp_path)
+    try:
+        with ImageServer(png) as srv:
+            f = tmp_path / "urls.jsonl"
+            f.write_text("\n".join([
+                json.dumps({"name": "Eight", "description": "A template downloaded from a URL.", "image": srv.url("/ok.png")}),
+                json.dumps({"name": "Nine", "description": "A template whose image is too big.", "images": [srv.url("/big.png?n=20000000")]}),
+            ]) + "\n", "utf-8")
+            report = kb.import_file(f)
+        assert report.stored == 2 and report.images == 1
+        assert [(p.line, p.reason.split(":")[0]) for p in report.image_problems] == [(2, "too_large")]
+        (eight,) = kb.store.find_by_name(["Eight"])
+        assert eight.images[0].url.endswith("/ok.png") and kb.image_store.read(eight.images[0]) == png
+    finally:
+        kb.close()
