@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from culturebase.console import emit_json, fail, progress_bar
 
@@ -61,44 +62,53 @@ def _run(coro: Any) -> Any:
 
 
 def _print_explain(result: Any, notes: list[str]) -> None:
+    from retrieval.grounding import route_summary
+
+    """Human output of ``kar explain``; every piece of data is escaped (rich would eat ``[text]`` as markup)."""
     t = result.trace
-    out.rule(f"[bold]{t['condition']}[/]  {result.image_path}")
+    out.rule(f"[bold]{escape(t['condition'])}[/]  {escape(str(result.image_path))}")
     if t.get("ocr") is not None:
-        out.print("[bold]OCR[/]:", (t["ocr"].get("text") or "(no text found)").replace("\n", " / "))
+        out.print("[bold]OCR[/]:", escape((t["ocr"].get("text") or "(no text found)").replace("\n", " / ")))
     ex = t.get("extraction")
     if ex and ex.get("format") != "ocr_only":
-        out.print("[bold]Visual handle[/]:", ex.get("visual_handle") or "(none)")
+        out.print("[bold]Visual handle[/]:", escape(ex.get("visual_handle") or "(none)"))
         for e in ex.get("entities") or []:
-            out.print(f"  entity guess: {e['name']} ({e.get('source') or '?'}, {e.get('confidence')})")
+            out.print(escape(f"  entity guess: {e['name']} ({e.get('source') or '?'}, {e.get('confidence')})"))
         if ex.get("parse_errors"):
-            out.print("[yellow]extraction parse problems[/]:", "; ".join(ex["parse_errors"]))
+            out.print("[yellow]extraction parse problems[/]:", escape("; ".join(ex["parse_errors"])))
     g = t.get("grounding")
     if g is not None:
         out.print(f"[bold]CultureBase[/] (τ = {g['tau']:.3f}):")
         if not g["hits"]:
             best = g["candidates"][0] if g["candidates"] else None
-            out.print("  no entity passed τ" + (f" (best: {best['name']} {best['score']:.3f})" if best else ""))
+            out.print(escape("  no entity passed τ" + (f" (best: {best['name']} {best['score']:.3f})" if best else "")))
         for h in g["hits"]:
             src = h["sources"][0]["url"] if h.get("sources") else ""
-            out.print(f"  {h['score']:.3f}  {h['name']} — {h.get('source_work') or ''}  [{h['route']}] {src}")
+            out.print(escape(f"  {h['score']:.3f}  {h['name']} — {h.get('source_work') or ''}  [{route_summary(h)}] {src}"))
+            if h.get("matched_caption"):
+                out.print(escape(f"         caption: {h['matched_caption']['line']} ≈ {h['matched_caption']['catchphrase']}"))
+        skipped = {r: why for r, why in (g.get("routes") or {}).items() if why != "ran" and not why.startswith("ran ")}
+        for route, why in skipped.items():
+            out.print(f"[dim]{escape(f'  route {route}: {why}')}[/]")
     if t.get("queries"):
         out.print("[bold]Searches[/]:")
         for s in t.get("searches") or []:
-            out.print(f"  [Search: {s['query']}]" + (f"  [red]{s['error']['message']}[/]" if s.get("error") else ""))
+            out.print(escape(f"  [Search: {s['query']}]") + (f"  [red]{escape(s['error']['message'])}[/]" if s.get("error") else ""))
             for i, r in enumerate(s.get("results") or [], start=1):
-                out.print(f"    {i}. {r['title']}  {r['url']}")
-    out.print(f"[dim]timings: {t['timings']}  tokens: {t['usage']['total_tokens']}[/]")
+                out.print(escape(f"    {i}. {r['title']}  {r['url']}"))
+    timings = escape(f"timings: {t['timings']}  tokens: {t['usage']['total_tokens']}")
+    out.print(f"[dim]{timings}[/]")
     if result.error:
-        out.print(f"[bold red]failed at {result.error['stage']}[/]: {result.error['message']}")
+        out.print(f"[bold red]failed at {escape(result.error['stage'])}[/]: {escape(result.error['message'])}")
     elif result.response is None:
-        out.print(f"[bold yellow]{NO_VLM_HELP}[/]")
+        out.print(f"[bold yellow]{escape(NO_VLM_HELP)}[/]")
     else:
         out.rule("explanation")
-        out.print(result.response)
+        out.print(result.response, markup=False)
     for note in notes:
         if result.response is None and not result.error and note.startswith("No VLM configured"):
             continue  # already said above, with the fix
-        out.print(f"[dim]note: {note}[/]")
+        out.print(f"[dim]note: {escape(note)}[/]")
 
 
 def explain_command(

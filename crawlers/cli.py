@@ -16,6 +16,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from crawlers.jobs import CrawlJob, CrawlJobManager, JobError
@@ -67,9 +68,9 @@ def _counters_table(job: CrawlJob) -> Table:
     for reason, n in sorted((c.get("images_failed") or {}).items()):
         rows.append((f"  image failed: {reason}", n))
     for label, value in rows:
-        table.add_row(label, str(value))
+        table.add_row(escape(label), escape(str(value)))
     if job.error:
-        table.add_row("error", job.error)
+        table.add_row("error", escape(job.error))
     return table
 
 
@@ -86,7 +87,7 @@ def _follow(manager: CrawlJobManager, job: CrawlJob, show: bool) -> CrawlJob:
                 live.update(_counters_table(job))
         return job
     except KeyboardInterrupt:
-        console.print(f"cancelling job {job.id} ...")
+        console.print(f"cancelling job {job.id} ...", markup=False)
         manager.cancel(job.id)
         return manager.wait(job.id, timeout=60)
 
@@ -166,7 +167,7 @@ def list_jobs(
         return
     table = Table("id", "spider", "status", "stored", "pages", "error")
     for j in jobs:
-        table.add_row(j.id, j.spider, j.status, str(j.counters.get("items_stored", 0)), str(j.counters.get("pages_fetched", 0)), j.error or "")
+        table.add_row(*(escape(x) for x in (j.id, j.spider, j.status, str(j.counters.get("items_stored", 0)), str(j.counters.get("pages_fetched", 0)), j.error or "")))
     Console().print(table)
 
 

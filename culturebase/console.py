@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -29,7 +30,7 @@ def emit_json(data: Any) -> None:
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``error: message`` on one line to stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

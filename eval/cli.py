@@ -128,6 +128,7 @@ def judge_command(
             f"resumed {summary.resumed}, cache hits {summary.cache_hits}; {summary.calls} calls, "
             f"{summary.prompt_tokens}+{summary.completion_tokens} tokens{cost} → {out}",
             highlight=False,
+            markup=False,
         )
 
 
@@ -172,7 +173,7 @@ def merge_command(
     else:
         cov = " ".join(f"{k}={100 * v:.1f}%" for k, v in metrics["coverage"].items())
         err.print(f"merged {metrics['n']} items → {out}: Success {100 * metrics['success']:.1f}% {cov}; "
-                  f"unscored {metrics['n_unscored']}", highlight=False)
+                  f"unscored {metrics['n_unscored']}", highlight=False, markup=False)
 
 
 def _pairs(values: list[str], flag: str) -> list[tuple[str, Path]]:
@@ -245,8 +246,8 @@ def report_command(
     else:
         from eval.report import leaderboard_markdown
 
-        err.print(leaderboard_markdown(report), highlight=False)
-        err.print(f"wrote {len(files)} files to {out}", highlight=False)
+        err.print(leaderboard_markdown(report), highlight=False, markup=False)
+        err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
 
 
 def _load_reference_dataset(path: Path, fmt: str, image_dir: Path | None) -> tuple[str, list[Any]]:
@@ -402,9 +403,9 @@ def reference_command(
             writer.writerow({"id": item_id, **row})
     for name, count in unmatched.items():
         if count:
-            err.print(f"warning: {count} predictions of {name} match no dataset item", highlight=False)
+            err.print(f"warning: {count} predictions of {name} match no dataset item", highlight=False, markup=False)
     if json_out:
         typer.echo(json.dumps(data, ensure_ascii=False, indent=1))
     else:
-        err.print(markdown, highlight=False, soft_wrap=True)
-        err.print(f"wrote reference_metrics.json, reference_metrics.md, reference_items.csv to {out}", highlight=False)
+        err.print(markdown, highlight=False, soft_wrap=True, markup=False)
+        err.print(f"wrote reference_metrics.json, reference_metrics.md, reference_items.csv to {out}", highlight=False, markup=False)

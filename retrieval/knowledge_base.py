@@ -2,7 +2,8 @@
 
 Everything that writes entities goes through :meth:`KnowledgeBase.add`, which embeds the
 route texts of each record (``full``, ``identity``, ``visual``, ``usage``; sparse lexical
-weights too for bge-m3) in batches and upserts them.  Imports validate every line first,
+weights too for bge-m3) in batches, computes the embedder-independent BM25 ``lexical``
+vector (:mod:`retrieval.lexical`), and upserts them.  Imports validate every line first,
 report the rejected ones with line numbers, and store the valid ones.
 """
 
@@ -21,8 +22,9 @@ from pydantic import ValidationError
 from culturebase.entity import Entity
 from culturebase.settings import Settings
 from culturebase.store import CultureBaseStore, EmbedderInfo, PointRecord, open_backend
-from culturebase.store.culturebase import ENTITY_DENSE, corpus_spec, entity_spec
+from culturebase.store.culturebase import ENTITY_DENSE, ENTITY_LEXICAL, corpus_spec, entity_spec
 from retrieval.embedders import Embedder, build_embedder, embedder_info
+from retrieval.lexical import encode_documents, lexical_text
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int], None]
@@ -169,6 +171,7 @@ class KnowledgeBase:
             dense[route] = batch.dense
             if batch.sparse is not None and route in ("full", "identity"):
                 sparse[f"{route}_sparse"] = batch.sparse
+        sparse[ENTITY_LEXICAL] = encode_documents(lexical_text(e) for e in entities)
         return dense, sparse
 
     def add(self, entities: Sequence[Entity], progress: Progress | None = None) -> int:
@@ -177,7 +180,7 @@ class KnowledgeBase:
         for start in range(0, len(entities), self.embed_batch):
             chunk = list(entities[start : start + self.embed_batch])
             dense, sparse = self.embed_entities(chunk)
-            self.store.upsert_entities(chunk, dense, sparse or None)
+            self.store.upsert_entities(chunk, dense, sparse)
             if self.image_route is not None:
                 self.image_route.index_entities(chunk)
             stored += len(chunk)

@@ -108,6 +108,7 @@ class EntitySearchPublic(BaseModel):
     query: str | None
     tau: float | None
     hits: list[dict[str, Any]]
+    routes: dict[str, str] | None = None
 
 
 class ImportPublic(BaseModel):

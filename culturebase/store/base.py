@@ -56,6 +56,8 @@ class CollectionSpec:
     dense: tuple[str, ...]
     sparse: tuple[str, ...] = ()
     keyword_indexes: tuple[str, ...] = ()
+    #: sparse vectors whose weights the engine multiplies by the IDF at query time (Qdrant's ``Modifier.Idf``)
+    idf_sparse: tuple[str, ...] = ()
 
 
 @dataclass

@@ -27,17 +27,22 @@ from culturebase.store.base import (
 
 ENTITY_DENSE = ("full", "identity", "visual", "usage")
 ENTITY_SPARSE = ("full_sparse", "identity_sparse")
+#: BM25 sparse vector of every entity (embedder-independent; the IDF modifier is on)
+ENTITY_LEXICAL = "lexical"
 CORPUS_DENSE = ("text",)
 CORPUS_SPARSE = ("text_sparse",)
 
 
-def entity_spec(embedder: EmbedderInfo) -> CollectionSpec:
-    """Entities: one dense vector per grounding route (+ sparse lexical vectors for bge-m3)."""
+def entity_spec(embedder: EmbedderInfo, lexical: bool = True) -> CollectionSpec:
+    """Entities: one dense vector per grounding route, the BM25 ``lexical`` sparse vector (IDF modifier),
+    and bge-m3's sparse lexical weights when the embedder has them.  ``lexical=False`` describes a
+    collection created before the lexical index existed."""
     return CollectionSpec(
         "entities",
         dense=ENTITY_DENSE,
-        sparse=ENTITY_SPARSE if embedder.sparse else (),
+        sparse=((ENTITY_LEXICAL,) if lexical else ()) + (ENTITY_SPARSE if embedder.sparse else ()),
         keyword_indexes=("language", "sites", "match_keys"),
+        idf_sparse=(ENTITY_LEXICAL,) if lexical else (),
     )
 
 
@@ -62,13 +67,24 @@ class CultureBaseStore:
         self._corpus: Collection | None = None
         self._create = create
         if create or backend.collection_info("entities") is not None:
-            self._entities = backend.open_collection(entity_spec(embedder), embedder, create=create)
+            self._entities = backend.open_collection(self._entity_spec(), embedder, create=create)
 
     # -- collections --------------------------------------------------------------------
+    def _entity_spec(self) -> CollectionSpec:
+        """The entity spec; a collection built before the lexical index keeps working without it."""
+        meta = self.backend.collection_info("entities")
+        recorded = (meta or {}).get("sparse_vectors")
+        return entity_spec(self.embedder, lexical=meta is None or recorded is None or ENTITY_LEXICAL in recorded)
+
+    @property
+    def has_lexical(self) -> bool:
+        """Whether the entities carry the BM25 lexical vector (false for stores built before it: reindex)."""
+        return ENTITY_LEXICAL in self.entities.spec.sparse
+
     @property
     def entities(self) -> Collection:
         if self._entities is None:
-            self._entities = self.backend.open_collection(entity_spec(self.embedder), self.embedder, create=self._create)
+            self._entities = self.backend.open_collection(self._entity_spec(), self.embedder, create=self._create)
         return self._entities
 
     @property
@@ -180,6 +196,7 @@ class CultureBaseStore:
             "corpus_chunks": corpus_count,
             "backend": self.backend.describe(),
             "embedder": {"name": self.embedder.name, "dim": self.embedder.dim, "sparse": self.embedder.sparse},
+            "lexical_index": self.has_lexical if total else None,
         }
 
     def close(self) -> None:

@@ -232,7 +232,10 @@ class EdgeBackend(Backend):
         qe = _edge()
         return qe.EdgeConfig(
             vectors={n: qe.EdgeVectorParams(size=embedder.dim, distance=qe.Distance.Cosine) for n in spec.dense},
-            sparse_vectors={n: qe.EdgeSparseVectorParams() for n in spec.sparse} or None,
+            sparse_vectors={
+                n: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if n in spec.idf_sparse else None) for n in spec.sparse
+            }
+            or None,
             hnsw_config=qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=10_000),
         )
 

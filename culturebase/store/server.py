@@ -206,7 +206,10 @@ class ServerBackend(Backend):
         self._client.create_collection(
             physical,
             vectors_config={n: m.VectorParams(size=embedder.dim, distance=m.Distance.COSINE) for n in spec.dense},
-            sparse_vectors_config={n: m.SparseVectorParams() for n in spec.sparse} or None,
+            sparse_vectors_config={
+                n: m.SparseVectorParams(modifier=m.Modifier.IDF if n in spec.idf_sparse else None) for n in spec.sparse
+            }
+            or None,
             hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct),
             shard_number=self.shards,
             replication_factor=self.replication_factor,

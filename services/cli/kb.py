@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from services.cli.common import console, emit_json, fail, progress_bar, user_errors
@@ -60,9 +61,10 @@ def import_cmd(
             f"stored {report.stored} entities from {file} ({report.merged_duplicates} duplicates merged, "
             f"{len(report.rejected)} rejected); CultureBase now holds {total}",
             highlight=False,
+            markup=False,
         )
         for r in report.rejected:
-            console.print(f"  line {r.line}: {r.reason}", highlight=False, soft_wrap=True)
+            console.print(f"  line {r.line}: {r.reason}", highlight=False, soft_wrap=True, markup=False)
         if report.images or report.image_problems:
             console.print(f"{report.images} image(s) stored; {len(report.image_problems)} left out", highlight=False)
         for p in report.image_problems:
@@ -132,21 +134,26 @@ def search_cmd(
                 result = type(full)(full.candidates[:top_k], full.candidates, full.tau)
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
     if json_out:
-        emit_json({"query": text or None, "image": str(image) if image else None, "tau": result.tau, "image_tau": settings.image_tau, "hits": hits})
+        emit_json(
+            {"query": text or None, "image": str(image) if image else None, "tau": result.tau, "image_tau": settings.image_tau,
+             "routes": result.routes, "hits": hits}
+        )
         return
-    from rich.markup import escape
+    from retrieval.grounding import route_summary
 
     shown = " + ".join(x for x in (repr(text) if text else "", f"image {image}" if image else "") if x)
     table = Table(title=escape(f"CultureBase: {shown} (τ = {result.tau})"))
-    for col in ("#", "name", "source work", "score", "route", "matched alias", "image distance", "≥τ"):
+    for col in ("#", "name", "source work", "score", "route scores (winner first)", "matched", "image distance", "≥τ"):
         table.add_column(col)
     for i, h in enumerate(hits, 1):
+        matched = h["matched_alias"] or (h["matched_caption"] or {}).get("catchphrase") or ""
         dist = "" if h.get("image_distance") is None else f"{h['image_distance']}/128"
-        table.add_row(
-            str(i), escape(h["name"]), escape(h["source_work"]), f"{h['score']:.3f}", h["route"], escape(h["matched_alias"] or ""),
-            dist, "yes" if h["passes_tau"] else "",
-        )
+        cells = [str(i), h["name"], h["source_work"], f"{h['score']:.3f}", route_summary(h), matched, dist, "yes" if h["passes_tau"] else ""]
+        table.add_row(*(escape(c) for c in cells))
     Console().print(table)
+    skipped = {r: why for r, why in result.routes.items() if why != "ran" and not why.startswith("ran ")}
+    for route, why in skipped.items():
+        Console().print(f"route {route}: {why}", markup=False, highlight=False)
 
 
 @kb_app.command("stats")
@@ -158,7 +165,7 @@ def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
         emit_json(stats)
     else:
         for key, value in stats.items():
-            Console().print(f"{key}: {value}", highlight=False)
+            Console().print(f"{key}: {value}", highlight=False, markup=False)
 
 
 @kb_app.command("get")

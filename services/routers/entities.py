@@ -53,7 +53,7 @@ async def search_entities(
     )
     result = await services.kb_call(grounder.search_text, q, language=lang, top_k=top_k)
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
-    return {"query": q, "tau": result.tau, "hits": hits}
+    return {"query": q, "tau": result.tau, "hits": hits, "routes": result.routes}
 
 
 @router.get("/v1/entities/{entity_id}", response_model=EntityPublic, responses=ERR)

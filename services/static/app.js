@@ -71,6 +71,17 @@ function showTemplateMatch(hits) {
   $("template-img").src = "/v1/images/" + m.image.sha256;
   $("template-caption").textContent = m.name + " · image distance " + m.image_distance + "/128";
 }
+// the winning route first, then every route's score ("caption 1.00 · ocr 0.86 · lexical 0.41")
+function routeSummary(h) {
+  const scores = h.route_scores || {};
+  const others = Object.keys(scores).filter((r) => r !== h.route).sort((a, b) => scores[b] - scores[a]);
+  return [h.route, ...others].map((r) => (r in scores ? r + " " + Number(scores[r]).toFixed(2) : r)).join(" · ");
+}
+function embedderLabel(e) {
+  if (!e) return "";
+  if (typeof e === "string") return e;
+  return e.name + (e.dim ? " (" + e.dim + "-d" + (e.sparse ? ", sparse" : "") + ")" : "");
+}
 function renderEntities(list, hits, tau) {
   if (list.id === "entities") showTemplateMatch(hits);
   list.replaceChildren();
@@ -80,7 +91,7 @@ function renderEntities(list, hits, tau) {
     li.append(el("strong", h.name, "name"));
     if (h.score !== null && h.score !== undefined) li.append(el("span", Number(h.score).toFixed(3), "score"));
     if (h.source_work) li.append(el("span", " — " + h.source_work));
-    if (h.route) li.append(el("span", " [" + h.route + (h.route === "image" ? " · distance " + h.image_distance : "") + "]", "muted"));
+    if (h.route) li.append(el("span", " [" + routeSummary(h) + (h.image_distance !== null && h.image_distance !== undefined ? " · distance " + h.image_distance : "") + "]", "muted route"));
     for (const s of h.sources || []) { li.append(" "); li.append(link(s.url, s.site || s.url)); }
     list.append(li);
   }
@@ -152,7 +163,7 @@ $("run").addEventListener("click", runExplain);
 // -- knowledge base -------------------------------------------------------------------------
 async function loadStats() {
   const r = await fetch("/v1/kb/stats");
-  if (r.ok) { const s = await r.json(); $("kb-stats").textContent = (s.entities ?? s.count ?? "?") + " entities · " + (s.embedder || ""); }
+  if (r.ok) { const s = await r.json(); $("kb-stats").textContent = (s.entities ?? s.count ?? "?") + " entities · " + embedderLabel(s.embedder); }
 }
 $("kb-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();

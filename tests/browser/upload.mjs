@@ -35,6 +35,8 @@ try {
   await page.click("#kb-form button");
   await page.waitForSelector("#kb-results li .name", { timeout: 15000 });
   out.kb_results = await page.$$eval("#kb-results li .name", (els) => els.map((e) => e.textContent));
+  out.kb_routes = await page.$$eval("#kb-results li .route", (els) => els.map((e) => e.textContent));
+  out.kb_stats = await page.textContent("#kb-stats");
   await page.click("#tab-crawl");
   await page.click("#crawl-form button");
   await page.waitForSelector("#crawl-error:not([hidden])", { timeout: 15000 });

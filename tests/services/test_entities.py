@@ -18,6 +18,8 @@ async def test_search_runs_the_grounding_retriever(api):
     assert [h["id"] for h in body["hits"]] == [h.entity.id for h in expected.hits]
     assert body["tau"] == expected.tau and body["hits"][0]["name"] == "王司徒"
     assert all(h["passes_tau"] == (h["score"] >= body["tau"]) for h in body["hits"])
+    assert body["routes"] == expected.routes and body["routes"]["lexical"] == "ran"
+    assert body["hits"][0]["route"] == "caption" and body["hits"][0]["route_scores"]["caption"] == 1.0
 
 
 async def test_search_language_filter_and_listing(api):

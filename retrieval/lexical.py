@@ -1,0 +1,225 @@
+"""Embedder-independent lexical index: our zh/en tokenizer + Qdrant's BM25 weighting.
+
+Tokens (:func:`lexical_tokens`), after NFKC and case folding:
+
+- Latin (and other non-CJK) words: ``doge``, ``such``, ``wow``;
+- CJK characters as unigrams and bigrams inside each CJK run: ``诸``, ``葛``, ``诸葛`` ...;
+- Latin character 4-grams over each run of Latin letters/digits with spaces and punctuation
+  removed (prefixed ``~``), so that the n-grams cross word boundaries: OCR that drops the
+  spaces (``SUCHWOW``) shares ``~such ~uchw ~chwo ~hwow`` with ``such wow``.
+
+Why our own tokenizer: qdrant-edge 0.9's ``Bm25`` has word, whitespace, prefix and
+multilingual (dictionary word segmentation for Chinese) tokenizers, but none emits CJK
+character n-grams (robust to OCR errors and unsegmented names) or Latin character n-grams
+across word boundaries.  What it does have we use: the tokens are joined by spaces and given
+to ``qdrant_edge.Bm25`` with its ``Whitespace`` tokenizer (no stop words, no stemming, no
+lower-casing: the tokens are already normalised), which hashes them to sparse indices and
+applies BM25's term-frequency saturation and length normalisation (``k``, ``b``,
+``avg_len``) at indexing time; queries weigh each distinct token 1.0.  The collection's
+sparse vector carries Qdrant's IDF modifier, so the engine supplies the IDF at query time:
+score = Σ_{t ∈ q ∩ d} idf(t) · tf_bm25(t, d), in both store backends.
+
+The same module holds the caption route's matching: :func:`catchphrases` of an entity and
+:func:`caption_score` of OCR lines against them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+SparseVec = dict[int, float]
+
+#: BM25 parameters: the usual k and b; avg_len is the mean token count of the sample's lexical texts.
+BM25_K = 1.2
+BM25_B = 0.75
+BM25_AVG_LEN = 225.0
+NGRAM = 4
+#: OCR text longer than this is cut before tokenizing (the cue routes cut at 1000 characters too).
+MAX_LEXICAL_CHARS = 4000
+#: Caption lines shorter than this (after normalisation) are ignored: too short to identify anything.
+MIN_CAPTION_CJK = 4
+MIN_CAPTION_LATIN = 8
+#: Fuzzy containment below this is no match (one wrong OCR character in four, or two in ten, still passes).
+MIN_CONTAINMENT = 0.75
+#: The shorter side must be at least this share of the longer one (a short alias inside a long
+#: unrelated sentence, or a line that is a small piece of a long catchphrase, is no caption match).
+MIN_COVERAGE = 0.4
+
+_CJK_CHAR = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK_CHAR}]+")
+_IS_CJK = re.compile(f"[{_CJK_CHAR}]")
+_WORD = re.compile(rf"[^\W_{_CJK_CHAR}]+")
+_ALNUM_RUN = re.compile(rf"[^\W_{_CJK_CHAR}]+(?:[\W_]+[^\W_{_CJK_CHAR}]+)*")
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_QUOTED = re.compile(
+    r"“([^“”]{2,120})”|「([^「」]{2,120})」|『([^『』]{2,120})』|‘([^‘’]{2,120})’|\"([^\"]{2,120})\"|(?<![A-Za-z])'([^']{2,120})'(?![A-Za-z])"
+)
+
+
+def normalize(text: str) -> str:
+    """NFKC (full width → half width) and case folding."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def squash(text: str) -> str:
+    """Caption key: normalised, with spaces, punctuation, symbols and control characters removed."""
+    return _NOT_ALNUM.sub("", normalize(text))
+
+
+def lexical_tokens(text: str) -> list[str]:
+    """Tokens of a text for the lexical index (words, CJK uni/bigrams, Latin 4-grams across words)."""
+    text = normalize(text[:MAX_LEXICAL_CHARS])
+    tokens: list[str] = []
+    for run in _CJK_RUN.findall(text):
+        tokens.extend(run)
+        tokens.extend(run[i : i + 2] for i in range(len(run) - 1))
+    tokens.extend(_WORD.findall(text))
+    for run in _ALNUM_RUN.findall(text):
+        flat = _NOT_ALNUM.sub("", run)
+        if len(flat) >= NGRAM and not flat.isdigit():
+            tokens.extend("~" + flat[i : i + NGRAM] for i in range(len(flat) - NGRAM + 1))
+    return tokens
+
+
+def lexical_text(entity: Any) -> str:
+    """What an entity is indexed by: name, aliases, source work, cultural usage, description."""
+    return "\n".join(
+        x for x in (entity.name, " ; ".join(entity.aliases), entity.source_work, entity.cultural_usage, entity.description) if x
+    )
+
+
+@lru_cache(maxsize=1)
+def _bm25() -> Any:
+    import qdrant_edge as qe
+
+    config = qe.Bm25Config(
+        k=BM25_K,
+        b=BM25_B,
+        avg_len=BM25_AVG_LEN,
+        tokenizer=qe.TokenizerType.Whitespace,
+        lowercase=False,
+        stopwords=qe.StopwordsSet(languages=set(), custom=set()),
+        stemmer=qe.DisabledStemmer(),
+    )
+    return qe.Bm25(config)
+
+
+def _sparse(vec: Any) -> SparseVec:
+    return {int(i): float(v) for i, v in zip(vec.indices, vec.values)}
+
+
+def encode_document(text: str) -> SparseVec:
+    """BM25 document weights (tf saturation + length normalisation) of a text, keyed by token hash."""
+    tokens = lexical_tokens(text)
+    return _sparse(_bm25().embed_document(" ".join(tokens))) if tokens else {}
+
+
+def encode_documents(texts: Iterable[str]) -> list[SparseVec]:
+    """:func:`encode_document` for each text."""
+    return [encode_document(t) for t in texts]
+
+
+def encode_query(text: str) -> SparseVec:
+    """Query weights: 1.0 per distinct token (the engine multiplies in the IDF)."""
+    tokens = lexical_tokens(text)
+    return _sparse(_bm25().embed_query(" ".join(tokens))) if tokens else {}
+
+
+def idf_single(n_entities: int) -> float:
+    """Qdrant's IDF of a term found in exactly one of ``n_entities`` entities."""
+    n = max(n_entities, 1)
+    return math.log(1.0 + (n - 1 + 0.5) / (1 + 0.5))
+
+
+def normalized_bm25(score: float, query: SparseVec, n_entities: int) -> float:
+    """BM25 score as a share of a perfect rare-term match: min(1, score / (|q| · idf_single(N)))."""
+    if not query or score <= 0:
+        return 0.0
+    return min(1.0, score / (len(query) * idf_single(n_entities)))
+
+
+# -- caption route ------------------------------------------------------------------------------
+def catchphrases(entity: Any) -> list[str]:
+    """An entity's catchphrases: the quoted lines of its cultural usage, its aliases and its name."""
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(entity.cultural_usage or "")]
+    out: dict[str, str] = {}
+    for p in (*quoted, *entity.aliases, entity.name):
+        if p.strip():
+            out.setdefault(squash(p), p.strip())
+    return [p for k, p in out.items() if k]
+
+
+def long_enough(key: str) -> bool:
+    """Whether a squashed line is long enough to count: ≥ 4 CJK characters, or ≥ 8 Latin characters."""
+    cjk = len(_IS_CJK.findall(key))
+    return cjk >= MIN_CAPTION_CJK or (cjk == 0 and len(key) >= MIN_CAPTION_LATIN) or (cjk and len(key) - cjk >= MIN_CAPTION_LATIN)
+
+
+def caption_lines(ocr_text: str, max_lines: int = 50) -> list[str]:
+    """Squashed caption keys to match: each OCR line, each pair of adjacent lines, and all lines joined."""
+    lines = [squash(x) for x in ocr_text[:MAX_LEXICAL_CHARS].splitlines()]
+    lines = [x for x in lines if x][:max_lines]
+    keys = list(lines)
+    keys += [a + b for a, b in zip(lines, lines[1:])]
+    if len(lines) > 2:
+        keys.append("".join(lines))
+    return [k for k in dict.fromkeys(keys) if long_enough(k)]
+
+
+def containment(short: str, long: str) -> float:
+    """How well ``short`` occurs inside ``long``: 1.0 as a substring, else rapidfuzz's ``partial_ratio``
+    (the best-aligned substring of ``long``; one substituted character in n costs 1/n)."""
+    if short in long:
+        return 1.0
+    from rapidfuzz import fuzz
+
+    return fuzz.partial_ratio(short, long) / 100.0
+
+
+@dataclass
+class CaptionMatch:
+    """The best OCR line / catchphrase pair of one entity."""
+
+    score: float
+    line: str
+    phrase: str
+
+
+def caption_score(lines: Sequence[str], phrases: Sequence[str]) -> CaptionMatch | None:
+    """Best normalised containment of an OCR line in a catchphrase or of a catchphrase in a line.
+
+    Only pairs whose shorter side is long enough (:func:`long_enough`) and covers at least
+    MIN_COVERAGE of the longer side count, and a match needs containment ≥ MIN_CONTAINMENT.
+    The score is that containment times min(1, 2·len(shorter) / len(longer)): a verbatim line
+    (or one covering at least half of the catchphrase, or a catchphrase filling at least half of
+    the line) scores 1.0, a short alias inside a long unrelated sentence nothing.
+    """
+    best: CaptionMatch | None = None
+    lines = sorted(lines, key=len, reverse=True)  # the longest matching line is reported
+    for phrase in phrases:
+        pkey = squash(phrase)
+        if not pkey:
+            continue
+        for line in lines:
+            short, long = (line, pkey) if len(line) <= len(pkey) else (pkey, line)
+            if not long_enough(short) or len(short) < MIN_COVERAGE * len(long) or not _shares_bigram(short, long):
+                continue
+            c = containment(short, long)
+            if c < MIN_CONTAINMENT:
+                continue
+            score = c * min(1.0, 2.0 * len(short) / len(long))
+            if best is None or score > best.score:
+                best = CaptionMatch(score, line, phrase)
+                if score == 1.0:
+                    return best
+    return best
+
+
+def _shares_bigram(a: str, b: str) -> bool:
+    return any(a[i : i + 2] in b for i in range(0, max(len(a) - 1, 1), 2))
