@@ -24,6 +24,7 @@ from culturebase.store.base import (
     SparseVec,
     StoreError,
 )
+from culturebase.store.layout import LayoutPolicy
 
 ENTITY_DENSE = ("full", "identity", "visual", "usage")
 ENTITY_SPARSE = ("full_sparse", "identity_sparse")
@@ -208,11 +209,16 @@ def open_backend(settings: Settings) -> Backend:
             hnsw_ef=settings.hnsw_ef,
             hnsw_m=settings.hnsw_m,
             hnsw_ef_construct=settings.hnsw_ef_construct,
+            layout_policy=LayoutPolicy.from_settings(settings),
         )
     from culturebase.store.edge import EdgeBackend
 
     return EdgeBackend(
-        settings.kb_path, hnsw_ef=settings.hnsw_ef, hnsw_m=settings.hnsw_m, hnsw_ef_construct=settings.hnsw_ef_construct
+        settings.kb_path,
+        hnsw_ef=settings.hnsw_ef,
+        hnsw_m=settings.hnsw_m,
+        hnsw_ef_construct=settings.hnsw_ef_construct,
+        layout_policy=LayoutPolicy.from_settings(settings),
     )
 
 
