@@ -58,6 +58,9 @@ class Settings(BaseSettings):
         default_factory=lambda: ["identity", "usage", "visual", "text"],
         description="Named dense vectors that get an HNSW graph; the others (e.g. `full`) are only scanned exactly/filtered.",
     )
+    min_free_disk_mb: int = Field(
+        256, ge=0, description="An import into the embedded store stops (keeping what it stored) when less disk than this is free."
+    )
     quantization_oversampling: float = Field(
         2.0, ge=1.0, le=16.0, description="Candidates fetched from the int8 copy per result, then rescored with the originals."
     )

@@ -34,6 +34,7 @@ from culturebase.store.base import (
     StoreLockedError,
     StoreReadOnlyError,
     check_embedder,
+    point_from_record,
     point_parts,
     point_uuid,
     sparse_parts,
@@ -286,6 +287,11 @@ class EdgeBackend(Backend):
             sparse_vectors={n: qe.EdgeSparseVectorParams() for n in spec.sparse} or None,
             hnsw_config=hnsw,
             payload_memory=qe.Memory.Cold if layout.on_disk else qe.Memory.Cached,
+            optimizers=(
+                qe.EdgeOptimizersConfig(indexing_threshold=layout.indexing_threshold_kb)
+                if layout.indexing_threshold_kb is not None
+                else None
+            ),
         )
 
     def _create_at(self, folder: Path, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> Any:

@@ -48,6 +48,7 @@ class StoreLayout:
     hnsw_vectors: tuple[str, ...] | None = None  # None: every dense vector gets a graph
     quantile: float = 0.99
     oversampling: float = 2.0
+    indexing_threshold_kb: int | None = None  # None: the engine's default (10 MB of vectors per segment)
 
     def has_hnsw(self, vector_name: str) -> bool:
         """Whether ``vector_name`` gets an HNSW graph."""
@@ -72,6 +73,7 @@ class StoreLayout:
             hnsw_vectors=tuple(hv) if hv is not None else None,
             quantile=float(raw.get("quantile", 0.99)),
             oversampling=float(raw.get("oversampling", 2.0)),
+            indexing_threshold_kb=raw.get("indexing_threshold_kb"),
         )
 
     def describe(self) -> str:
@@ -91,6 +93,7 @@ class LayoutPolicy:
     large_kb: int = 20_000
     hnsw_vectors: tuple[str, ...] | None = None
     oversampling: float = 2.0
+    indexing_threshold_kb: int | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> "LayoutPolicy":
@@ -111,7 +114,13 @@ class LayoutPolicy:
         hnsw = None
         if self.hnsw_vectors is not None:
             hnsw = tuple(n for n in dense if n in self.hnsw_vectors)
-        return StoreLayout(quantization=quant, on_disk=on_disk, hnsw_vectors=hnsw, oversampling=self.oversampling)
+        return StoreLayout(
+            quantization=quant,
+            on_disk=on_disk,
+            hnsw_vectors=hnsw,
+            oversampling=self.oversampling,
+            indexing_threshold_kb=self.indexing_threshold_kb,
+        )
 
 
 # -- engine configuration (kept here so the backends' create paths stay one call) --------------
