@@ -251,9 +251,8 @@ def test_older_layout_on_a_server_collection_is_read_only(tmp_path):
     store = CultureBaseStore(backend, INFO)
     store.upsert_entities(_entities(2), _vectors(2), _sparse(2))
     physical = backend._physical("old_entities")
-    meta = dict(backend._client.get_collection(physical).config.metadata)
-    meta.pop("layout")
-    backend._client.update_collection(physical, metadata=meta)
+    # what an older CultureKAR wrote has no layout (metadata updates merge keys, so clear it)
+    backend._client.update_collection(physical, metadata={"layout": None})
     backend._open.clear()
     reopened = CultureBaseStore(backend, INFO, create=False)
     with pytest.raises(StoreReadOnlyError, match="kar kb reindex"):
