@@ -128,7 +128,9 @@ class KnowledgeBase:
         """Open the configured store for the configured (or given) embedder."""
         from culturebase.store import open_store
 
-        embedder = embedder or build_embedder(settings)
+        from retrieval.embedders.serial import SerialEmbedder
+
+        embedder = SerialEmbedder.wrap(embedder or build_embedder(settings))  # the only serialised part of grounding
         store = open_store(settings, embedder_info(embedder), create=create)
         kb = cls(store, embedder, embed_batch=max(settings.embedder_batch_size, 1))
         kb.min_free_bytes = settings.min_free_disk_mb * 2**20

@@ -50,7 +50,7 @@ async def search_entities(
     grounder = EntityGrounder(
         services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k, candidates=max(settings.grounding_candidates, top_k)
     )
-    result = await services.kb_call(grounder.search_text, q, language=lang, top_k=top_k)
+    result = await services.kb_read(grounder.search_text, q, language=lang, top_k=top_k)
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
     return {"query": q, "tau": result.tau, "hits": hits}
 
