@@ -134,7 +134,11 @@ class CultureBaseStore:
         storage layout chosen for that size (a non-empty one keeps its layout until `kar kb reindex`)."""
         coll = self.entities
         layout = getattr(coll, "layout", None)
-        if getattr(coll, "read_only", None) or coll.count() > 0:
+        if getattr(coll, "read_only", None):  # refuse before anything is embedded
+            from culturebase.store.base import StoreReadOnlyError
+
+            raise StoreReadOnlyError(coll.read_only)  # type: ignore[attr-defined]
+        if coll.count() > 0:
             return
         policy = getattr(self.backend, "layout_policy", None)
         if policy is None or layout == policy.choose(incoming, coll.spec.dense):

@@ -124,8 +124,12 @@ def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
     if json_out:
         emit_json(stats)
     else:
+        from rich.markup import escape
+
         for key, value in stats.items():
-            Console().print(f"{key}: {value}", highlight=False)
+            if key == "storage" and isinstance(value, dict):  # one line: the layout, and why it is read-only
+                value = value.get("describe", "") + (f"; read-only: {value['read_only']}" if value.get("read_only") else "")
+            Console().print(escape(f"{key}: {value}"), highlight=False, soft_wrap=True)
 
 
 @kb_app.command("get")
