@@ -89,6 +89,14 @@ def rss_mb(field: str = "VmRSS") -> float:
     return 0.0
 
 
+def cpu_s() -> float:
+    """CPU seconds this process used (all its threads): the work, whatever the machine's load."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def rss_parts() -> dict:
     return {"anon_mb": round(rss_mb("RssAnon"), 1), "file_mb": round(rss_mb("RssFile"), 1)}
 
@@ -199,6 +207,8 @@ def run_build(args: argparse.Namespace) -> dict:
     apparent = sum(st.st_size for st in files)
     return {
         "build_s": round(build_s, 1),
+        "build_cpu_s": round(cpu_s(), 1),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
         "upsert_s": round(load_s, 1),
         "index_s": round(build_s - load_s, 1),
         "entities_per_s": round(args.n / build_s, 1),

@@ -259,3 +259,25 @@ def test_older_layout_on_a_server_collection_is_read_only(tmp_path):
         reopened.upsert_entities(_entities(1), _vectors(1), _sparse(1))
     assert reopened.count() == 2
     store.close()
+
+
+def test_reindex_reuses_stored_vectors_on_both_backends(backend_kind, tmp_path):
+    from retrieval.knowledge_base import _reindex_reusing_vectors
+
+    backend = _backend(backend_kind, tmp_path, LayoutPolicy(quantization="none", on_disk="false"))
+    store = CultureBaseStore(backend, INFO)
+    ents, vecs = _entities(25), _vectors(25, seed=3)
+    store.upsert_entities(ents, vecs, _sparse(25))
+    backend.layout_policy = BIG  # only storage/index settings change
+    progress: list[int] = []
+    result = _reindex_reusing_vectors(backend, store, INFO, 7, progress.append)
+    assert result == {"entities": 25, "corpus_chunks": 0, "from": INFO.describe(), "to": INFO.describe(), "reused_vectors": True}
+    assert sum(progress) == 25
+    migrated = CultureBaseStore(backend, INFO, create=False)
+    try:
+        assert migrated.layout_info()["layout"]["quantization"] == "int8" and migrated.count() == 25
+        for i in (0, 24):
+            assert migrated.search("visual", vecs["visual"][i], limit=1)[0][0].id == ents[i].id
+        assert migrated.entities.retrieve_sparse([ents[3].id], "full_sparse") == {ents[3].id: {3: 1.0}}
+    finally:
+        migrated.close()
