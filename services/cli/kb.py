@@ -183,7 +183,7 @@ def reindex_cmd(
         emit_json(result)
     else:
         how = "stored vectors reused" if result.get("reused_vectors") else "re-embedded"
-        console.print(
+        Console().print(  # a console on the current stdout (as stats/search use)
             f"reindexed {result['entities']} entities and {result['corpus_chunks']} corpus chunks ({how}): "
             f"{result['from']} → {result['to']}",
             highlight=False,
