@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -225,6 +226,7 @@ class EdgeBackend(Backend):
             raise StoreError(f"CultureBase folder {self.root} is not readable and writable by this user")
         self._lock_fd = self._acquire_lock()
         self._open: dict[str, EdgeCollection] = {}
+        self._open_lock = threading.RLock()
 
     def describe(self) -> str:
         return f"embedded Qdrant Edge at {self.root}"
@@ -318,6 +320,14 @@ class EdgeBackend(Backend):
 
     def open_collection(
         self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True, expected_points: int | None = None
+    ) -> EdgeCollection:
+        # one opener at a time: concurrent first searches must not load the same shard twice
+        # (its WAL is locked by the first load)
+        with self._open_lock:
+            return self._open_collection(spec, embedder, create, expected_points)
+
+    def _open_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool, expected_points: int | None
     ) -> EdgeCollection:
         if spec.name in self._open:
             coll = self._open[spec.name]

@@ -88,3 +88,31 @@ async def test_pipeline_grounds_while_the_store_write_lock_is_held(hash_kb, zhug
     assert all(r.error is None for r in results)
     names = [{h["name"] for h in r.trace["grounding"]["hits"]} for r in results]
     assert all(n == names[0] for n in names) and "诸葛亮" in names[0]
+
+
+def test_concurrent_first_searches_open_a_collection_once(tmp_path):
+    """Eight threads whose first call touches a not-yet-opened collection (the corpus) at once."""
+    from culturebase.store import CultureBaseStore, EmbedderInfo
+    from culturebase.store.edge import EdgeBackend
+
+    info = EmbedderInfo("test-hash-trigrams", 64)
+    writer = CultureBaseStore(EdgeBackend(tmp_path / "kb"), info)
+    emb = HashEmbedder()
+    from culturebase.store import PointRecord
+
+    texts = [f"page {i} about memes" for i in range(20)]
+    vecs = emb.encode_documents(texts).dense
+    writer.corpus.upsert([PointRecord(id=f"u{i}", dense={"text": vecs[i]}, payload={"text": t}) for i, t in enumerate(texts)])
+    writer.close()
+    store = CultureBaseStore(EdgeBackend(tmp_path / "kb"), info)
+    try:
+        barrier = threading.Barrier(8)
+
+        def first_search(i):
+            barrier.wait()
+            return store.corpus.search("text", vecs[i], 1)[0].id
+
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(first_search, range(8))) == [f"u{i}" for i in range(8)]
+    finally:
+        store.close()
