@@ -157,6 +157,7 @@ def run_numpy(args: argparse.Namespace) -> dict:
     with threadpool_limits(1):  # 8 callers x BLAS threads each would oversubscribe 2 cores
         lat8, _, rss8 = timed_run(lambda q: numpy_topk(matrix, q), qs, args.threads)
     np.save(args.out, np.stack(exact))
+    np.save(str(args.out).replace(".npy", "") + ".queries.npy", qs)  # the query process reads them, not the matrix
     return {
         "rss_after_load_mb": round(rss_load, 1),
         "rss_under_load_mb": round(rss8, 1),
@@ -228,20 +229,8 @@ def run_query(args: argparse.Namespace) -> dict:
 
     settings = Settings()
     info = EmbedderInfo("synthetic", args.dim)
-    cents = centres(args.n, args.dim, args.seed)
-    # the same queries as the numpy process, without holding the matrix here
-    rng = np.random.default_rng([args.seed, 99])
-    picks = rng.integers(0, args.n, size=args.queries)
-    noise = rng.normal(scale=0.03, size=(args.queries, args.dim)).astype(np.float32)
-    rows = {}
-    for start in sorted({int(p) // CHUNK * CHUNK for p in picks}):
-        block = chunk_vectors(args.n, args.dim, args.seed, start, "identity", cents)
-        for j, p in enumerate(picks):
-            if start <= p < start + CHUNK:
-                rows[j] = block[p - start]
-    del cents
-    qs = np.stack([rows[j] for j in range(args.queries)]) + noise
-    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    # the numpy process's queries and exact answers (this process never holds the vectors)
+    qs = np.load(str(args.exact).replace(".npy", "") + ".queries.npy")
     exact = np.load(args.exact)
     base = rss_mb()
     backend = EdgeBackend(args.kb, hnsw_ef=settings.hnsw_ef)
