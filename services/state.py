@@ -45,6 +45,11 @@ class KarServices:
 
         return await asyncio.to_thread(run)
 
+    async def kb_read(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a read-only store call (grounding search) in the threadpool without the store lock:
+        the store serves concurrent searches and the KB's embedder serialises its own calls."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
     def crawl_manager(self) -> Any:
         if self._crawl is None:
             from crawlers.jobs import CrawlJobManager

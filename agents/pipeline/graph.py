@@ -71,7 +71,7 @@ class PipelineDeps:
     search: WebSearch | None = None
     ocr: OCREngine | None = None
     config: PipelineConfig = field(default_factory=PipelineConfig)
-    lock: threading.Lock = field(default_factory=threading.Lock)  # guards the embedder/store
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards store writes; grounding reads run without it
 
 
 def _error(stage: str, exc: BaseException) -> dict[str, Any]:
@@ -277,8 +277,8 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
                     cues.image = route.hash_query(state["image"])
                 except Exception:  # undecodable here: grounding goes on with the text routes
                     cues.image = None
-            with deps.lock:
-                return deps.grounder.ground(cues, language=cfg.grounding_language)
+            # no global lock: the store serves concurrent searches; the KB's embedder serialises itself
+            return deps.grounder.ground(cues, language=cfg.grounding_language)
 
         try:
             result = await asyncio.to_thread(run) if not getattr(deps.grounder, "inline", False) else run()

@@ -36,6 +36,10 @@ class StoreNotFoundError(StoreError):
     """The collection does not exist yet (nothing was imported)."""
 
 
+class StoreReadOnlyError(StoreError):
+    """The collection was opened read-only (older layout): ``kar kb reindex`` migrates it."""
+
+
 @dataclass(frozen=True)
 class EmbedderInfo:
     """Which embedder built a collection: recorded at creation, checked on every open."""
@@ -121,6 +125,20 @@ def point_parts(
     return dense, sparse, {**point.payload, "_id": point.id}
 
 
+def point_from_record(payload: dict[str, Any] | None, vector: Any, spec: CollectionSpec) -> PointRecord:
+    """A stored point (payload with ``_id``, engine vectors) back as a :class:`PointRecord`."""
+    payload = dict(payload or {})
+    pid = str(payload.pop("_id"))
+    vectors = vector if isinstance(vector, dict) else {}
+    dense = {n: np.asarray(vectors[n], dtype=np.float32) for n in spec.dense if n in vectors}
+    sparse: dict[str, SparseVec] = {}
+    for n in spec.sparse:
+        v = vectors.get(n)
+        if v is not None:
+            sparse[n] = dict(zip(v.indices, v.values))
+    return PointRecord(id=pid, dense=dense, payload=payload, sparse=sparse)
+
+
 class Collection(abc.ABC):
     """One named collection in a backend."""
 
@@ -169,6 +187,18 @@ class Collection(abc.ABC):
     def optimize(self) -> None:
         """Build indexes and merge segments now (no-op where the engine does it in the background)."""
 
+    def scroll_points(self, batch: int = 256) -> Iterator[PointRecord]:
+        """Every point with its vectors (``kar kb reindex`` reuses them when the embedder is unchanged)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read its vectors back")
+
+    def begin_bulk(self) -> None:
+        """Prepare for a bulk import: defer index building until :meth:`end_bulk`."""
+
+    def end_bulk(self) -> None:
+        """Finish a bulk import: persist and build the indexes once."""
+        self.flush()
+        self.optimize()
+
 
 class Backend(abc.ABC):
     """A place that holds collections."""
@@ -176,8 +206,13 @@ class Backend(abc.ABC):
     kind: str
 
     @abc.abstractmethod
-    def open_collection(self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True) -> Collection:
-        """Open (or create) a collection, refusing one built by another embedder."""
+    def open_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True, expected_points: int | None = None
+    ) -> Collection:
+        """Open (or create) a collection, refusing one built by another embedder.
+
+        A collection created here gets the storage layout the settings choose for
+        ``expected_points`` (see :mod:`culturebase.store.layout`)."""
 
     @abc.abstractmethod
     def collection_info(self, name: str) -> dict[str, Any] | None:
@@ -185,9 +220,13 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def replace_collection(
-        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]]
+        self,
+        spec: CollectionSpec,
+        embedder: EmbedderInfo,
+        points: Iterator[Sequence[PointRecord]],
+        expected_points: int | None = None,
     ) -> Collection:
-        """Build a new collection from batches of points, then swap it in place of the old one."""
+        """Build a new collection from batches of points (layout chosen for ``expected_points``), then swap it in."""
 
     @abc.abstractmethod
     def drop_collection(self, name: str) -> None:

@@ -8,7 +8,7 @@ another one (see ``kar kb reindex``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from culturebase.store.base import (
     SparseVec,
     StoreError,
 )
+from culturebase.store.layout import LayoutPolicy
+
+if TYPE_CHECKING:
+    from culturebase.store.bulk import BulkWriter
 
 ENTITY_DENSE = ("full", "identity", "visual", "usage")
 ENTITY_SPARSE = ("full_sparse", "identity_sparse")
@@ -121,6 +125,71 @@ class CultureBaseStore:
         self.entities.flush()
         return n
 
+    # -- bulk import (layout by size, deferred indexing, disk guard) -----------------------
+    def entity_points(
+        self, entities: Sequence[Entity], dense: dict[str, np.ndarray], sparse: dict[str, Sequence[SparseVec]] | None = None
+    ) -> list[PointRecord]:
+        """Points for entities with their route vectors (``dense[name]`` is an (n, dim) array)."""
+        n = len(entities)
+        spec = self.entities.spec
+        for name in spec.dense:
+            if name not in dense or len(dense[name]) != n:
+                raise StoreError(f"entity_points: vector {name!r} missing or not one row per entity")
+        return [
+            PointRecord(
+                id=e.id,
+                dense={name: dense[name][i] for name in spec.dense},
+                sparse={name: (sparse or {}).get(name, [{}] * n)[i] for name in spec.sparse},
+                payload=e.to_payload(),
+            )
+            for i, e in enumerate(entities)
+        ]
+
+    def prepare_layout(self, incoming: int) -> None:
+        """Before importing ``incoming`` entities: an empty entity collection is re-created with the
+        storage layout chosen for that size (a non-empty one keeps its layout until `kar kb reindex`)."""
+        coll = self.entities
+        layout = getattr(coll, "layout", None)
+        if getattr(coll, "read_only", None):  # refuse before anything is embedded
+            from culturebase.store.base import StoreReadOnlyError
+
+            raise StoreReadOnlyError(coll.read_only)  # type: ignore[attr-defined]
+        if coll.count() > 0:
+            return
+        policy = getattr(self.backend, "layout_policy", None)
+        if policy is None or layout == policy.choose(incoming, coll.spec.dense):
+            return
+        self.backend.drop_collection(coll.spec.name)
+        self._entities = self.backend.open_collection(
+            entity_spec(self.embedder), self.embedder, create=True, expected_points=incoming
+        )
+
+    def bulk_writer(
+        self, total: int | None = None, progress: Any = None, min_free_bytes: int = 256 * 2**20
+    ) -> "BulkWriter":
+        """A :class:`~culturebase.store.bulk.BulkWriter` into the entity collection (use as a context manager)."""
+        from culturebase.store.bulk import BulkWriter
+
+        return BulkWriter(
+            self.entities,
+            total=total,
+            disk_path=getattr(self.backend, "root", None),
+            min_free_bytes=min_free_bytes,
+            progress=progress,
+            what="entities",
+        )
+
+    def layout_info(self) -> dict[str, Any]:
+        """The entity collection's storage layout (quantization, on-disk, HNSW vectors) and whether it is read-only."""
+        if self._entities is None and self.backend.collection_info("entities") is None:
+            return {}
+        layout = getattr(self.entities, "layout", None)
+        return {
+            "layout": layout.to_meta() if layout is not None else None,
+            "describe": layout.describe() if layout is not None else "older layout (float32 in RAM, no quantization)",
+            "read_only": getattr(self.entities, "read_only", None),
+        }
+
     def delete(self, ids: Sequence[str]) -> int:
         """Delete entities by id; returns how many existed."""
         existing = [p["_id"] for p in self.entities.retrieve(list(ids))]
@@ -195,6 +264,7 @@ class CultureBaseStore:
             "by_site": dict(sorted(by_site.items())),
             "corpus_chunks": corpus_count,
             "backend": self.backend.describe(),
+            "storage": self.layout_info(),
             "embedder": {"name": self.embedder.name, "dim": self.embedder.dim, "sparse": self.embedder.sparse},
             "lexical_index": self.has_lexical if total else None,
         }
@@ -225,11 +295,16 @@ def open_backend(settings: Settings) -> Backend:
             hnsw_ef=settings.hnsw_ef,
             hnsw_m=settings.hnsw_m,
             hnsw_ef_construct=settings.hnsw_ef_construct,
+            layout_policy=LayoutPolicy.from_settings(settings),
         )
     from culturebase.store.edge import EdgeBackend
 
     return EdgeBackend(
-        settings.kb_path, hnsw_ef=settings.hnsw_ef, hnsw_m=settings.hnsw_m, hnsw_ef_construct=settings.hnsw_ef_construct
+        settings.kb_path,
+        hnsw_ef=settings.hnsw_ef,
+        hnsw_m=settings.hnsw_m,
+        hnsw_ef_construct=settings.hnsw_ef_construct,
+        layout_policy=LayoutPolicy.from_settings(settings),
     )
 
 

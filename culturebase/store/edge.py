@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,11 +33,14 @@ from culturebase.store.base import (
     SparseVec,
     StoreError,
     StoreLockedError,
+    StoreReadOnlyError,
     check_embedder,
+    point_from_record,
     point_parts,
     point_uuid,
     sparse_parts,
 )
+from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params
 
 log = logging.getLogger(__name__)
 META_FILE = "culturekar.json"
@@ -62,17 +66,33 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
 class EdgeCollection(Collection):
     """A collection stored as one Qdrant Edge shard."""
 
-    def __init__(self, path: Path, spec: CollectionSpec, embedder: EmbedderInfo, shard: Any, hnsw_ef: int = 128) -> None:
+    def __init__(
+        self,
+        path: Path,
+        spec: CollectionSpec,
+        embedder: EmbedderInfo,
+        shard: Any,
+        hnsw_ef: int = 128,
+        layout: StoreLayout | None = None,
+        read_only: str | None = None,
+    ) -> None:
         self.path = path
         self.hnsw_ef = hnsw_ef
         self.spec = spec
         self.embedder = embedder
         self._shard = shard
+        self.layout = layout
+        self.read_only = read_only
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreReadOnlyError(self.read_only)
 
     # -- writes -------------------------------------------------------------------------
     def upsert(self, points: Sequence[PointRecord]) -> None:
         if not points:
             return
+        self._writable()
         qe = _edge()
         batch = []
         for p in points:
@@ -84,6 +104,7 @@ class EdgeCollection(Collection):
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
+            self._writable()
             qe = _edge()
             self._shard.update(qe.UpdateOperation.delete_points([point_uuid(i) for i in ids]))
 
@@ -92,7 +113,29 @@ class EdgeCollection(Collection):
 
     def optimize(self) -> None:
         """Run Qdrant's segment optimizers in-process (builds the HNSW index once segments are large)."""
-        self._shard.optimize()
+        if not self.read_only:
+            self._shard.optimize()
+
+    def scroll_points(self, batch: int = 256) -> Iterator[PointRecord]:
+        """Every point with its dense and sparse vectors (reindex without re-embedding)."""
+        qe = _edge()
+        offset = None
+        names = list(self.spec.dense) + list(self.spec.sparse)
+        while True:
+            records, offset = self._shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=names)
+            )
+            for r in records:
+                yield point_from_record(r.payload, r.vector, self.spec)
+            if offset is None or not records:
+                return
+
+    def _search_params(self, limit: int) -> Any:
+        qe = _edge()
+        quant = None
+        if self.layout is not None and self.layout.quantization != "none":
+            quant = qe.QuantizationSearchParams(rescore=True, oversampling=self.layout.oversampling)
+        return qe.SearchParams(hnsw_ef=max(self.hnsw_ef, limit), quantization=quant)
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -132,7 +175,7 @@ class EdgeCollection(Collection):
     def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
-        params = qe.SearchParams(hnsw_ef=max(self.hnsw_ef, limit))
+        params = self._search_params(limit)
         hits = self._shard.search(
             qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=True)
         )
@@ -151,7 +194,8 @@ class EdgeCollection(Collection):
 
     def close(self) -> None:
         try:
-            self._shard.flush()
+            if not self.read_only:
+                self._shard.flush()
         finally:
             self._shard.close()
 
@@ -161,8 +205,16 @@ class EdgeBackend(Backend):
 
     kind = "embedded"
 
-    def __init__(self, root: Path | str, hnsw_ef: int = 128, hnsw_m: int = 32, hnsw_ef_construct: int = 200) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        hnsw_ef: int = 128,
+        hnsw_m: int = 32,
+        hnsw_ef_construct: int = 200,
+        layout_policy: LayoutPolicy | None = None,
+    ) -> None:
         self.root = Path(root)
+        self.layout_policy = layout_policy or LayoutPolicy()
         self.hnsw_ef = hnsw_ef
         self.hnsw_m = hnsw_m
         self.hnsw_ef_construct = hnsw_ef_construct
@@ -174,6 +226,7 @@ class EdgeBackend(Backend):
             raise StoreError(f"CultureBase folder {self.root} is not readable and writable by this user")
         self._lock_fd = self._acquire_lock()
         self._open: dict[str, EdgeCollection] = {}
+        self._open_lock = threading.RLock()
 
     def describe(self) -> str:
         return f"embedded Qdrant Edge at {self.root}"
@@ -228,21 +281,28 @@ class EdgeBackend(Backend):
         except (OSError, json.JSONDecodeError) as exc:
             raise StoreError(f"collection metadata {path} is unreadable: {exc}") from exc
 
-    def _config(self, spec: CollectionSpec, embedder: EmbedderInfo) -> Any:
+    def _config(self, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> Any:
         qe = _edge()
+        hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=10_000)
         return qe.EdgeConfig(
-            vectors={n: qe.EdgeVectorParams(size=embedder.dim, distance=qe.Distance.Cosine) for n in spec.dense},
+            vectors=edge_vector_params(qe, layout, spec.dense, embedder.dim, hnsw),
             sparse_vectors={
                 n: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if n in spec.idf_sparse else None) for n in spec.sparse
             }
             or None,
-            hnsw_config=qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=10_000),
+            hnsw_config=hnsw,
+            payload_memory=qe.Memory.Cold if layout.on_disk else qe.Memory.Cached,
+            optimizers=(
+                qe.EdgeOptimizersConfig(indexing_threshold=layout.indexing_threshold_kb)
+                if layout.indexing_threshold_kb is not None
+                else None
+            ),
         )
 
-    def _create_at(self, folder: Path, spec: CollectionSpec, embedder: EmbedderInfo) -> Any:
+    def _create_at(self, folder: Path, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> Any:
         qe = _edge()
         shard_dir = folder / "shard"
-        shard = qe.EdgeShard.create(str(shard_dir), self._config(spec, embedder))
+        shard = qe.EdgeShard.create(str(shard_dir), self._config(spec, embedder, layout))
         for field_name in spec.keyword_indexes:
             shard.update(qe.UpdateOperation.create_field_index(field_name, qe.PayloadSchemaType.Keyword))
         meta = {
@@ -253,6 +313,7 @@ class EdgeBackend(Backend):
             "dense_vectors": list(spec.dense),
             "sparse_vectors": list(spec.sparse),
             "schema_version": SCHEMA_VERSION,
+            "layout": layout.to_meta(),
             "created_at": datetime.now(timezone.utc).isoformat(),
         }
         tmp = folder / (META_FILE + ".tmp")
@@ -260,7 +321,17 @@ class EdgeBackend(Backend):
         tmp.replace(folder / META_FILE)
         return shard
 
-    def open_collection(self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True) -> EdgeCollection:
+    def open_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True, expected_points: int | None = None
+    ) -> EdgeCollection:
+        # one opener at a time: concurrent first searches must not load the same shard twice
+        # (its WAL is locked by the first load)
+        with self._open_lock:
+            return self._open_collection(spec, embedder, create, expected_points)
+
+    def _open_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool, expected_points: int | None
+    ) -> EdgeCollection:
         if spec.name in self._open:
             coll = self._open[spec.name]
             check_embedder(spec.name, {"embedder": coll.embedder.name, "dim": coll.embedder.dim}, embedder, str(self.root))
@@ -268,6 +339,7 @@ class EdgeBackend(Backend):
         folder = self.root / spec.name
         meta = self.collection_info(spec.name)
         qe = _edge()
+        read_only = None
         if meta is None:
             if not create:
                 from culturebase.store.base import StoreNotFoundError
@@ -276,11 +348,16 @@ class EdgeBackend(Backend):
             if folder.exists():
                 shutil.rmtree(folder)  # a creation that died before writing its metadata
             folder.mkdir(parents=True)
-            shard = self._create_at(folder, spec, embedder)
+            layout = self.layout_policy.choose(expected_points, spec.dense)
+            shard = self._create_at(folder, spec, embedder, layout)
         else:
             check_embedder(spec.name, meta, embedder, str(self.root))
+            layout = StoreLayout.from_meta(meta)
+            if layout is None:
+                read_only = f"collection {spec.name!r} at {self.root}: {OLD_LAYOUT_HELP}"
+                log.warning("%s", read_only)
             shard = qe.EdgeShard.load(str(folder / "shard"))
-        coll = EdgeCollection(folder, spec, embedder, shard, hnsw_ef=self.hnsw_ef)
+        coll = EdgeCollection(folder, spec, embedder, shard, hnsw_ef=self.hnsw_ef, layout=layout, read_only=read_only)
         self._open[spec.name] = coll
         return coll
 
@@ -291,17 +368,23 @@ class EdgeBackend(Backend):
         shutil.rmtree(self.root / name, ignore_errors=True)
 
     def replace_collection(
-        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]]
+        self,
+        spec: CollectionSpec,
+        embedder: EmbedderInfo,
+        points: Iterator[Sequence[PointRecord]],
+        expected_points: int | None = None,
     ) -> EdgeCollection:
         new_dir = self.root / f"{spec.name}.new"
         old_dir = self.root / f"{spec.name}.old"
         shutil.rmtree(new_dir, ignore_errors=True)
         new_dir.mkdir(parents=True)
-        shard = self._create_at(new_dir, spec, embedder)
-        staging = EdgeCollection(new_dir, spec, embedder, shard)
+        layout = self.layout_policy.choose(expected_points, spec.dense)
+        shard = self._create_at(new_dir, spec, embedder, layout)
+        staging = EdgeCollection(new_dir, spec, embedder, shard, layout=layout)
         try:
             for batch in points:
                 staging.upsert(batch)
+            staging.optimize()  # indexes built once, after the bulk writes
         except BaseException:
             staging.close()
             shutil.rmtree(new_dir, ignore_errors=True)

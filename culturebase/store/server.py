@@ -30,11 +30,18 @@ from culturebase.store.base import (
     ScoredRecord,
     SparseVec,
     StoreNotFoundError,
+    StoreReadOnlyError,
     check_embedder,
+    point_from_record,
     point_parts,
     point_uuid,
     sparse_parts,
 )
+from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params
+
+# Qdrant's default indexing threshold (KB of vectors in a segment before it gets an HNSW graph);
+# a bulk import sets it to 0 (no indexing) and restores it at the end
+DEFAULT_INDEXING_THRESHOLD_KB = 10_000
 
 
 def _models() -> Any:
@@ -58,7 +65,15 @@ class ServerCollection(Collection):
     """A collection on a Qdrant server, addressed by its alias."""
 
     def __init__(
-        self, client: Any, alias: str, spec: CollectionSpec, embedder: EmbedderInfo, write_wait: bool = True, hnsw_ef: int = 128
+        self,
+        client: Any,
+        alias: str,
+        spec: CollectionSpec,
+        embedder: EmbedderInfo,
+        write_wait: bool = True,
+        hnsw_ef: int = 128,
+        layout: StoreLayout | None = None,
+        read_only: str | None = None,
     ) -> None:
         self._client = client
         self.hnsw_ef = hnsw_ef
@@ -66,10 +81,37 @@ class ServerCollection(Collection):
         self.spec = spec
         self.embedder = embedder
         self._wait = write_wait
+        self.layout = layout
+        self.read_only = read_only
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreReadOnlyError(self.read_only)
+
+    def begin_bulk(self) -> None:
+        """Switch indexing off (indexing_threshold=0) while a bulk import writes."""
+        self._client.update_collection(self.alias, optimizers_config=_models().OptimizersConfigDiff(indexing_threshold=0))
+
+    def end_bulk(self) -> None:
+        """Restore the indexing threshold: the server then builds the HNSW graphs once, in the background."""
+        self._client.update_collection(
+            self.alias, optimizers_config=_models().OptimizersConfigDiff(indexing_threshold=DEFAULT_INDEXING_THRESHOLD_KB)
+        )
+
+    def scroll_points(self, batch: int = 256) -> Iterator[PointRecord]:
+        offset = None
+        names = list(self.spec.dense) + list(self.spec.sparse)
+        while True:
+            records, offset = self._client.scroll(self.alias, limit=batch, offset=offset, with_payload=True, with_vectors=names)
+            for r in records:
+                yield point_from_record(r.payload, r.vector, self.spec)
+            if offset is None or not records:
+                return
 
     def upsert(self, points: Sequence[PointRecord]) -> None:
         if not points:
             return
+        self._writable()
         m = _models()
         structs = []
         for p in points:
@@ -81,6 +123,7 @@ class ServerCollection(Collection):
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
+            self._writable()
             m = _models()
             self._client.delete(self.alias, points_selector=m.PointIdsList(points=[point_uuid(i) for i in ids]), wait=self._wait)
 
@@ -125,10 +168,17 @@ class ServerCollection(Collection):
             using=vector_name,
             limit=limit,
             query_filter=_filter(flt),
-            search_params=_models().SearchParams(hnsw_ef=max(self.hnsw_ef, limit)),
+            search_params=self._search_params(limit),
             with_payload=True,
         )
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
+
+    def _search_params(self, limit: int) -> Any:
+        m = _models()
+        quant = None
+        if self.layout is not None and self.layout.quantization != "none":
+            quant = m.QuantizationSearchParams(rescore=True, oversampling=self.layout.oversampling)
+        return m.SearchParams(hnsw_ef=max(self.hnsw_ef, limit), quantization=quant)
 
     def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
         if not vector:
@@ -164,9 +214,11 @@ class ServerBackend(Backend):
         hnsw_ef: int = 128,
         hnsw_m: int = 32,
         hnsw_ef_construct: int = 200,
+        layout_policy: LayoutPolicy | None = None,
     ) -> None:
         from qdrant_client import QdrantClient
 
+        self.layout_policy = layout_policy or LayoutPolicy()
         self.url = url or location or ":memory:"
         self.prefix = prefix
         self.shards = shards
@@ -200,17 +252,18 @@ class ServerBackend(Backend):
         info = self._client.get_collection(physical)
         return dict(info.config.metadata or {})
 
-    def _create_physical(self, spec: CollectionSpec, embedder: EmbedderInfo) -> str:
+    def _create_physical(self, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> str:
         m = _models()
         physical = f"{self._alias(spec.name)}__{time.strftime('%Y%m%d%H%M%S')}{time.time_ns() % 1000000:06d}"
         self._client.create_collection(
             physical,
-            vectors_config={n: m.VectorParams(size=embedder.dim, distance=m.Distance.COSINE) for n in spec.dense},
+            vectors_config=server_vector_params(m, layout, spec.dense, embedder.dim, self.hnsw_ef_construct),
             sparse_vectors_config={
                 n: m.SparseVectorParams(modifier=m.Modifier.IDF if n in spec.idf_sparse else None) for n in spec.sparse
             }
             or None,
             hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct),
+            on_disk_payload=layout.on_disk,
             shard_number=self.shards,
             replication_factor=self.replication_factor,
             write_consistency_factor=self.write_consistency,
@@ -222,6 +275,7 @@ class ServerBackend(Backend):
                 "dense_vectors": list(spec.dense),
                 "sparse_vectors": list(spec.sparse),
                 "schema_version": SCHEMA_VERSION,
+                "layout": layout.to_meta(),
                 "created_at": datetime.now(timezone.utc).isoformat(),
             },
         )
@@ -241,17 +295,25 @@ class ServerBackend(Backend):
         ops.append(m.CreateAliasOperation(create_alias=m.CreateAlias(collection_name=physical, alias_name=alias)))
         self._client.update_collection_aliases(change_aliases_operations=ops)
 
-    def open_collection(self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True) -> ServerCollection:
+    def open_collection(
+        self, spec: CollectionSpec, embedder: EmbedderInfo, create: bool = True, expected_points: int | None = None
+    ) -> ServerCollection:
         alias = self._alias(spec.name)
         meta = self.collection_info(spec.name)
+        read_only = None
         if meta is None:
             if not create:
                 raise StoreNotFoundError(f"no collection {alias!r} on {self.url} yet: import entities first (kar kb import FILE)")
-            physical = self._create_physical(spec, embedder)
+            layout: StoreLayout | None = self.layout_policy.choose(expected_points, spec.dense)
+            assert layout is not None
+            physical = self._create_physical(spec, embedder, layout)
             self._point_alias(alias, physical, None)
         else:
             check_embedder(spec.name, meta, embedder, self.url)
-        coll = ServerCollection(self._client, alias, spec, embedder, hnsw_ef=self.hnsw_ef)
+            layout = StoreLayout.from_meta(meta)
+            if layout is None:
+                read_only = f"collection {alias!r} on {self.url}: {OLD_LAYOUT_HELP}"
+        coll = ServerCollection(self._client, alias, spec, embedder, hnsw_ef=self.hnsw_ef, layout=layout, read_only=read_only)
         self._open[spec.name] = coll
         return coll
 
@@ -263,15 +325,22 @@ class ServerBackend(Backend):
         self._open.pop(name, None)
 
     def replace_collection(
-        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]]
+        self,
+        spec: CollectionSpec,
+        embedder: EmbedderInfo,
+        points: Iterator[Sequence[PointRecord]],
+        expected_points: int | None = None,
     ) -> ServerCollection:
         alias = self._alias(spec.name)
         old = self._physical(alias)
-        physical = self._create_physical(spec, embedder)
-        staging = ServerCollection(self._client, physical, spec, embedder)
+        layout = self.layout_policy.choose(expected_points, spec.dense)
+        physical = self._create_physical(spec, embedder, layout)
+        staging = ServerCollection(self._client, physical, spec, embedder, layout=layout)
         try:
+            staging.begin_bulk()
             for batch in points:
                 staging.upsert(batch)
+            staging.end_bulk()
         except BaseException:
             self._client.delete_collection(physical)
             raise

@@ -36,9 +36,9 @@ class LocalCorpusSearch:
 
     def search_sync(self, query: str, max_results: int = 5) -> list[SearchResult]:
         """Blocking search (used by the async method in a worker thread)."""
-        with self.lock:
+        with self.lock:  # the embedder only; the corpus search below runs concurrently
             vector = self.kb.embedder.encode_queries([query]).dense[0]
-            hits = self.kb.store.corpus.search("text", vector, max_results)
+        hits = self.kb.store.corpus.search("text", vector, max_results)
         out = []
         for hit in hits:
             if hit.score < self.min_score:

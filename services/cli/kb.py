@@ -51,8 +51,7 @@ def import_cmd(
             entities, report = kb.validate_file(file)
             with progress_bar() as bar:
                 task = bar.add_task(f"embedding {file.name}", total=len(entities))
-                report.stored = kb.add(entities, progress=lambda n: bar.advance(task, n))
-            kb.optimize()
+                report.stored = kb.bulk_add(entities, progress=lambda n: bar.advance(task, n))
             total = kb.store.count()
     if json_out:
         emit_json({**report.to_dict(), "total_entities": total})
@@ -164,8 +163,12 @@ def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
     if json_out:
         emit_json(stats)
     else:
+        from rich.markup import escape
+
         for key, value in stats.items():
-            Console().print(f"{key}: {value}", highlight=False, markup=False)
+            if key == "storage" and isinstance(value, dict):  # one line: the layout, and why it is read-only
+                value = value.get("describe", "") + (f"; read-only: {value['read_only']}" if value.get("read_only") else "")
+            Console().print(escape(f"{key}: {value}"), highlight=False, soft_wrap=True)
 
 
 @kb_app.command("get")
@@ -198,8 +201,16 @@ def delete_cmd(
 
 
 @kb_app.command("reindex")
-def reindex_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Re-embed CultureBase with the configured embedder and swap it in atomically."""
+def reindex_cmd(
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+    re_embed: Annotated[
+        bool, typer.Option("--re-embed", help="Re-embed even when the configured embedder built the KB.")
+    ] = False,
+) -> None:
+    """Rebuild CultureBase with the current settings and swap it in atomically.
+
+    Stored vectors are reused when the configured embedder built the KB (storage/index settings
+    changed, or an older layout is migrated); otherwise every entity is re-embedded."""
     with user_errors():
         from retrieval.embedders import build_embedder
         from retrieval.knowledge_base import KnowledgeBase
@@ -207,9 +218,14 @@ def reindex_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> No
         settings = _settings()
         embedder = build_embedder(settings)
         with progress_bar() as bar:
-            task = bar.add_task("re-embedding", total=None)
-            result = KnowledgeBase.reindex(settings, embedder, progress=lambda n: bar.advance(task, n))
+            task = bar.add_task("rebuilding", total=None)
+            result = KnowledgeBase.reindex(settings, embedder, progress=lambda n: bar.advance(task, n), re_embed=re_embed)
     if json_out:
         emit_json(result)
     else:
-        console.print(f"reindexed {result['entities']} entities and {result['corpus_chunks']} corpus chunks: {result['from']} → {result['to']}", highlight=False)
+        how = "stored vectors reused" if result.get("reused_vectors") else "re-embedded"
+        Console().print(  # a console on the current stdout (as stats/search use)
+            f"reindexed {result['entities']} entities and {result['corpus_chunks']} corpus chunks ({how}): "
+            f"{result['from']} → {result['to']}",
+            highlight=False,
+        )

@@ -51,7 +51,7 @@ async def search_entities(
         services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k,
         candidates=max(settings.grounding_candidates, top_k), image_route=getattr(services.kb, "image_route", None),
     )
-    result = await services.kb_call(grounder.search_text, q, language=lang, top_k=top_k)
+    result = await services.kb_read(grounder.search_text, q, language=lang, top_k=top_k)
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
     return {"query": q, "tau": result.tau, "hits": hits, "routes": result.routes}
 

@@ -1,0 +1,161 @@
+"""Where a collection's dense vectors live and which of them get an HNSW graph.
+
+A :class:`LayoutPolicy` (from the settings) turns the expected number of points into a
+:class:`StoreLayout`:
+
+* ``quantization``: ``int8`` keeps a scalar-quantized copy of every dense vector in RAM
+  (a quarter of float32) and searches it, rescoring the best candidates with the original
+  vectors; ``none`` searches the float32 vectors.
+* ``on_disk``: the original float32 vectors and the payloads stay in memory-mapped files
+  (the OS page cache holds what is touched; only rescoring reads them), instead of being
+  loaded into RAM.
+* ``hnsw_vectors``: the named dense vectors that get an HNSW graph.  A vector used only for
+  rescoring or for exact (filtered) look-ups is stored without one (``m=0``).
+
+``auto`` (the default of ``KAR_QUANTIZATION`` and ``KAR_ON_DISK``) picks ``int8`` and
+on-disk originals once a collection is expected to hold ``KAR_LARGE_KB_ENTITIES`` points or
+more, and plain in-RAM float32 below that (small KBs are searched exhaustively anyway).
+
+The layout is recorded in the collection's metadata (``layout``).  A collection without it
+was written by an older CultureKAR (no quantization, every vector in RAM): it is opened
+read-only until ``kar kb reindex`` rewrites it, reusing its stored vectors.
+
+Both backends implement every part: Qdrant Edge through ``EdgeVectorParams(memory=Cold,
+quantization_config=ScalarQuantizationConfig(Int8, memory=Pinned), hnsw_config=m=0)`` and
+``EdgeConfig(payload_memory=Cold)``; a Qdrant server through ``VectorParams(on_disk=True,
+quantization_config=..., hnsw_config=HnswConfigDiff(m=0))`` and ``on_disk_payload``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+LAYOUT_VERSION = 2
+Quantization = Literal["int8", "none"]
+OLD_LAYOUT_HELP = (
+    "it was written by an older CultureKAR (no quantization, every vector in RAM) and is opened read-only; "
+    "run `kar kb reindex` to migrate it to the current layout (stored vectors are reused, nothing is re-embedded)"
+)
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """The storage layout of one collection (recorded in its metadata)."""
+
+    quantization: Quantization = "none"
+    on_disk: bool = False
+    hnsw_vectors: tuple[str, ...] | None = None  # None: every dense vector gets a graph
+    quantile: float = 0.99
+    oversampling: float = 2.0
+    indexing_threshold_kb: int | None = None  # None: the engine's default (10 MB of vectors per segment)
+
+    def has_hnsw(self, vector_name: str) -> bool:
+        """Whether ``vector_name`` gets an HNSW graph."""
+        return self.hnsw_vectors is None or vector_name in self.hnsw_vectors
+
+    def to_meta(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["hnsw_vectors"] = list(self.hnsw_vectors) if self.hnsw_vectors is not None else None
+        d["version"] = LAYOUT_VERSION
+        return d
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> "StoreLayout | None":
+        """The layout recorded in collection metadata; None for the older layout (none recorded)."""
+        raw = meta.get("layout")
+        if not isinstance(raw, dict):
+            return None
+        hv = raw.get("hnsw_vectors")
+        return cls(
+            quantization="int8" if raw.get("quantization") == "int8" else "none",
+            on_disk=bool(raw.get("on_disk")),
+            hnsw_vectors=tuple(hv) if hv is not None else None,
+            quantile=float(raw.get("quantile", 0.99)),
+            oversampling=float(raw.get("oversampling", 2.0)),
+            indexing_threshold_kb=raw.get("indexing_threshold_kb"),
+        )
+
+    def describe(self) -> str:
+        hnsw = "all vectors" if self.hnsw_vectors is None else (", ".join(self.hnsw_vectors) or "no vector")
+        return (
+            f"{'int8 scalar quantization' if self.quantization == 'int8' else 'float32'}, "
+            f"originals {'on disk (mmap)' if self.on_disk else 'in RAM'}, HNSW on {hnsw}"
+        )
+
+
+@dataclass(frozen=True)
+class LayoutPolicy:
+    """The settings' rule from KB size to layout (``KAR_QUANTIZATION``, ``KAR_ON_DISK``, ...)."""
+
+    quantization: Literal["auto", "int8", "none"] = "auto"
+    on_disk: Literal["auto", "true", "false"] = "auto"
+    large_kb: int = 20_000
+    hnsw_vectors: tuple[str, ...] | None = None
+    oversampling: float = 2.0
+    indexing_threshold_kb: int | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "LayoutPolicy":
+        hv = getattr(settings, "hnsw_vectors", None)
+        return cls(
+            quantization=getattr(settings, "quantization", "auto"),
+            on_disk=getattr(settings, "on_disk", "auto"),
+            large_kb=getattr(settings, "large_kb_entities", 20_000),
+            hnsw_vectors=tuple(hv) if hv else None,
+            oversampling=getattr(settings, "quantization_oversampling", 2.0),
+        )
+
+    def choose(self, expected_points: int | None, dense: tuple[str, ...]) -> StoreLayout:
+        """The layout for a collection expected to hold ``expected_points`` (None: unknown, small)."""
+        large = (expected_points or 0) >= self.large_kb
+        quant: Quantization = ("int8" if large else "none") if self.quantization == "auto" else self.quantization
+        on_disk = large if self.on_disk == "auto" else self.on_disk == "true"
+        hnsw = None
+        if self.hnsw_vectors is not None:
+            hnsw = tuple(n for n in dense if n in self.hnsw_vectors)
+        return StoreLayout(
+            quantization=quant,
+            on_disk=on_disk,
+            hnsw_vectors=hnsw,
+            oversampling=self.oversampling,
+            indexing_threshold_kb=self.indexing_threshold_kb,
+        )
+
+
+# -- engine configuration (kept here so the backends' create paths stay one call) --------------
+
+
+def edge_vector_params(qe: Any, layout: StoreLayout, dense: tuple[str, ...], dim: int, hnsw: Any) -> dict[str, Any]:
+    """Qdrant Edge ``EdgeVectorParams`` per dense vector for ``layout`` (``hnsw`` is the global graph config)."""
+    quant = None
+    if layout.quantization == "int8":
+        quant = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=layout.quantile, memory=qe.Memory.Pinned)
+    memory = qe.Memory.Cold if layout.on_disk else None
+    out = {}
+    for name in dense:
+        per_vector_hnsw = None
+        if not layout.has_hnsw(name):
+            per_vector_hnsw = qe.HnswIndexConfig(m=0, ef_construct=hnsw.ef_construct, full_scan_threshold=hnsw.full_scan_threshold)
+        out[name] = qe.EdgeVectorParams(
+            size=dim, distance=qe.Distance.Cosine, memory=memory, quantization_config=quant, hnsw_config=per_vector_hnsw
+        )
+    return out
+
+
+def server_vector_params(m: Any, layout: StoreLayout, dense: tuple[str, ...], dim: int, ef_construct: int) -> dict[str, Any]:
+    """qdrant-client ``VectorParams`` per dense vector for ``layout``."""
+    quant = None
+    if layout.quantization == "int8":
+        quant = m.ScalarQuantization(scalar=m.ScalarQuantizationConfig(type=m.ScalarType.INT8, quantile=layout.quantile, always_ram=True))
+    out = {}
+    for name in dense:
+        hnsw = None if layout.has_hnsw(name) else m.HnswConfigDiff(m=0, ef_construct=ef_construct)
+        out[name] = m.VectorParams(
+            size=dim,
+            distance=m.Distance.COSINE,
+            on_disk=True if layout.on_disk else None,
+            quantization_config=quant,
+            hnsw_config=hnsw,
+        )
+    return out
