@@ -184,19 +184,22 @@ async def test_a_png_with_a_huge_text_chunk_is_read_and_its_metadata_not_passed_
 
 
 async def test_a_jpeg_whose_exif_rotation_matters_is_read_upright(ocr_client):
-    from PIL import Image
+    from PIL import Image, ImageDraw
 
-    upright = captioned("ROTATE ME", (900, 300))
-    stored = upright.transpose(Image.Transpose.ROTATE_90)  # the camera stored it sideways (300 x 900)
+    upright = Image.new("RGB", (900, 600), "white")
+    draw = ImageDraw.Draw(upright)
+    draw.text((450, 100), "TOP LINE", fill="black", font=_font(70), anchor="mm")
+    draw.text((450, 500), "BOTTOM LINE", fill="black", font=_font(70), anchor="mm")
+    stored = upright.transpose(Image.Transpose.ROTATE_270)  # stored sideways: read as is, the bottom line comes first
     exif = Image.Exif()
-    exif[0x0112] = 6  # display: rotate 90 degrees clockwise
+    exif[0x0112] = 8  # display: rotate 90 degrees counter-clockwise
     buf = io.BytesIO()
     stored.save(buf, format="JPEG", quality=95, exif=exif.tobytes())
     async with ocr_client() as (client, vlm):
         r = await client.post("/v1/explain", files={"image": ("photo.jpg", buf.getvalue(), "image/jpeg")})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert (body["image"]["width"], body["image"]["height"]) == (900, 300)
-    assert "ROTATE" in body["trace"]["ocr"]["text"].upper()
+    assert (body["image"]["width"], body["image"]["height"]) == (900, 600)
+    assert [ln["text"].upper() for ln in body["trace"]["ocr"]["lines"]] == ["TOP LINE", "BOTTOM LINE"]
     _, img = sent_image(vlm)
-    assert img.size == (900, 300), "the VLM sees the photo upright too"
+    assert img.size == (900, 600), "the VLM sees the photo upright too"
