@@ -90,7 +90,7 @@ def open_bounded(data: bytes, max_side: int) -> BoundedImage:
 
 
 def encode(image: Any, lossless: bool) -> bytes:
-    """PNG when the text must survive bit-exact (small or synthetic images), else JPEG q95."""
+    """PNG (fast, level 1) when OCR will read the copy, else JPEG q95."""
     buffer = io.BytesIO()
     if lossless:
         image.save(buffer, format="PNG", compress_level=1)
@@ -119,4 +119,5 @@ def bounded_bytes(data: bytes, max_side: int) -> tuple[bytes, BoundedImage | Non
     if small and upright and lean and not animated and fmt in ("PNG", "JPEG", "WEBP"):
         return data, None
     copy = open_bounded(data, max_side)
-    return encode(copy.image, lossless=fmt in ("PNG", "GIF")), copy
+    # lossless: a JPEG re-encode of the copy measurably changes what OCR reads (bench/ocr_side.py)
+    return encode(copy.image, lossless=True), copy
