@@ -170,6 +170,7 @@ def large_figures(args, images, readings, ocr_out, done, busy, errors, t_cpu, id
         "responses_2xx": done,
         "responses_503": busy,
         "responses_other": sum(errors.values()),
+        "ocr_answers_compared": len(ocr_out),
         "ocr_identical_to_full_size": round(identical / n, 3),
         "ocr_same_reading_as_full_size": round(same / n, 3),
     }
@@ -284,6 +285,7 @@ def main() -> None:
                 "vlm_calls_per_request": vlm_calls_per_request,
                 "requests_ok": done,
                 "errors": sum(errors.values()),
+                "busy_503_retried": busy,
                 "error_kinds": errors,
                 "latency_p50_s": round(q[49], 3),
                 "latency_p95_s": round(q[94], 3),
