@@ -259,6 +259,10 @@ def main() -> None:
         latencies, errors, wall, busy = asyncio.run(load(base, images, args.clients, args.duration, args.condition, ocr_out if large else None))
         rss_peak = peak_rss_mb(proc.pid)
         load_after = os.getloadavg()
+        pool_busy = None
+        for line in httpx.get(base + "/metrics", timeout=30).text.splitlines():
+            if line.startswith("kar_cpu_pool_busy_seconds_total "):
+                pool_busy = float(line.split()[1])
     finally:
         proc.terminate()
         try:
@@ -299,6 +303,7 @@ def main() -> None:
                 "cpus": os.cpu_count(),
                 "load_avg_1_5_15_before": [round(x, 2) for x in load_before],
                 "load_avg_1_5_15_after": [round(x, 2) for x in load_after],
+                "cpu_pool_utilisation": round(pool_busy / (args.cpu_workers * wall), 3) if pool_busy is not None and wall else None,
                 **(large_figures(args, images, readings, ocr_out, done, busy, errors, t_cpu, ideal_vlm, ideal_pool, ocr_side) if large else {}),
             },
             indent=2,

@@ -41,6 +41,7 @@ class PoolStats:
     running: int
     completed: int
     wait_s_total: float
+    busy_s_total: float = 0.0  # thread-seconds spent running jobs (utilisation = busy / (workers × wall))
 
 
 class CpuPool:
@@ -54,6 +55,7 @@ class CpuPool:
         self._running = 0
         self._completed = 0
         self._wait_s = 0.0
+        self._busy_s = 0.0
 
     def _wrap(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], T]:
         submitted = time.perf_counter()
@@ -61,10 +63,11 @@ class CpuPool:
             self._queued += 1
 
         def job() -> T:
+            started = time.perf_counter()
             with self._lock:
                 self._queued -= 1
                 self._running += 1
-                self._wait_s += time.perf_counter() - submitted
+                self._wait_s += started - submitted
             _local.in_pool = True
             try:
                 return fn(*args, **kwargs)
@@ -73,6 +76,7 @@ class CpuPool:
                 with self._lock:
                     self._running -= 1
                     self._completed += 1
+                    self._busy_s += time.perf_counter() - started
 
         return job
 
@@ -103,7 +107,7 @@ class CpuPool:
 
     def stats(self) -> PoolStats:
         with self._lock:
-            return PoolStats(self.workers, self._queued, self._running, self._completed, self._wait_s)
+            return PoolStats(self.workers, self._queued, self._running, self._completed, self._wait_s, self._busy_s)
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -124,9 +124,11 @@ class Settings(BaseSettings):
     max_upload_mb: float = Field(10.0, gt=0, description="Maximum image upload size.")
     max_image_pixels: int = Field(40_000_000, ge=1, description="Decompression-bomb limit (pixels).")
     max_context_chars: int = Field(4000, ge=1, description="Maximum length of each context text field.")
-    api_max_in_flight: int = Field(8, ge=1, le=4096, description="Explain requests running the pipeline at once per process.")
+    api_max_in_flight: int = Field(
+        16, ge=1, le=4096, description="Explain requests running the pipeline at once per process (above KAR_VLM_CONCURRENCY keeps the VLM busy)."
+    )
     api_queue_size: int = Field(
-        16, ge=0, le=65536, description="Explain requests waiting for a slot; beyond it POST /v1/explain answers 503 with Retry-After."
+        32, ge=0, le=65536, description="Explain requests waiting for a slot; beyond it POST /v1/explain answers 503 with Retry-After."
     )
     request_timeout_s: float = Field(
         120.0, gt=0, description="Deadline of one explain request (queue wait included); past it the answer is 504 with the partial trace."

@@ -36,6 +36,7 @@ class Metrics:
         self.cpu_queued = Gauge("kar_cpu_pool_queued", "CPU jobs waiting for a pool thread", registry=r)
         self.cpu_running = Gauge("kar_cpu_pool_running", "CPU jobs running in the pool", registry=r)
         self.cpu_wait = Gauge("kar_cpu_pool_wait_seconds_total", "Total time CPU jobs waited for a pool thread", registry=r)
+        self.cpu_busy = Gauge("kar_cpu_pool_busy_seconds_total", "Thread-seconds the pool spent running CPU jobs", registry=r)
 
     def bind_cpu_pool(self, pool: Any) -> None:
         """Read the pool's counters at scrape time."""
@@ -43,6 +44,7 @@ class Metrics:
         self.cpu_queued.set_function(lambda: float(pool.stats().queued))
         self.cpu_running.set_function(lambda: float(pool.stats().running))
         self.cpu_wait.set_function(lambda: float(pool.stats().wait_s_total))
+        self.cpu_busy.set_function(lambda: float(pool.stats().busy_s_total))
 
     def bind_search(self, search: Any) -> None:
         if search is not None and hasattr(search, "hits"):

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
+from starlette.background import BackgroundTask
 
 from services.deps import ExplainCaller, Services
 from services.errors import ApiError
@@ -268,7 +269,9 @@ async def explain(
         context = ExplainContext.from_dict(body.context.model_dump() if body.context else None)
         if stream if stream is not None else body.stream:
             streaming = True
-            return EventSourceResponse(_stream(services, services.pipeline, image, body, context, ticket), ping=15)
+            # the generator's finally frees the place; the background task too, should the client leave before it starts
+            leave = BackgroundTask(admission.leave, ticket)
+            return EventSourceResponse(_stream(services, services.pipeline, image, body, context, ticket), ping=15, background=leave)
         return await _run(request, services, image, body, context, ticket)
     finally:
         if not streaming:
