@@ -85,16 +85,19 @@ async def test_the_deadline_answers_504_with_the_stages_that_finished(make_clien
 
 
 async def test_a_request_whose_deadline_passes_in_the_queue_is_a_504_from_the_queue(make_client, zhuge_png):
-    vlm = GatedVLM()
-    async with make_client(vlm=vlm, api_max_in_flight=1, api_queue_size=4, request_timeout_s=1.0) as (client, services):
-        post = lambda: client.post("/v1/explain", files={"image": ("z.png", zhuge_png, "image/png")})  # noqa: E731
-        first, second = await asyncio.gather(post(), post())
-        statuses = sorted((r.json()["error"]["stage"]) for r in (first, second))
-        assert [first.status_code, second.status_code] == [504, 504]
-        assert statuses == ["extract", "queue"]
-        queued = first if first.json()["error"]["stage"] == "queue" else second
-        assert queued.json()["result"]["trace"]["completed_stages"] == []
-        assert services.admission.waiting == 0 and services.admission.running == 0
+    async with make_client(api_max_in_flight=1, api_queue_size=4, request_timeout_s=1.0) as (client, services):
+        admission = services.admission
+        holder = admission.admit()
+        async with admission.slot(holder):  # the only pipeline slot is taken for the whole request
+            r = await client.post("/v1/explain", files={"image": ("z.png", zhuge_png, "image/png")})
+        admission.leave(holder)
+        assert r.status_code == 504
+        body = r.json()
+        assert body["error"]["code"] == "request_timeout" and body["error"]["stage"] == "queue"
+        assert body["result"]["trace"]["completed_stages"] == []
+        assert admission.waiting == 0 and admission.running == 0
+        metrics = (await client.get("/metrics")).text
+        assert 'kar_explain_timeouts_total{stage="queue"} 1.0' in metrics
 
 
 async def test_a_streamed_request_past_its_deadline_ends_with_a_timeout_event(make_client, zhuge_png):
