@@ -140,7 +140,10 @@ def explain_command(
             if pipeline.deps.vlm is None and condition != "kar":
                 # without a VLM only the retrieval side can run; never pretend another condition ran
                 raise fail(f"condition {condition} needs a VLM. {NO_VLM_HELP}")
-            result = await pipeline.explain(data, condition, context, item_id=image.stem, language=language, image_path=str(image))
+            from agents.runner import _bounded
+
+            work = await _bounded(data)  # decoded once: OCR and the VLM's copy start from the bounded copy
+            result = await pipeline.explain(work, condition, context, item_id=image.stem, language=language, image_path=str(image))
             return result, resources.notes
         finally:
             await resources.aclose()

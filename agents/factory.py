@@ -123,7 +123,7 @@ def build_pipeline(
             if ocr == "settings":
                 from retrieval.ocr import OCR
 
-                ocr = OCR() if ocr_flag else None
+                ocr = OCR.from_settings(settings) if ocr_flag else None
         config = config_from_settings(settings, ocr_flag and ocr is not None)
         describe["ocr_enabled"] = config.ocr_enabled
         deps = PipelineDeps(vlm=vlm, grounder=grounder, search=search, ocr=ocr, config=config, lock=lock)

@@ -36,6 +36,23 @@ CONTEXT_KEYS = {"post_text": ("post_text", "post"), "top_comment": ("top_comment
                 "context_note": ("context_note", "cultural_context", "cultural_note")}
 
 
+async def _bounded(image: bytes) -> bytes:
+    """The item's working copy, made once in the process-wide CPU pool (first frame, upright, longest side
+    max(KAR_OCR_MAX_SIDE, KAR_VLM_MAX_IMAGE_SIDE)): an item in flight then holds a bounded copy, never a
+    full-size photo, and OCR and the VLM never decode the original again.  Undecodable bytes go on as they
+    are, and the pipeline records what fails on them."""
+    from culturebase.cpu import cpu_pool
+    from culturebase.settings import get_settings
+    from retrieval.bounded_image import ImageDecodeError, bounded_bytes
+
+    settings = get_settings()
+    try:
+        data, _ = await cpu_pool().run(bounded_bytes, image, max(settings.ocr_max_side, settings.vlm_max_image_side))
+    except ImageDecodeError:
+        return image
+    return data
+
+
 @dataclass
 class RunItem:
     """One benchmark item as the runner needs it.
@@ -188,6 +205,7 @@ class AblationRunner:
         except OSError as exc:
             err = {"stage": "load", "type": type(exc).__name__, "message": f"{item.image_file}: {exc.strerror or exc}"}
             return ExplainResult(item.id, condition, None, err, {"id": item.id, "condition": condition, "error": err}, item.image_path)
+        image = await _bounded(image)
         try:
             return await self.pipeline.explain(
                 image, condition, item.context, item_id=item.id, language=item.language, image_path=item.image_path

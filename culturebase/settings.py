@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     search_results: int = Field(5, ge=1, le=20, description="Results per web query.")
     evidence_token_budget: int = Field(3000, ge=100, description="Approximate token budget of the evidence block.")
     ocr_enabled: bool = Field(True, description="Run OCR (rapidocr) and feed its text to grounding.")
+    ocr_max_side: int = Field(
+        1600, ge=256, le=8192, description="OCR reads a copy scaled to this longest side (bench/ocr_side.py measures it)."
+    )
+    cpu_workers: int | None = Field(
+        None, ge=1, le=256, description="Threads of the process-wide pool for CPU stages (decode, OCR, embedding, hashing); unset = CPU count."
+    )
 
     # -- video / audio items (benchmark family) ---------------------------------------------
     media_frames: int = Field(8, ge=1, le=64, description="Frames sampled uniformly from each video.")
@@ -162,6 +168,15 @@ class Settings(BaseSettings):
     max_upload_mb: float = Field(10.0, gt=0, description="Maximum image upload size.")
     max_image_pixels: int = Field(40_000_000, ge=1, description="Decompression-bomb limit (pixels).")
     max_context_chars: int = Field(4000, ge=1, description="Maximum length of each context text field.")
+    api_max_in_flight: int = Field(
+        16, ge=1, le=4096, description="Explain requests running the pipeline at once per process (above KAR_VLM_CONCURRENCY keeps the VLM busy)."
+    )
+    api_queue_size: int = Field(
+        32, ge=0, le=65536, description="Explain requests waiting for a slot; beyond it POST /v1/explain answers 503 with Retry-After."
+    )
+    request_timeout_s: float = Field(
+        120.0, gt=0, description="Deadline of one explain request (queue wait included); past it the answer is 504 with the partial trace."
+    )
 
     @field_validator("vlm_base_urls", "judge_base_urls", "api_keys", "cors_origins", "hnsw_vectors", mode="before")
     @classmethod

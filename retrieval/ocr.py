@@ -1,18 +1,21 @@
 """OCR with rapidocr + onnxruntime (PP-OCR models shipped in the wheel, no download).
 
 The text is an extraction aid: it joins the OCR route of grounding and is shown to the
-extractor.  The engine is built lazily on first use and guarded by a lock (one
-inference at a time per process); :meth:`OCR.read_async` runs it in a worker thread.
+extractor.  OCR reads a bounded copy of the image (:mod:`retrieval.bounded_image`: first
+frame, EXIF-upright, longest side ``max_side`` = ``KAR_OCR_MAX_SIDE``), never the full-size
+pixels.  Engines are built lazily, up to ``engines`` of them (one inference per engine at a
+time; each engine uses ``threads`` ONNX threads); :meth:`OCR.read_async` runs in the
+process-wide CPU pool (:mod:`culturebase.cpu`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import io
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from retrieval.bounded_image import BoundedImage, ImageDecodeError, open_bounded
 
 
 class OCRError(RuntimeError):
@@ -32,6 +35,9 @@ class OCRResult:
 
     lines: list[OCRLine] = field(default_factory=list)
     latency_s: float = 0.0
+    read_size: tuple[int, int] | None = None  # (width, height) of the copy OCR read
+    source_size: tuple[int, int] | None = None  # (width, height) of the original, upright
+    rotated: bool = False  # the EXIF orientation was applied
 
     @property
     def text(self) -> str:
@@ -42,55 +48,118 @@ class OCRResult:
             "text": self.text,
             "lines": [{"text": ln.text, "score": round(ln.score, 4)} for ln in self.lines],
             "latency_s": round(self.latency_s, 4),
+            **({"read_size": list(self.read_size), "source_size": list(self.source_size or ())} if self.read_size else {}),
+            **({"exif_rotated": True} if self.rotated else {}),
         }
 
 
-class OCR:
-    """Lazy rapidocr engine; ``min_score`` drops low-confidence lines."""
+def reading_order(lines: list[OCRLine]) -> list[OCRLine]:
+    """Top to bottom, then left to right within a row.
 
-    def __init__(self, min_score: float = 0.5, max_side: int = 2000) -> None:
+    Two boxes share a row when their vertical centres are closer than half the height of
+    the row's first box, so the order does not depend on the image's scale (pieces of one
+    caption line stay in order at 4000 px as at 1000 px).
+    """
+
+    def span(line: OCRLine) -> tuple[float, float]:
+        ys = [p[1] for p in line.box]
+        return min(ys), max(ys)
+
+    rows: list[tuple[float, float, list[OCRLine]]] = []  # (centre, height, members)
+    for line in sorted(lines, key=lambda ln: sum(span(ln)) / 2):
+        top, bottom = span(line)
+        centre = (top + bottom) / 2
+        if rows and abs(centre - rows[-1][0]) < max(rows[-1][1], 1.0) / 2:
+            rows[-1][2].append(line)
+        else:
+            rows.append((centre, bottom - top, [line]))
+    return [ln for _, _, members in rows for ln in sorted(members, key=lambda ln: min(p[0] for p in ln.box))]
+
+
+class OCR:
+    """Lazy rapidocr engines; ``min_score`` drops low-confidence lines."""
+
+    def __init__(self, min_score: float = 0.5, max_side: int = 1600, engines: int = 1, threads: int | None = None) -> None:
         self.min_score = min_score
         self.max_side = max_side
-        self._engine: Any = None
-        self._lock = threading.Lock()
+        self.engines = max(1, engines)
+        self.threads = threads
+        self._idle: list[Any] = []
+        self._built = 0
+        self._cond = threading.Condition()
 
-    def _get_engine(self) -> Any:
-        if self._engine is None:
-            from rapidocr_onnxruntime import RapidOCR
+    @classmethod
+    def from_settings(cls, settings: Any) -> OCR:
+        """Sized like the CPU pool: one engine per pool worker, the CPU's threads shared among them."""
+        import os
 
-            self._engine = RapidOCR()
-        return self._engine
+        workers = settings.cpu_workers or os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+        return cls(max_side=settings.ocr_max_side, engines=workers, threads=max(1, cpus // workers))
 
-    def _decode(self, image: bytes) -> Any:
+    def _build_engine(self) -> Any:
+        from rapidocr_onnxruntime import RapidOCR
+
+        options: dict[str, Any] = {"max_side_len": max(self.max_side, 2000)}
+        if self.threads:
+            options["intra_op_num_threads"] = self.threads
+        return RapidOCR(**options)
+
+    def _acquire(self) -> Any:
+        with self._cond:
+            while not self._idle and self._built >= self.engines:
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._built += 1
+        try:
+            return self._build_engine()
+        except BaseException:
+            with self._cond:
+                self._built -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, engine: Any) -> None:
+        with self._cond:
+            self._idle.append(engine)
+            self._cond.notify()
+
+    def _decode(self, image: bytes) -> tuple[Any, BoundedImage]:
         import numpy as np
-        from PIL import Image
 
         try:
-            with Image.open(io.BytesIO(image)) as img:
-                img.seek(0)
-                frame = img.convert("RGB")
-        except Exception as exc:
-            raise OCRError(f"cannot decode image: {exc}") from exc
-        if max(frame.size) > self.max_side:
-            frame.thumbnail((self.max_side, self.max_side))
-        return np.asarray(frame)[:, :, ::-1].copy()  # RGB → BGR, as OpenCV readers give
+            copy = open_bounded(image, self.max_side)
+        except ImageDecodeError as exc:
+            raise OCRError(str(exc)) from exc
+        return np.asarray(copy.image)[:, :, ::-1].copy(), copy  # RGB → BGR, as OpenCV readers give
 
     def read(self, image: bytes) -> OCRResult:
         """Recognise the text of an encoded image (blocking)."""
         started = time.perf_counter()
-        array = self._decode(image)
-        with self._lock:
-            try:
-                raw, _ = self._get_engine()(array)
-            except Exception as exc:
-                raise OCRError(f"OCR failed: {type(exc).__name__}: {exc}") from exc
+        array, copy = self._decode(image)
+        engine = self._acquire()
+        try:
+            raw, _ = engine(array)
+        except Exception as exc:
+            raise OCRError(f"OCR failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._release(engine)
         lines: list[OCRLine] = []
         for box, text, score in raw or []:
             if float(score) >= self.min_score and str(text).strip():
                 lines.append(OCRLine(str(text).strip(), float(score), [[float(x), float(y)] for x, y in box]))
-        # reading order: top to bottom, then left to right within a row
-        lines.sort(key=lambda ln: (round(min(p[1] for p in ln.box) / 20), min(p[0] for p in ln.box)))
-        return OCRResult(lines=lines, latency_s=time.perf_counter() - started)
+        lines = reading_order(lines)
+        return OCRResult(
+            lines=lines,
+            latency_s=time.perf_counter() - started,
+            read_size=copy.image.size,
+            source_size=copy.source_size,
+            rotated=copy.rotated,
+        )
 
     async def read_async(self, image: bytes) -> OCRResult:
-        return await asyncio.to_thread(self.read, image)
+        """:meth:`read` in the process-wide CPU pool."""
+        from culturebase.cpu import cpu_pool
+
+        return await cpu_pool().run(self.read, image)

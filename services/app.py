@@ -95,6 +95,7 @@ def create_app(
         )
         services.metrics = metrics
         metrics.bind_search(services.search)
+        services.bind_admission()
         app.state.kar = services
         for note in services.notes:
             log.warning("%s", note)

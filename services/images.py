@@ -81,9 +81,18 @@ def _guess_other(data: bytes) -> str:
         return "an unrecognised binary format"
 
 
-def validate_image(data: bytes, max_bytes: int, max_pixels: int) -> CheckedImage:
-    """Check image bytes (see module docstring); raises :class:`ApiError` with a 4xx."""
+def validate_image(data: bytes, max_bytes: int, max_pixels: int, work_side: int | None = None) -> CheckedImage:
+    """Check image bytes (see module docstring); raises :class:`ApiError` with a 4xx.
+
+    With ``work_side`` the returned ``data`` is the bounded working copy
+    (:func:`retrieval.bounded_image.bounded_bytes`: first frame, EXIF-upright, longest side
+    ≤ ``work_side``; the original bytes when already small and upright), made in the same
+    single decode that checks the pixels.  OCR and the VLM's own down-scaled copy start
+    from it; the original is never decoded again.
+    """
     from PIL import Image, UnidentifiedImageError
+
+    from retrieval.bounded_image import ImageDecodeError, bounded_bytes
 
     if not data:
         raise ApiError(400, "empty_image", "the image is empty (0 bytes)")
@@ -96,6 +105,7 @@ def validate_image(data: bytes, max_bytes: int, max_pixels: int) -> CheckedImage
             "unsupported_image_type",
             f"the bytes are {_guess_other(data)}, not an image; send PNG, JPEG, WebP or GIF",
         )
+    source_bytes = len(data)
     try:
         with Image.open(io.BytesIO(data)) as img:
             width, height = img.size
@@ -106,21 +116,31 @@ def validate_image(data: bytes, max_bytes: int, max_pixels: int) -> CheckedImage
                     f"the image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} (decompression bomb?)",
                 )
             img.verify()
-        with Image.open(io.BytesIO(data)) as img:
-            img.seek(0)
-            img.load()
-            if kind == "gif":
-                frame = img.convert("RGBA") if img.mode in ("P", "PA", "LA") else img.convert("RGB")
-                out = io.BytesIO()
-                frame.save(out, format="PNG")
-                data = out.getvalue()
+        work, copy = (data, None) if work_side is None else bounded_bytes(data, work_side)
+        if copy is None:  # passed through (or no work copy asked): decode once to check the pixels
+            with Image.open(io.BytesIO(data)) as img:
+                img.seek(0)
+                img.load()
+                if kind == "gif":
+                    frame = img.convert("RGBA") if img.mode in ("P", "PA", "LA") else img.convert("RGB")
+                    out = io.BytesIO()
+                    frame.save(out, format="PNG")
+                    work = out.getvalue()
+        else:
+            width, height = copy.source_size
     except ApiError:
         raise
     except Image.DecompressionBombError as exc:
         raise ApiError(422, "image_too_many_pixels", f"decompression bomb refused: {exc}") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+    except (UnidentifiedImageError, ImageDecodeError, OSError, SyntaxError, ValueError, EOFError) as exc:
+        if "MAX_TEXT_CHUNK" in str(exc) or "MAX_TEXT_MEMORY" in str(exc):
+            raise ApiError(
+                422,
+                "image_metadata_too_large",
+                "a PNG metadata chunk (iCCP, zTXt or iTXt) decompresses past the 1 MB limit; strip the image's metadata and resend",
+            ) from None
         raise ApiError(422, "image_corrupt", f"the {kind.upper()} image is truncated or corrupt: {exc}") from None
-    return CheckedImage(data=data, format="png" if kind == "gif" else kind, width=width, height=height, source_bytes=len(data))
+    return CheckedImage(data=work, format="png" if kind == "gif" else kind, width=width, height=height, source_bytes=source_bytes)
 
 
 # -- SSRF-safe fetching --------------------------------------------------------------------

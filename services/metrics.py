@@ -26,6 +26,25 @@ class Metrics:
         self.search_cache_hits = Gauge("kar_search_cache_hits", "Search cache hits since start", registry=r)
         self.errors = Counter("kar_errors_total", "Error responses by code", ["code"], registry=r)
         self.in_flight = Gauge("kar_explain_in_flight", "Explain requests in flight", registry=r)
+        # back-pressure (services.admission) and the CPU pool (culturebase.cpu)
+        self.queue_depth = Gauge("kar_explain_queue_depth", "Explain requests admitted and waiting for a pipeline slot", registry=r)
+        self.queue_capacity = Gauge("kar_explain_queue_capacity", "Explain requests allowed to wait (KAR_API_QUEUE_SIZE)", registry=r)
+        self.queue_wait = Histogram("kar_explain_queue_wait_seconds", "Time from arrival to a pipeline slot", buckets=LATENCY_BUCKETS, registry=r)
+        self.rejections = Counter("kar_explain_rejected_total", "Explain requests refused with 503 before any work", ["reason"], registry=r)
+        self.timeouts = Counter("kar_explain_timeouts_total", "Explain requests past KAR_REQUEST_TIMEOUT_S, by where they were", ["stage"], registry=r)
+        self.cpu_workers = Gauge("kar_cpu_pool_workers", "Threads of the process-wide CPU pool", registry=r)
+        self.cpu_queued = Gauge("kar_cpu_pool_queued", "CPU jobs waiting for a pool thread", registry=r)
+        self.cpu_running = Gauge("kar_cpu_pool_running", "CPU jobs running in the pool", registry=r)
+        self.cpu_wait = Gauge("kar_cpu_pool_wait_seconds_total", "Total time CPU jobs waited for a pool thread", registry=r)
+        self.cpu_busy = Gauge("kar_cpu_pool_busy_seconds_total", "Thread-seconds the pool spent running CPU jobs", registry=r)
+
+    def bind_cpu_pool(self, pool: Any) -> None:
+        """Read the pool's counters at scrape time."""
+        self.cpu_workers.set_function(lambda: float(pool.stats().workers))
+        self.cpu_queued.set_function(lambda: float(pool.stats().queued))
+        self.cpu_running.set_function(lambda: float(pool.stats().running))
+        self.cpu_wait.set_function(lambda: float(pool.stats().wait_s_total))
+        self.cpu_busy.set_function(lambda: float(pool.stats().busy_s_total))
 
     def bind_search(self, search: Any) -> None:
         if search is not None and hasattr(search, "hits"):

@@ -35,6 +35,16 @@ class KarServices:
     notes: list[str] = field(default_factory=list)
     owns_kb: bool = True
     _crawl: Any = None
+    admission: Any = None  # services.admission.Admission (bound to the app's metrics in the lifespan)
+
+    def bind_admission(self) -> None:
+        """The bounded queue and pipeline slots, reporting to this app's metrics; the CPU pool sized from settings."""
+        from culturebase.cpu import configure_cpu_pool
+        from services.admission import Admission
+
+        s = self.settings
+        self.admission = Admission(s.api_max_in_flight, s.api_queue_size, s.request_timeout_s, self.metrics)
+        self.metrics.bind_cpu_pool(configure_cpu_pool(s.cpu_workers))
 
     async def kb_call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a (synchronous) store/embedder call in the threadpool under the store lock."""
@@ -100,7 +110,7 @@ def build_services(
         metrics = Metrics()
         metrics.bind_search(search)
         max_bytes = int(settings.max_upload_mb * 1024 * 1024)
-        return KarServices(
+        services = KarServices(
             settings=settings,
             kb=kb,
             pipeline=pipeline,
@@ -115,6 +125,8 @@ def build_services(
             notes=notes,
             owns_kb=owns_kb,
         )
+        services.bind_admission()
+        return services
     except BaseException:
         if owns_kb:
             kb.close()

@@ -28,6 +28,7 @@ from agents.pipeline.prompts import load_prompt
 from agents.pipeline.queries import build_queries
 from agents.pipeline.state import PipelineState
 from agents.vlm.base import AudioInput, ChatMessage, ImageInput, SamplingParams, VisionLanguageModel
+from culturebase.cpu import cpu_pool
 from retrieval.grounding import EntityCue, GroundingCues
 from retrieval.websearch import SearchResult, WebSearch
 
@@ -209,11 +210,11 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
             started = time.perf_counter()
             try:
                 if state.get("frames"):  # a video: OCR every sampled frame, each line once
-                    ocr = await asyncio.to_thread(_ocr_frames, deps.ocr, state["frames"])
+                    ocr = await cpu_pool().run(_ocr_frames, deps.ocr, state["frames"])
                     ocr_text = ocr["text"]
                     update["ocr"] = ocr
                 else:
-                    ocr = await asyncio.to_thread(deps.ocr.read, state["image"])
+                    ocr = await cpu_pool().run(deps.ocr.read, state["image"])  # the process-wide CPU pool
                     ocr_text = ocr.text
                     update["ocr"] = ocr.to_dict()
             except Exception as exc:  # OCR is an aid: its failure is recorded, not fatal
@@ -281,7 +282,7 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
             return deps.grounder.ground(cues, language=cfg.grounding_language)
 
         try:
-            result = await asyncio.to_thread(run) if not getattr(deps.grounder, "inline", False) else run()
+            result = await cpu_pool().run(run) if not getattr(deps.grounder, "inline", False) else run()
         except Exception as exc:
             return {"error": _error("ground", exc), "timings": {"ground": time.perf_counter() - started}}
         return {

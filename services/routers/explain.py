@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
+from starlette.background import BackgroundTask
 
 from services.deps import ExplainCaller, Services
 from services.errors import ApiError
@@ -30,7 +32,7 @@ from services.state import NO_VLM_HELP, KarServices
 router = APIRouter(tags=["explain"])
 LANG = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 CONTEXT_FIELDS = ("post_text", "top_comment", "context_note")
-ERRORS = {code: {"model": ErrorPublic} for code in (400, 401, 403, 413, 415, 422, 429, 502, 503)}
+ERRORS = {code: {"model": ErrorPublic} for code in (400, 401, 403, 413, 415, 422, 429, 502, 503, 504)}
 
 _form_schema = {
     "type": "object",
@@ -164,7 +166,11 @@ async def _image_bytes(body: ExplainCreate, upload: bytes | None, services: KarS
     else:
         assert body.image_url is not None
         data = await services.fetcher.fetch(body.image_url)
-    return await asyncio.to_thread(validate_image, data, max_bytes, settings.max_image_pixels)
+    from culturebase.cpu import cpu_pool
+
+    # one decode, in the process-wide CPU pool: checks the pixels and makes the bounded working copy
+    work_side = max(settings.ocr_max_side if settings.ocr_enabled else 0, settings.vlm_max_image_side)
+    return await cpu_pool().run(validate_image, data, max_bytes, settings.max_image_pixels, work_side)
 
 
 def _public(result: Any, image: CheckedImage, services: KarServices) -> dict[str, Any]:
@@ -193,6 +199,42 @@ def _stage_events(event: Any) -> list[tuple[str, dict[str, Any]]]:
     return []
 
 
+#: the stages each condition runs, in order (to name the stage a deadline interrupted)
+STAGE_ORDER = {"kar": ("extract", "ground", "search", "reason"), "search_cot": ("extract", "search", "reason")}
+
+
+async def _drain(request: Request) -> None:
+    """Read and drop the body of a refused request (closing on an unread upload resets the client)."""
+    try:
+        async for _ in request.stream():
+            pass
+    except Exception:  # a client gone or a body over the limit: nothing left to answer
+        pass
+
+
+def _timeout_response(request: Request, services: KarServices, image: CheckedImage | None, condition: str, stage: str, events: list[Any], timeout_s: float) -> JSONResponse:
+    """504 with the standard error body and the trace of the stages that finished in time."""
+    trace: dict[str, Any] = {"condition": condition, "completed_stages": [e.stage for e in events], "timings": {}}
+    for event in events:
+        trace.update({k: v for k, v in event.data.items() if k not in ("response", "error")})
+        trace["timings"][event.stage] = round(event.elapsed_s, 4)
+    request.state.error_code = "request_timeout"
+    services.metrics.timeouts.labels(stage).inc()
+    message = f"the request took longer than KAR_REQUEST_TIMEOUT_S = {timeout_s:g} s; it was in the {stage} stage"
+    result: dict[str, Any] = {"response": None, "trace": trace}
+    if image is not None:
+        result["image"] = {"format": image.format, "width": image.width, "height": image.height, "bytes": image.source_bytes}
+    return JSONResponse({"error": {"code": "request_timeout", "message": message, "stage": stage}, "result": result}, status_code=504)
+
+
+def _next_stage(condition: str, events: list[Any]) -> str:
+    done = {e.stage for e in events}
+    for stage in STAGE_ORDER.get(condition, ("answer",)):
+        if stage not in done:
+            return stage
+    return "finish"
+
+
 @router.post(
     "/v1/explain",
     summary="Explain an image (optionally streamed as server-sent events)",
@@ -206,21 +248,62 @@ async def explain(
     caller: ExplainCaller,
     stream: bool | None = Query(None, description="Stream the stages as server-sent events."),
 ) -> Any:
-    body, upload = await _parse(request, services)
-    _check_request(body, upload, services)
-    image = await _image_bytes(body, upload, services)
-    from agents.pipeline import ExplainContext
-
-    context = ExplainContext.from_dict(body.context.model_dump() if body.context else None)
-    pipeline = services.pipeline
-    metrics = services.metrics
-    if stream if stream is not None else body.stream:
-        return EventSourceResponse(_stream(services, pipeline, image, body, context), ping=15)
-    metrics.in_flight.inc()
+    admission = services.admission
     try:
-        result = await pipeline.explain(image.data, body.condition, context, language=body.language)
+        ticket = admission.admit()  # 503 + Retry-After at once when the queue is full
+    except ApiError:
+        await _drain(request)
+        raise
+    streaming = False
+    try:
+        body, upload = await _parse(request, services)
+        _check_request(body, upload, services)
+        try:
+            async with asyncio.timeout(ticket.remaining()):
+                image = await _image_bytes(body, upload, services)
+        except TimeoutError:
+            return _timeout_response(request, services, None, body.condition, "input", [], services.settings.request_timeout_s)
+        del upload
+        from agents.pipeline import ExplainContext
+
+        context = ExplainContext.from_dict(body.context.model_dump() if body.context else None)
+        if stream if stream is not None else body.stream:
+            streaming = True
+            # the generator's finally frees the place; the background task too, should the client leave before it starts
+            leave = BackgroundTask(admission.leave, ticket)
+            return EventSourceResponse(_stream(services, services.pipeline, image, body, context, ticket), ping=15, background=leave)
+        return await _run(request, services, image, body, context, ticket)
     finally:
-        metrics.in_flight.dec()
+        if not streaming:
+            admission.leave(ticket)
+
+
+async def _run(request: Request, services: KarServices, image: CheckedImage, body: ExplainCreate, context: Any, ticket: Any) -> Any:
+    from services.admission import DeadlineExceeded
+
+    metrics = services.metrics
+    timeout_s = services.settings.request_timeout_s
+    events: list[Any] = []
+    result = None
+    try:
+        async with services.admission.slot(ticket):
+            metrics.in_flight.inc()
+            try:
+                async with asyncio.timeout(ticket.remaining()):
+                    stages = services.pipeline.stream(image.data, body.condition, context, language=body.language)
+                    async with contextlib.aclosing(stages):
+                        async for event in stages:
+                            if event.result is not None:
+                                result = event.result
+                            else:
+                                events.append(event)
+            except TimeoutError:
+                return _timeout_response(request, services, image, body.condition, _next_stage(body.condition, events), events, timeout_s)
+            finally:
+                metrics.in_flight.dec()
+    except DeadlineExceeded:
+        return _timeout_response(request, services, image, body.condition, "queue", [], timeout_s)
+    assert result is not None
     metrics.observe_result(body.condition, result.trace, result.error is None)
     payload = _public(result, image, services)
     if result.error is not None:
@@ -231,21 +314,43 @@ async def explain(
     return payload
 
 
-async def _stream(services: KarServices, pipeline: Any, image: CheckedImage, body: ExplainCreate, context: Any) -> AsyncIterator[dict[str, Any]]:
+async def _stream(services: KarServices, pipeline: Any, image: CheckedImage, body: ExplainCreate, context: Any, ticket: Any) -> AsyncIterator[dict[str, Any]]:
+    from services.admission import DeadlineExceeded
+
     metrics = services.metrics
-    metrics.in_flight.inc()
+    timeout_s = services.settings.request_timeout_s
+    events: list[Any] = []
+
+    def timeout_event(stage: str) -> dict[str, Any]:
+        metrics.timeouts.labels(stage).inc()
+        message = f"the request took longer than KAR_REQUEST_TIMEOUT_S = {timeout_s:g} s; it was in the {stage} stage"
+        return {"event": "error", "data": json.dumps({"error": {"code": "request_timeout", "message": message, "stage": stage}})}
+
     try:
-        async for event in pipeline.stream(image.data, body.condition, context, language=body.language):
-            if event.result is not None:
-                result = event.result
-                metrics.observe_result(body.condition, result.trace, result.error is None)
-                yield {"event": "final", "data": json.dumps(_public(result, image, services), ensure_ascii=False, default=str)}
-                continue
-            for name, data in _stage_events(event):
-                yield {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
+        async with services.admission.slot(ticket):
+            metrics.in_flight.inc()
+            try:
+                async with asyncio.timeout(ticket.remaining()):
+                    stages = pipeline.stream(image.data, body.condition, context, language=body.language)
+                    async with contextlib.aclosing(stages):
+                        async for event in stages:
+                            if event.result is not None:
+                                result = event.result
+                                metrics.observe_result(body.condition, result.trace, result.error is None)
+                                yield {"event": "final", "data": json.dumps(_public(result, image, services), ensure_ascii=False, default=str)}
+                                continue
+                            events.append(event)
+                            for name, data in _stage_events(event):
+                                yield {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
+            except TimeoutError:
+                yield timeout_event(_next_stage(body.condition, events))
+            finally:
+                metrics.in_flight.dec()
+    except DeadlineExceeded:
+        yield timeout_event("queue")
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the stream has started: report in-band
         yield {"event": "error", "data": json.dumps({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}})}
     finally:
-        metrics.in_flight.dec()
+        services.admission.leave(ticket)

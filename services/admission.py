@@ -1,0 +1,114 @@
+"""Back-pressure in front of the pipeline: a bounded queue, an honest 503 and a deadline.
+
+At most ``max_in_flight`` explain requests run the pipeline at once; up to ``queue_size``
+more wait for a slot (their bodies are read and their images checked meanwhile, with the
+CPU work bounded by :mod:`culturebase.cpu`).  A request that finds the queue full is refused
+at once with 503, ``Retry-After`` (seconds, from the recent service time and the queue
+ahead) and the standard error body, before its body is decoded: the server never accepts
+work it cannot finish in time.  Each admitted request carries a deadline
+(``KAR_REQUEST_TIMEOUT_S``, queue wait included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from services.errors import ApiError
+from services.metrics import Metrics
+
+#: seconds assumed for one request before any has finished (the first Retry-After)
+DEFAULT_SERVICE_S = 2.0
+MAX_RETRY_AFTER_S = 300
+
+
+class DeadlineExceeded(Exception):
+    """The request's deadline passed while it waited (``stage`` says where)."""
+
+    def __init__(self, stage: str, waited_s: float) -> None:
+        super().__init__(stage)
+        self.stage = stage
+        self.waited_s = waited_s
+
+
+@dataclass
+class Ticket:
+    """One admitted request: its arrival, its deadline, and whether it holds a pipeline slot."""
+
+    arrived: float
+    deadline: float
+    running: bool = False
+    released: bool = False
+    started: float | None = field(default=None)
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+class Admission:
+    """The bounded queue and the pipeline slots of one API process."""
+
+    def __init__(self, max_in_flight: int, queue_size: int, timeout_s: float, metrics: Metrics) -> None:
+        self.max_in_flight = max(1, max_in_flight)
+        self.queue_size = max(0, queue_size)
+        self.timeout_s = timeout_s
+        self.metrics = metrics
+        self._slots = asyncio.Semaphore(self.max_in_flight)
+        self.waiting = 0  # admitted, not yet running the pipeline
+        self.running = 0
+        self._service_s = DEFAULT_SERVICE_S  # moving average of the pipeline time
+        metrics.queue_depth.set_function(lambda: float(self.waiting))
+        metrics.queue_capacity.set(float(self.queue_size))
+
+    def retry_after_s(self) -> int:
+        """Seconds after which a slot is likely free: the queue ahead drained at the recent pace."""
+        ahead = self.waiting + 1
+        seconds = math.ceil(self._service_s * ahead / self.max_in_flight)
+        return max(1, min(MAX_RETRY_AFTER_S, seconds))
+
+    def admit(self) -> Ticket:
+        """Take a place in the queue, or raise the 503 at once when it is full."""
+        if self.waiting + self.running >= self.max_in_flight + self.queue_size:
+            retry = self.retry_after_s()
+            self.metrics.rejections.labels("queue_full").inc()
+            raise ApiError(
+                503,
+                "busy",
+                f"the server is busy ({self.running} explaining, {self.waiting} waiting, queue limit {self.queue_size}); retry in {retry} s",
+                headers={"Retry-After": str(retry)},
+            )
+        now = time.monotonic()
+        self.waiting += 1
+        return Ticket(arrived=now, deadline=now + self.timeout_s)
+
+    @asynccontextmanager
+    async def slot(self, ticket: Ticket) -> AsyncIterator[Ticket]:
+        """Wait (until the deadline) for a pipeline slot, hold it for the block, then free it."""
+        try:
+            await asyncio.wait_for(self._slots.acquire(), timeout=max(0.0, ticket.remaining()))
+        except TimeoutError:  # counted in kar_explain_timeouts_total by whoever answers it
+            raise DeadlineExceeded("queue", time.monotonic() - ticket.arrived) from None
+        self.waiting -= 1
+        self.running += 1
+        ticket.running = True
+        ticket.started = time.monotonic()
+        self.metrics.queue_wait.observe(ticket.started - ticket.arrived)
+        try:
+            yield ticket
+        finally:
+            self.running -= 1
+            ticket.running = False
+            ticket.released = True
+            self._slots.release()
+            spent = time.monotonic() - ticket.started
+            self._service_s = 0.8 * self._service_s + 0.2 * spent
+
+    def leave(self, ticket: Ticket) -> None:
+        """Give the queue place back when the request ends before reaching a slot (bad input, timeout)."""
+        if not ticket.running and not ticket.released:
+            self.waiting -= 1
+            ticket.released = True

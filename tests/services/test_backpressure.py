@@ -1,0 +1,114 @@
+"""Back-pressure: a full queue is a 503 with Retry-After at once; a deadline is a 504 with the partial trace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from agents.vlm.base import ChatMessage, ChatResult, SamplingParams
+from tests.agents.conftest import is_extract, replies
+from tests.fakes.vlm import ScriptedVLM
+
+
+class GatedVLM:
+    """A VLM double whose calls wait on a gate (per stage), then answer like the scripted one."""
+
+    model_id = "gated-vlm"
+
+    def __init__(self, hold_extract: bool = True, hold_reason: bool = True) -> None:
+        self.inner = ScriptedVLM(default=replies())
+        self.gate = asyncio.Event()
+        self.hold_extract = hold_extract
+        self.hold_reason = hold_reason
+        self.entered = 0
+
+    async def chat(self, messages: list[ChatMessage], sampling: SamplingParams | None = None) -> ChatResult:
+        self.entered += 1
+        if self.hold_extract if is_extract(messages) else self.hold_reason:
+            await self.gate.wait()
+        return await self.inner.chat(messages, sampling)
+
+
+async def wait_until(predicate, limit: int = 2000) -> None:
+    for _ in range(limit):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+async def test_a_full_queue_is_refused_at_once_with_retry_after(make_client, zhuge_png):
+    vlm = GatedVLM()
+    async with make_client(vlm=vlm, api_max_in_flight=1, api_queue_size=1) as (client, services):
+        post = lambda: client.post("/v1/explain", files={"image": ("z.png", zhuge_png, "image/png")})  # noqa: E731
+        first = asyncio.create_task(post())
+        await wait_until(lambda: services.admission.running == 1 and vlm.entered == 1)
+        second = asyncio.create_task(post())
+        await wait_until(lambda: services.admission.waiting == 1)
+        refused = await post()
+        assert refused.status_code == 503
+        assert int(refused.headers["retry-after"]) >= 1
+        error = refused.json()["error"]
+        assert error["code"] == "busy" and "retry in" in error["message"] and "queue limit 1" in error["message"]
+        metrics = (await client.get("/metrics")).text
+        assert "kar_explain_queue_depth 1.0" in metrics and "kar_explain_in_flight 1.0" in metrics
+        vlm.gate.set()
+        done = await asyncio.gather(first, second)
+        assert [r.status_code for r in done] == [200, 200] and all(r.json()["response"] for r in done)
+        metrics = (await client.get("/metrics")).text
+        assert 'kar_explain_rejected_total{reason="queue_full"} 1.0' in metrics
+        assert "kar_explain_queue_wait_seconds_count 2.0" in metrics
+        assert "kar_explain_queue_depth 0.0" in metrics
+        assert 'kar_errors_total{code="busy"} 1.0' in metrics
+        assert "kar_cpu_pool_workers" in metrics
+        # the queue is free again
+        assert (await post()).status_code == 200
+
+
+async def test_the_deadline_answers_504_with_the_stages_that_finished(make_client, zhuge_png):
+    vlm = GatedVLM(hold_extract=False, hold_reason=True)
+    async with make_client(vlm=vlm, request_timeout_s=4.0) as (client, services):
+        r = await client.post("/v1/explain", files={"image": ("z.png", zhuge_png, "image/png")})
+        assert r.status_code == 504
+        body = r.json()
+        assert body["error"]["code"] == "request_timeout" and body["error"]["stage"] == "reason"
+        assert "KAR_REQUEST_TIMEOUT_S = 4 s" in body["error"]["message"]
+        trace = body["result"]["trace"]
+        assert trace["completed_stages"] == ["extract", "ground", "search"]
+        assert trace["extraction"]["entities"][0]["name"] == "诸葛亮"
+        assert "诸葛亮" in [h["name"] for h in trace["grounding"]["hits"]], "the grounding that finished in time is in the partial trace"
+        assert trace["queries"] and set(trace["timings"]) == {"extract", "ground", "search"}
+        assert body["result"]["response"] is None and body["result"]["image"]["width"] == 640
+        metrics = (await client.get("/metrics")).text
+        assert 'kar_explain_timeouts_total{stage="reason"} 1.0' in metrics
+        assert services.admission.running == 0 and services.admission.waiting == 0
+
+
+async def test_a_request_whose_deadline_passes_in_the_queue_is_a_504_from_the_queue(make_client, zhuge_png):
+    async with make_client(api_max_in_flight=1, api_queue_size=4, request_timeout_s=1.0) as (client, services):
+        admission = services.admission
+        holder = admission.admit()
+        async with admission.slot(holder):  # the only pipeline slot is taken for the whole request
+            r = await client.post("/v1/explain", files={"image": ("z.png", zhuge_png, "image/png")})
+        admission.leave(holder)
+        assert r.status_code == 504
+        body = r.json()
+        assert body["error"]["code"] == "request_timeout" and body["error"]["stage"] == "queue"
+        assert body["result"]["trace"]["completed_stages"] == []
+        assert admission.waiting == 0 and admission.running == 0
+        metrics = (await client.get("/metrics")).text
+        assert 'kar_explain_timeouts_total{stage="queue"} 1.0' in metrics
+
+
+async def test_a_streamed_request_past_its_deadline_ends_with_a_timeout_event(make_client, zhuge_png):
+    from tests.services.test_explain import parse_sse
+
+    vlm = GatedVLM(hold_extract=False, hold_reason=True)
+    async with make_client(vlm=vlm, request_timeout_s=4.0) as (client, services):
+        r = await client.post("/v1/explain?stream=true", files={"image": ("z.png", zhuge_png, "image/png")})
+        events = parse_sse(r.text)
+        names = [name for name, _ in events]
+        assert names[:2] == ["extraction", "entities"] and names[-1] == "error"
+        assert events[-1][1]["error"]["code"] == "request_timeout" and events[-1][1]["error"]["stage"] == "reason"
+        assert services.admission.running == 0 and services.admission.waiting == 0
+        assert json.dumps(events)  # every event is JSON
