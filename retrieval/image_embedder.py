@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from culturebase.store import EmbedderInfo
+from retrieval.embedders import EmbedderUnavailableError
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -31,7 +32,7 @@ ImageEmbedderKind = Literal["clip", "siglip"]
 KINDS: tuple[str, ...] = ("clip", "siglip")
 
 
-class ImageEmbedderError(RuntimeError):
+class ImageEmbedderError(EmbedderUnavailableError):
     """The configured image embedder cannot be loaded (missing folder, wrong format)."""
 
 

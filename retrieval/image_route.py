@@ -247,3 +247,25 @@ def fuse_image_matches(
             g.score, g.route, g.cue = image_score, "image", m.cue(tau_image)
         g.route_scores["image"] = round(image_score, 4)
     return scored
+
+
+def image_stats(store: CultureBaseStore, route: ImageRoute | None) -> dict[str, Any]:
+    """Entity image counts for ``kar kb stats``: images listed on entities, by kind, and the indexed points."""
+    listed = with_images = 0
+    by_kind: dict[str, int] = {}
+    for entity in store.iter_entities():
+        if entity.images:
+            with_images += 1
+        for image in entity.images:
+            listed += 1
+            by_kind[image.kind] = by_kind.get(image.kind, 0) + 1
+    out: dict[str, Any] = {
+        "images": listed,
+        "entities_with_images": with_images,
+        "by_kind": dict(sorted(by_kind.items())),
+        "hashed": route.index.count() if route is not None else None,
+    }
+    if route is not None and route.learned is not None and route.embedder is not None:
+        out["embedded"] = route.learned.count()
+        out["image_embedder"] = route.embedder.info.name
+    return out

@@ -154,11 +154,27 @@ def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
     """Entity counts by language and site, corpus size, backend and embedder."""
     with user_errors(), _open(create=False) as kb:
         stats = kb.store.stats()
+        from retrieval.image_route import image_stats
+
+        stats["entity_images"] = image_stats(kb.store, kb.image_route)
     if json_out:
         emit_json(stats)
     else:
         for key, value in stats.items():
+            if key == "entity_images":
+                value = _images_line(value)
             Console().print(f"{key}: {value}", highlight=False)
+
+
+def _images_line(s: dict) -> str:
+    """``kar kb stats``: entity images in one line (counts by kind, hashed and embedded points)."""
+    from rich.markup import escape
+
+    kinds = ", ".join(f"{k} {n}" for k, n in s["by_kind"].items())
+    line = f"{s['images']}" + (f" ({kinds})" if kinds else "") + f" on {s['entities_with_images']} entities; hashed {s['hashed']}"
+    if "embedded" in s:
+        line += f", embedded {s['embedded']} ({s['image_embedder']})"
+    return escape(line)
 
 
 @kb_app.command("get")
