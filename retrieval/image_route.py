@@ -170,6 +170,26 @@ class ImageRoute:
             counts["embedded"] = len(learned_rows)
         return counts
 
+    def rebuild(self, batch: int = 64) -> dict[str, int]:
+        """Drop the image collections and hash (and embed) every entity image again, e.g. after
+        switching ``KAR_IMAGE_EMBEDDER`` on or to another model; returns the summed counts."""
+        for index in (self.index, self.learned):
+            if index is not None and self.store.backend.collection_info(index.name) is not None:
+                self.store.backend.drop_collection(index.name)
+            if index is not None:
+                index._coll = None
+        totals: dict[str, int] = {"entities": 0}
+        chunk: list[Entity] = []
+        for entity in [*self.store.iter_entities(), None]:
+            if entity is not None and entity.images:
+                chunk.append(entity)
+            if chunk and (entity is None or len(chunk) >= batch):
+                for key, n in self.index_entities(chunk).items():
+                    totals[key] = totals.get(key, 0) + n
+                totals["entities"] += len(chunk)
+                chunk = []
+        return totals
+
     def delete_entities(self, entity_ids: Sequence[str]) -> int:
         if self.learned is not None:
             self.learned.delete_entities(entity_ids)

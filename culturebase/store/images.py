@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from culturebase.entity import EntityImage
-from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, PayloadFilter, PointRecord, ScoredRecord
+from culturebase.store.base import (
+    Backend, Collection, CollectionSpec, EmbedderInfo, EmbedderMismatchError, PayloadFilter, PointRecord, ScoredRecord,
+)
 
 IMAGES = "images"
 
@@ -120,3 +122,16 @@ class LearnedImageIndex(ImageIndex):
 
     def spec(self) -> CollectionSpec:
         return image_embeddings_spec()
+
+    @property
+    def collection(self) -> Collection:
+        if self._coll is None:
+            try:
+                self._coll = self.backend.open_collection(self.spec(), self.hasher, create=self._create)
+            except EmbedderMismatchError as exc:
+                raise EmbedderMismatchError(
+                    f"the {IMAGE_EMBEDDINGS!r} collection was built by another image embedder than the configured "
+                    f"{self.hasher.describe()}: run `kar kb reindex-images` to embed the entity images with it, "
+                    f"or point KAR_IMAGE_EMBEDDER_MODEL at the model that built it ({exc})"
+                ) from None
+        return self._coll

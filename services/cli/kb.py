@@ -177,6 +177,20 @@ def _images_line(s: dict) -> str:
     return escape(line)
 
 
+@kb_app.command("reindex-images")
+def reindex_images_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Hash (and with KAR_IMAGE_EMBEDDER, embed) every entity image again into fresh image collections."""
+    with user_errors(), _open(create=False) as kb:
+        route = kb.image_route
+        if route is None:
+            raise fail("no image route: settings are missing")
+        counts = route.rebuild()
+    if json_out:
+        emit_json(counts)
+    else:
+        Console().print(", ".join(f"{k} {v}" for k, v in counts.items()), highlight=False)
+
+
 @kb_app.command("get")
 def get_cmd(entity_id: Annotated[str, typer.Argument()]) -> None:
     """Print one entity as JSON."""
