@@ -93,6 +93,15 @@ class Settings(BaseSettings):
         32, ge=0, le=128, description="Image route threshold: largest summed dHash+pHash Hamming distance (of 128 bits) accepted."
     )
     image_crops: bool = Field(True, description="Also hash the query image without caption bands and borders (best distance wins).")
+    image_embedder: Literal["none", "clip", "siglip"] = Field(
+        "none", description="Optional learned image embedder of the image route (a local CLIP/SigLIP folder; none = hashes only)."
+    )
+    image_embedder_model: Path | None = Field(
+        None, description="Local folder of the image embedder in the Hugging Face format (never downloaded)."
+    )
+    image_embed_tau: float = Field(
+        0.9, ge=-1, le=1, description="Image route threshold of the learned embedder: smallest cosine similarity accepted."
+    )
 
     # -- VLM ------------------------------------------------------------------------------
     vlm_base_urls: CommaList = Field(

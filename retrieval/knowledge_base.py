@@ -144,11 +144,13 @@ class KnowledgeBase:
         settings = getattr(self, "settings", None)  # reindex builds a bare instance
         if getattr(self, "_image_route", None) is None and settings is not None:
             from culturebase.images import image_store_for
+            from retrieval.image_embedder import build_image_embedder
             from retrieval.image_route import ImageRoute
 
             s = settings
             self._image_route = ImageRoute(
-                self.store, image_store_for(s.data_dir, s.image_max_mb, s.max_image_pixels), tau=s.image_tau, crops=s.image_crops
+                self.store, image_store_for(s.data_dir, s.image_max_mb, s.max_image_pixels), tau=s.image_tau, crops=s.image_crops,
+                embedder=build_image_embedder(s), embed_tau=s.image_embed_tau,
             )
         return getattr(self, "_image_route", None)
 

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from culturebase.entity import EntityImage
-from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, PayloadFilter, PointRecord, ScoredRecord
+from culturebase.store.base import (
+    Backend, Collection, CollectionSpec, EmbedderInfo, EmbedderMismatchError, PayloadFilter, PointRecord, ScoredRecord,
+)
 
 IMAGES = "images"
 
@@ -31,6 +33,12 @@ def image_point_id(entity_id: str, sha256: str) -> str:
 class ImageIndex:
     """Image hash points of entities in one backend."""
 
+    name = IMAGES
+    vector = "hash"
+
+    def spec(self) -> CollectionSpec:
+        return images_spec()
+
     def __init__(self, backend: Backend, hasher: EmbedderInfo, create: bool = True) -> None:
         self.backend = backend
         self.hasher = hasher
@@ -39,12 +47,12 @@ class ImageIndex:
 
     @property
     def exists(self) -> bool:
-        return self._coll is not None or self.backend.collection_info(IMAGES) is not None
+        return self._coll is not None or self.backend.collection_info(self.name) is not None
 
     @property
     def collection(self) -> Collection:
         if self._coll is None:
-            self._coll = self.backend.open_collection(images_spec(), self.hasher, create=self._create)
+            self._coll = self.backend.open_collection(self.spec(), self.hasher, create=self._create)
         return self._coll
 
     def replace_for(
@@ -61,7 +69,7 @@ class ImageIndex:
         points = [
             PointRecord(
                 id=image_point_id(eid, img.sha256),
-                dense={"hash": vec},
+                dense={self.vector: vec},
                 payload={"entity_id": eid, "language": lang, **img.model_dump(mode="json")},
             )
             for eid, lang, img, vec in rows
@@ -84,10 +92,46 @@ class ImageIndex:
         """Nearest image points (score = cosine of ±1 vectors = dot / dim)."""
         if not self.exists:
             return []
-        return self.collection.search("hash", vector, limit, PayloadFilter.of(language=language))
+        return self.collection.search(self.vector, vector, limit, PayloadFilter.of(language=language))
 
     def count(self) -> int:
         return self.collection.count() if self.exists else 0
 
     def payloads(self) -> list[dict[str, Any]]:
         return list(self.collection.scroll()) if self.exists else []
+
+
+IMAGE_EMBEDDINGS = "image_embeddings"
+
+
+def image_embeddings_spec() -> CollectionSpec:
+    """One dense vector per (entity, image): the learned embedder's L2-normalised image vector."""
+    return CollectionSpec(IMAGE_EMBEDDINGS, dense=("learned",), keyword_indexes=("entity_id", "kind", "language"))
+
+
+class LearnedImageIndex(ImageIndex):
+    """Learned image-embedder points of entities (``KAR_IMAGE_EMBEDDER``), beside the hash points.
+
+    A collection of its own (same point ids and payloads as :class:`ImageIndex`) because its
+    vectors have the embedder's size and identity: the collection records the embedder
+    (``clip:<folder>``) and refuses to open under another one, like the ``entities`` collection.
+    """
+
+    name = IMAGE_EMBEDDINGS
+    vector = "learned"
+
+    def spec(self) -> CollectionSpec:
+        return image_embeddings_spec()
+
+    @property
+    def collection(self) -> Collection:
+        if self._coll is None:
+            try:
+                self._coll = self.backend.open_collection(self.spec(), self.hasher, create=self._create)
+            except EmbedderMismatchError as exc:
+                raise EmbedderMismatchError(
+                    f"the {IMAGE_EMBEDDINGS!r} collection was built by another image embedder than the configured "
+                    f"{self.hasher.describe()}: run `kar kb reindex-images` to embed the entity images with it, "
+                    f"or point KAR_IMAGE_EMBEDDER_MODEL at the model that built it ({exc})"
+                ) from None
+        return self._coll

@@ -160,6 +160,9 @@ def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
     """Entity counts by language and site, corpus size, backend and embedder."""
     with user_errors(), _open(create=False) as kb:
         stats = kb.store.stats()
+        from retrieval.image_route import image_stats
+
+        stats["entity_images"] = image_stats(kb.store, kb.image_route)
     if json_out:
         emit_json(stats)
     else:
@@ -168,7 +171,32 @@ def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
         for key, value in stats.items():
             if key == "storage" and isinstance(value, dict):  # one line: the layout, and why it is read-only
                 value = value.get("describe", "") + (f"; read-only: {value['read_only']}" if value.get("read_only") else "")
+            if key == "entity_images":
+                value = _images_line(value)
             Console().print(escape(f"{key}: {value}"), highlight=False, soft_wrap=True)
+
+
+def _images_line(s: dict) -> str:
+    """``kar kb stats``: entity images in one line (counts by kind, hashed and embedded points); the caller escapes it."""
+    kinds = ", ".join(f"{k} {n}" for k, n in s["by_kind"].items())
+    line = f"{s['images']}" + (f" ({kinds})" if kinds else "") + f" on {s['entities_with_images']} entities; hashed {s['hashed']}"
+    if "embedded" in s:
+        line += f", embedded {s['embedded']} ({s['image_embedder']})"
+    return line
+
+
+@kb_app.command("reindex-images")
+def reindex_images_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Hash (and with KAR_IMAGE_EMBEDDER, embed) every entity image again into fresh image collections."""
+    with user_errors(), _open(create=False) as kb:
+        route = kb.image_route
+        if route is None:
+            raise fail("no image route: settings are missing")
+        counts = route.rebuild()
+    if json_out:
+        emit_json(counts)
+    else:
+        Console().print(", ".join(f"{k} {v}" for k, v in counts.items()), highlight=False)
 
 
 @kb_app.command("get")
