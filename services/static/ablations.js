@@ -61,7 +61,7 @@
     for (const c of job.conditions) {
       const n = per && per[c];
       const line = n ? c + ": " + (n.ran + n.skipped - n.failed) + " done · " + n.failed + " failed" + (n.skipped ? " (" + n.skipped + " resumed)" : "")
-                     : c + ": …";
+                     : c + (FINISHED.includes(job.status) ? ": no counts (" + job.status + ")" : ": running…");
       cell.append(make("div", line, "cond cond-" + c));
     }
     return cell;
