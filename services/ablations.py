@@ -88,6 +88,40 @@ class AblationManager:
             raise ApiError(404, "dataset_not_found", f"no dataset {name!r} under the server's DATA_DIR/datasets")
         return path
 
+    def list_datasets(self, max_depth: int = 3, max_entries: int = 500) -> list[dict[str, Any]]:
+        """Benchmark files (``.json``/``.jsonl``) and folders holding some under DATA_DIR/datasets, named
+        relative to it (hidden entries and links leaving the folder are skipped; at most ``max_entries``)."""
+        root = self.datasets.resolve() if self.datasets.is_dir() else None
+        out: list[dict[str, Any]] = []
+        if root is None:
+            return out
+
+        def walk(folder: Path, depth: int) -> None:
+            try:
+                entries = sorted(folder.iterdir(), key=lambda p: p.name)
+            except OSError:
+                return
+            files = []
+            for entry in entries:
+                if len(out) >= max_entries or entry.name.startswith("."):
+                    continue
+                try:
+                    real = entry.resolve()
+                    if not real.is_relative_to(root):
+                        continue
+                    if entry.is_file() and entry.suffix in (".json", ".jsonl"):
+                        files.append({"name": entry.relative_to(root).as_posix(), "kind": "file", "size_bytes": entry.stat().st_size})
+                    elif entry.is_dir() and depth < max_depth:
+                        walk(entry, depth + 1)
+                except OSError:
+                    continue
+            if files and folder != root and len(out) < max_entries:
+                out.append({"name": folder.relative_to(root).as_posix(), "kind": "folder", "size_bytes": sum(f["size_bytes"] for f in files)})
+            out.extend(files[: max(0, max_entries - len(out))])
+
+        walk(root, 1)
+        return sorted(out, key=lambda d: d["name"])
+
     def get(self, job_id: str) -> AblationJob:
         job = self.jobs.get(job_id)
         if job is not None and job_id in self.tasks:

@@ -166,3 +166,9 @@ class AblationPublic(BaseModel):
     error: str | None
     summary: dict[str, Any] | None
     results: dict[str, str]
+
+
+class AblationDatasetPublic(BaseModel):
+    name: str = Field(description="Path relative to DATA_DIR/datasets, as POST /v1/ablations takes it.")
+    kind: str = Field(description="'file' (a .json/.jsonl benchmark) or 'folder' (its .json/.jsonl files together).")
+    size_bytes: int

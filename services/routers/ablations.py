@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path as PathParam, Response
 from fastapi.responses import FileResponse
 
 from services.deps import Services, WriteKey
-from services.schemas import AblationCreate, AblationPublic, ErrorPublic
+from services.schemas import AblationCreate, AblationDatasetPublic, AblationPublic, ErrorPublic
 
 router = APIRouter(tags=["ablations"])
 JobId = Annotated[str, PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -33,6 +34,12 @@ async def start_ablation(body: AblationCreate, services: Services, key: WriteKey
 @router.get("/v1/ablations", response_model=list[AblationPublic])
 async def list_ablations(services: Services) -> list[dict[str, Any]]:
     return [public(j) for j in services.ablations.list()]
+
+
+@router.get("/v1/ablations/datasets", response_model=list[AblationDatasetPublic])
+async def list_ablation_datasets(services: Services) -> list[dict[str, Any]]:
+    """Benchmarks a job can run: files and folders under the server's DATA_DIR/datasets (read-only)."""
+    return await asyncio.to_thread(services.ablations.list_datasets)
 
 
 @router.get("/v1/ablations/{job_id}", response_model=AblationPublic, responses=ERR)
