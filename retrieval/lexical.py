@@ -45,8 +45,9 @@ MAX_LEXICAL_CHARS = 4000
 #: Caption lines shorter than this (after normalisation) are ignored: too short to identify anything.
 MIN_CAPTION_CJK = 4
 MIN_CAPTION_LATIN = 8
-#: Fuzzy containment below this is no match (one wrong OCR character in four, or two in ten, still passes).
-MIN_CONTAINMENT = 0.75
+#: Fuzzy containment below this is no match (one wrong OCR character in five, or two in ten, still passes;
+#: 0.75 let "such meme" match unrelated "… meme" aliases).
+MIN_CONTAINMENT = 0.8
 #: The shorter side must be at least this share of the longer one (a short alias inside a long
 #: unrelated sentence, or a line that is a small piece of a long catchphrase, is no caption match).
 MIN_COVERAGE = 0.4

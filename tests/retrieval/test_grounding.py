@@ -150,6 +150,14 @@ def test_caption_route_grounds_the_entity_of_a_verbatim_line(grounder, ocr, expe
     assert res.routes["caption"].startswith("ran") and res.routes["lexical"] == "ran"
 
 
+def test_a_short_line_sharing_only_a_common_word_is_no_caption_match(grounder):
+    # the Doge example image as rapidocr reads it: "such" + "meme" once matched "… meme" aliases of
+    # unrelated entities (Knuckles meme, Narcos meme) at 0.77 containment and grounded them above τ
+    res = grounder.ground(GroundingCues(ocr_text="such\nmeme\nvery culture\nmuch explain\nwow\nDoge"))
+    assert [h.entity.name for h in res.hits] == ["Doge"], [(c.entity.name, round(c.score, 3)) for c in res.candidates[:4]]
+    assert all(c.caption == 0.0 for c in res.candidates if c.entity.name != "Doge")
+
+
 def test_usage_only_nickname_is_found_by_search(grounder):
     # 甩葱歌 appears only in 初音未来's cultural usage, not among its names
     res = grounder.search_text("甩葱歌", top_k=5)
