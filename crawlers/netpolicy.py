@@ -20,26 +20,9 @@ from urllib.parse import urlsplit
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
+from culturebase.addresses import address_refusal
+
 log = logging.getLogger(__name__)
-
-
-def address_refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    """Why an address may not be fetched (None: a public unicast address)."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local (cloud metadata lives here)"
-    if ip.is_multicast:
-        return "multicast"
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_private:
-        return "private"
-    if not ip.is_global:
-        return "not globally routable"
-    return None
 
 
 class ForbiddenAddress(IgnoreRequest):

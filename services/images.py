@@ -28,6 +28,7 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
+from culturebase.addresses import IPAddress, address_refusal
 from services.errors import ApiError
 
 MAGIC = (
@@ -144,28 +145,11 @@ def validate_image(data: bytes, max_bytes: int, max_pixels: int, work_side: int 
 
 
 # -- SSRF-safe fetching --------------------------------------------------------------------
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 AddressPolicy = Callable[[IPAddress], str | None]
 
 
-def default_policy(ip: IPAddress) -> str | None:
-    """Why an address may not be fetched (None: allowed, a public unicast address)."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local (cloud metadata lives here)"
-    if ip.is_multicast:
-        return "multicast"
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_private:
-        return "private"
-    if not ip.is_global:
-        return "not globally routable (reserved, shared/CGNAT or documentation range)"
-    return None
+default_policy: AddressPolicy = address_refusal  # why an address may not be fetched (None: a public unicast address)
 
 
 def system_resolver(host: str, port: int) -> list[str]:
