@@ -13,7 +13,7 @@ from typing import Any
 from rich.markup import escape
 
 from agents.cli import _run, _settings, console
-from culturebase.console import emit_json, fail
+from culturebase.console import fail
 
 
 def run_bench(
@@ -59,11 +59,6 @@ def run_bench(
         finally:
             await resources.aclose()
 
-    summary = _run(main())
-    if json_out:
-        emit_json(summary.to_dict())
-    else:
-        console.print(escape(
-            f"{summary.ran} ran, {summary.skipped} already done, {summary.failed} failed (response null); "
-            f"predictions in {Path(summary.out_dir) / 'predictions'}"
-        ), highlight=False)
+    from services.cli.run import emit_run_summary
+
+    emit_run_summary(_run(main()), json_out)

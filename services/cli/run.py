@@ -72,7 +72,11 @@ def run_command(
         finally:
             await resources.aclose()
 
-    summary = _run(main())
+    emit_run_summary(_run(main()), json_out)
+
+
+def emit_run_summary(summary: Any, json_out: bool) -> None:
+    """A run's summary: JSON on stdout, or one plain line (paths shown as written, never as markup)."""
     if json_out:
         emit_json(summary.to_dict())
     else:
