@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from culturebase.console import emit_json, fail, progress_bar
+from culturebase.console import emit_json, fail
 
 console = Console(stderr=True)
 out = Console(soft_wrap=True)

@@ -45,8 +45,6 @@ def import_cmd(
 ) -> None:
     """Import entities; rejected lines are reported with line numbers and reasons (exit 3 if any)."""
     with user_errors():
-        from retrieval.knowledge_base import ImportFileError, parse_records  # noqa: F401
-
         with _open() as kb:
             entities, report = kb.validate_file(file)
             with progress_bar() as bar:
