@@ -140,12 +140,16 @@ def search_cmd(
 
     shown = " + ".join(x for x in (repr(text) if text else "", f"image {image}" if image else "") if x)
     table = Table(title=escape(f"CultureBase: {shown} (τ = {result.tau})"))
-    for col in ("#", "name", "source work", "score", "route scores (winner first)", "matched", "image distance", "≥τ"):
+    columns = ["#", "name", "source work", "score", "route scores (winner first)", "matched", "≥τ"]
+    if image is not None:  # the image route's distance only means something for an image search
+        columns.insert(-1, "image distance")
+    for col in columns:
         table.add_column(col)
     for i, h in enumerate(hits, 1):
         matched = h["matched_alias"] or (h["matched_caption"] or {}).get("catchphrase") or ""
-        dist = "" if h.get("image_distance") is None else f"{h['image_distance']}/128"
-        cells = [str(i), h["name"], h["source_work"], f"{h['score']:.3f}", route_summary(h), matched, dist, "yes" if h["passes_tau"] else ""]
+        cells = [str(i), h["name"], h["source_work"], f"{h['score']:.3f}", route_summary(h), matched, "yes" if h["passes_tau"] else ""]
+        if image is not None:
+            cells.insert(-1, "" if h.get("image_distance") is None else f"{h['image_distance']}/128")
         table.add_row(*(escape(c) for c in cells))
     Console().print(table)
     skipped = {r: why for r, why in result.routes.items() if why != "ran" and not why.startswith("ran ")}
