@@ -108,6 +108,7 @@ def search_cmd(
 
         settings = _settings()
         data = None
+        indexed_images = None
         if image is not None:
             try:
                 data = image.read_bytes()
@@ -128,7 +129,8 @@ def search_cmd(
                 cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
                 cues.image = query
                 full = grounder.ground(cues, language=lang)
-                result = type(full)(full.candidates[:top_k], full.candidates, full.tau)
+                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes)
+                indexed_images = kb.image_route.index.count()
     hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
     if json_out:
         emit_json(
@@ -152,6 +154,13 @@ def search_cmd(
             cells.insert(-1, "" if h.get("image_distance") is None else f"{h['image_distance']}/128")
         table.add_row(*(escape(c) for c in cells))
     Console().print(table)
+    if not hits:
+        Console().print("no entity found", highlight=False)
+    if indexed_images == 0:
+        Console().print(
+            "no entity image is indexed: import entities with `image`/`images` fields or run `kar crawl memegen`",
+            markup=False, highlight=False,
+        )
     skipped = {r: why for r, why in result.routes.items() if why != "ran" and not why.startswith("ran ")}
     for route, why in skipped.items():
         Console().print(f"route {route}: {why}", markup=False, highlight=False)

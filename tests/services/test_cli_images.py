@@ -55,3 +55,17 @@ def test_import_then_search_by_image(tmp_path):
     assert broken.exit_code == 1 and "is not a readable image" in broken.stderr
     missing = kar("kb", "search", "--image", str(tmp_path / "nope.png"), env=env)
     assert missing.exit_code == 1 and "cannot read --image" in missing.stderr
+
+
+def test_image_search_on_a_kb_without_images_says_so(tmp_path):
+    env = {"KAR_DATA_DIR": str(tmp_path / "data"), "KAR_KB_PATH": str(tmp_path / "kb")}
+    f = tmp_path / "kb.jsonl"
+    f.write_text(json.dumps({"name": "Textual", "description": "A record without any image."}), "utf-8")
+    assert kar("kb", "import", str(f), env=env).exit_code == 0
+    meme = tmp_path / "meme.jpg"
+    meme.write_bytes(meme_of(template_image(7), 3))
+    out = kar("kb", "search", "--image", str(meme), env={**env, "COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "no entity found" in out.stdout and "no entity image is indexed" in out.stdout
+    text_only = kar("kb", "search", "Textual", env={**env, "COLUMNS": "200"})
+    assert "no entity image is indexed" not in text_only.stdout and "image distance" not in text_only.stdout
