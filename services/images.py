@@ -29,14 +29,9 @@ import httpcore
 import httpx
 
 from culturebase.addresses import IPAddress, address_refusal
+from culturebase.images import sniff_format
 from services.errors import ApiError
 
-MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "png"),
-    (b"\xff\xd8\xff", "jpeg"),
-    (b"GIF87a", "gif"),
-    (b"GIF89a", "gif"),
-)
 MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "gif": "image/gif"}
 
 
@@ -53,16 +48,6 @@ class CheckedImage:
     @property
     def mime(self) -> str:
         return MIME[self.format]
-
-
-def sniff(data: bytes) -> str | None:
-    """The image format from the leading bytes (None when not PNG/JPEG/GIF/WebP)."""
-    for magic, kind in MAGIC:
-        if data.startswith(magic):
-            return kind
-    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "webp"
-    return None
 
 
 def _guess_other(data: bytes) -> str:
@@ -99,7 +84,7 @@ def validate_image(data: bytes, max_bytes: int, max_pixels: int, work_side: int 
         raise ApiError(400, "empty_image", "the image is empty (0 bytes)")
     if len(data) > max_bytes:
         raise ApiError(413, "image_too_large", f"the image is {len(data)} bytes; the limit is {max_bytes} bytes")
-    kind = sniff(data)
+    kind = sniff_format(data)
     if kind is None:
         raise ApiError(
             415,
