@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from agents.cli import _run, _settings, console
+from agents.cli import _run, _settings
 from culturebase.console import fail
 
 
@@ -23,10 +23,10 @@ def run_bench(
     """Run conditions over a benchmark-family file (tasks, media, text_only)."""
     from agents.factory import build_pipeline
     from agents.tasks import TASK_CONDITIONS, TaskRunner
-    from culturebase.console import progress_bar
     from eval.benchmarks.loader import load_bench
     from eval.benchmarks.tasks import to_task_items
     from eval.datasets import DatasetError
+    from services.cli.run import emit_run_summary, run_with_progress
 
     conds = [c.strip() for c in conditions.split(",") if c.strip()]
     bad = [c for c in conds if c not in TASK_CONDITIONS]
@@ -53,12 +53,8 @@ def run_bench(
                 runner.check(items)
             except ValueError as exc:
                 raise fail(escape(str(exc)), 2) from None
-            with progress_bar(disable=json_out and not console.is_terminal) as bar:
-                task = bar.add_task(f"running {bench.benchmark} {','.join(conds)}", total=len(items) * len(conds))
-                return await runner.run(items, progress=lambda done, total: bar.update(task, completed=done), dataset=str(dataset))
+            return await run_with_progress(runner, items, f"running {bench.benchmark} {','.join(conds)}", len(conds), dataset, json_out)
         finally:
             await resources.aclose()
-
-    from services.cli.run import emit_run_summary
 
     emit_run_summary(_run(main()), json_out)

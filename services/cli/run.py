@@ -66,13 +66,18 @@ def run_command(
                 resources.pipeline, out_dir, conds, concurrency=concurrency,
                 manifest={"settings": settings.public_dict(), "notes": resources.notes}, retry_failed=retry_failed,
             )
-            with progress_bar(disable=json_out and not console.is_terminal) as bar:
-                task = bar.add_task(f"running {','.join(conds)}", total=len(items) * len(conds))
-                return await runner.run(items, progress=lambda done, total: bar.update(task, completed=done), dataset=str(dataset))
+            return await run_with_progress(runner, items, f"running {','.join(conds)}", len(conds), dataset, json_out)
         finally:
             await resources.aclose()
 
     emit_run_summary(_run(main()), json_out)
+
+
+async def run_with_progress(runner: Any, items: list[Any], label: str, n_conditions: int, dataset: Path, json_out: bool) -> Any:
+    """Run every item under every condition with the shared progress bar (hidden for --json off a terminal)."""
+    with progress_bar(disable=json_out and not console.is_terminal) as bar:
+        task = bar.add_task(label, total=len(items) * n_conditions)
+        return await runner.run(items, progress=lambda done, total: bar.update(task, completed=done), dataset=str(dataset))
 
 
 def emit_run_summary(summary: Any, json_out: bool) -> None:
