@@ -176,20 +176,14 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         language = _lang(state, cfg)
         context = state.get("context") or {}
         try:
-            if condition == "context_note" and state.get("task"):
-                if not context.get("context_note"):
-                    raise ValueError("condition context_note needs a cultural context note for the item")
-                prompt = load_prompt("task", language)
-                text = prompt.render(context=context_block(context, language), instruction=state["task"]["instruction"])
-            elif condition == "context_note":
-                note = context.get("context_note")
-                if not note:
-                    raise ValueError("condition context_note needs a cultural context note for the item")
-                prompt = load_prompt("context_note", language)
-                text = prompt.render(note=note, context=context_block(context, language, skip=("context_note",)))
-            elif state.get("task"):
+            if condition == "context_note" and not context.get("context_note"):
+                raise ValueError("condition context_note needs a cultural context note for the item")
+            if state.get("task"):  # a task item: its instruction, with the note (if any) among the context lines
                 prompt = load_prompt("task_cot" if condition == "cot" else "task", language)
                 text = prompt.render(context=context_block(context, language), instruction=state["task"]["instruction"])
+            elif condition == "context_note":
+                prompt = load_prompt("context_note", language)
+                text = prompt.render(note=context["context_note"], context=context_block(context, language, skip=("context_note",)))
             else:
                 prompt = load_prompt("cot" if condition == "cot" else "explain", language)
                 text = prompt.render(context=context_block(context, language))
