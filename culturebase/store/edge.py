@@ -40,7 +40,7 @@ from culturebase.store.base import (
     point_uuid,
     sparse_parts,
 )
-from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params
+from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
 
 log = logging.getLogger(__name__)
 META_FILE = "culturekar.json"
@@ -131,11 +131,7 @@ class EdgeCollection(Collection):
                 return
 
     def _search_params(self, limit: int) -> Any:
-        qe = _edge()
-        quant = None
-        if self.layout is not None and self.layout.quantization != "none":
-            quant = qe.QuantizationSearchParams(rescore=True, oversampling=self.layout.oversampling)
-        return qe.SearchParams(hnsw_ef=max(self.hnsw_ef, limit), quantization=quant)
+        return search_params(_edge(), self.layout, self.hnsw_ef, limit)
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -159,3 +159,12 @@ def server_vector_params(m: Any, layout: StoreLayout, dense: tuple[str, ...], di
             hnsw_config=hnsw,
         )
     return out
+
+
+def search_params(models: Any, layout: StoreLayout | None, hnsw_ef: int, limit: int) -> Any:
+    """Query-time search params for either client (``qdrant_edge`` or ``qdrant_client.models``: the
+    same class names): ef at least the limit, and rescoring against the originals when quantized."""
+    quant = None
+    if layout is not None and layout.quantization != "none":
+        quant = models.QuantizationSearchParams(rescore=True, oversampling=layout.oversampling)
+    return models.SearchParams(hnsw_ef=max(hnsw_ef, limit), quantization=quant)

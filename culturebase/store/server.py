@@ -37,7 +37,7 @@ from culturebase.store.base import (
     point_uuid,
     sparse_parts,
 )
-from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params
+from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params, search_params
 
 # Qdrant's default indexing threshold (KB of vectors in a segment before it gets an HNSW graph);
 # a bulk import sets it to 0 (no indexing) and restores it at the end
@@ -174,11 +174,7 @@ class ServerCollection(Collection):
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
 
     def _search_params(self, limit: int) -> Any:
-        m = _models()
-        quant = None
-        if self.layout is not None and self.layout.quantization != "none":
-            quant = m.QuantizationSearchParams(rescore=True, oversampling=self.layout.oversampling)
-        return m.SearchParams(hnsw_ef=max(self.hnsw_ef, limit), quantization=quant)
+        return search_params(_models(), self.layout, self.hnsw_ef, limit)
 
     def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
         if not vector:
