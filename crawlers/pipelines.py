@@ -161,6 +161,7 @@ class CultureBasePipeline:
         self._pool: Any = None
         self._inflight: list[Any] = []
         self._closing = False
+        self._writers: dict[str, Any] = {}  # "entities" / "corpus" -> BulkWriter held for the whole job
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> "CultureBasePipeline":
@@ -194,6 +195,7 @@ class CultureBasePipeline:
             cleared = self.db.clear_page_state(self.kb_id)
             if cleared:
                 log.info("CultureBase is empty: forgot %d page states, every page is fetched again", cleared)
+        self._open_writers()
         self._pool = ThreadPool(1, 1, name="kar-culturebase")
         self._pool.start()
         log.info("writing to CultureBase at %s (embedder %s)", self.kb_id, self.kb.embedder.name)
@@ -211,7 +213,44 @@ class CultureBasePipeline:
             if self._pool is not None:
                 self._pool.stop()
             if self.kb is not None:
-                self.kb.close()
+                try:
+                    await self._close_writers()
+                finally:
+                    self.kb.close()
+
+    def _open_writers(self) -> None:
+        """The job writes like a bulk import: indexing deferred until the job ends (on a Qdrant
+        server, ``indexing_threshold=0`` meanwhile), batches of ``KAR_UPSERT_BATCH_SIZE`` and the
+        free-disk guard (``KAR_MIN_FREE_DISK_MB``): a disk filling up stops the job with the count
+        stored so far instead of killing the process."""
+        from culturebase.store.bulk import BulkWriter
+
+        root = getattr(self.kb.store.backend, "root", None)
+        self._writers["entities"] = self.kb.store.bulk_writer(min_free_bytes=self.kb.min_free_bytes).__enter__()
+        if self.corpus_enabled:
+            self._writers["corpus"] = BulkWriter(
+                self.kb.store.corpus, disk_path=root, min_free_bytes=self.kb.min_free_bytes, what="corpus chunks"
+            ).__enter__()
+
+    async def _close_writers(self) -> None:
+        """End the job's bulk writes: flush, then build the indexes once (off the reactor thread)."""
+        from scrapy.utils.defer import maybe_deferred_to_future
+        from twisted.internet import threads
+
+        failed = self.stats.get_value("kar/fatal")
+
+        def close_all() -> None:
+            for writer in self._writers.values():
+                if failed:  # what was stored stays stored and flushed; indexes are built by the next job or optimize
+                    writer.__exit__(RuntimeError, RuntimeError(failed), None)
+                else:
+                    writer.__exit__(None, None, None)
+
+        if self._writers:
+            try:
+                await maybe_deferred_to_future(threads.deferToThread(close_all))
+            finally:
+                self._writers = {}
 
     # -- items ----------------------------------------------------------------------------
     def _local_match(self, entity: Entity) -> Entity | None:
@@ -333,12 +372,14 @@ class CultureBasePipeline:
                 entity = merge(final[entity.id], entity)
             final[entity.id] = entity
             final_ids[eid] = entity.id
-        stored = self.kb.add(list(final.values()))
+        stored = self.kb.write_entities(self._writers["entities"], list(final.values()))
         chunks = batch.chunks
         if chunks:
             for c in chunks:
                 c["entity_id"] = final_ids.get(c.get("entity_id", ""), c.get("entity_id"))
-            self.kb.add_corpus_chunks(chunks)
+            self.kb.add_corpus_chunks(chunks, writer=self._writers.get("corpus"))
+        for writer in self._writers.values():  # page states are saved next: what they name must be on disk
+            writer.collection.flush()
         self.stats.inc_value("kar/stored", stored)
         self.stats.inc_value("kar/corpus_chunks", len(chunks))
         if merged_with_store:

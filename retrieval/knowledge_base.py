@@ -201,26 +201,35 @@ class KnowledgeBase:
         ``KAR_UPSERT_BATCH_SIZE``, and a full disk or a refused batch raises
         :class:`~culturebase.store.bulk.BulkImportError` with the count stored so far."""
         self.store.prepare_layout(self.store.count() + len(entities))
-        pending: list[PointRecord] = []
-        size = self.store.batch_size
         with self.store.bulk_writer(total=len(entities), progress=progress, min_free_bytes=self.min_free_bytes) as writer:
-            for start in range(0, len(entities), self.embed_batch):
-                chunk = list(entities[start : start + self.embed_batch])
-                dense, sparse = self.embed_entities(chunk)
-                pending.extend(self.store.entity_points(chunk, dense, sparse or None))
-                if self.image_route is not None:  # its own collection; a point whose entity never lands is skipped by fusion
-                    self.image_route.index_entities(chunk)
-                while len(pending) >= size:
-                    writer.write(pending[:size])
-                    del pending[:size]
-            writer.write(pending)
+            self.write_entities(writer, entities)
         return writer.stored
 
-    def add_corpus_chunks(self, chunks: Sequence[dict[str, Any]]) -> int:
+    def write_entities(self, writer: Any, entities: Sequence[Entity]) -> int:
+        """Embed entities and write them through an open :class:`~culturebase.store.bulk.BulkWriter`
+        (batches of ``KAR_UPSERT_BATCH_SIZE``; the writer's disk guard applies); returns how many."""
+        pending: list[PointRecord] = []
+        size = self.store.batch_size
+        before = writer.stored
+        for start in range(0, len(entities), self.embed_batch):
+            chunk = list(entities[start : start + self.embed_batch])
+            dense, sparse = self.embed_entities(chunk)
+            pending.extend(self.store.entity_points(chunk, dense, sparse or None))
+            if self.image_route is not None:  # its own collection; a point whose entity never lands is skipped by fusion
+                self.image_route.index_entities(chunk)
+            while len(pending) >= size:
+                writer.write(pending[:size])
+                del pending[:size]
+        writer.write(pending)
+        return writer.stored - before
+
+    def add_corpus_chunks(self, chunks: Sequence[dict[str, Any]], writer: Any = None) -> int:
         """Embed and upsert page-text chunks into the corpus collection.
 
         Each chunk is a payload dict with at least ``id`` (stable, e.g. ``{url}#{n}``), ``text``,
-        ``url``, ``title`` and ``site``; ``entity_id`` and ``chunk`` are optional.
+        ``url``, ``title`` and ``site``; ``entity_id`` and ``chunk`` are optional.  With ``writer``
+        (a :class:`~culturebase.store.bulk.BulkWriter` on the corpus collection) the batches go
+        through it: its disk guard applies and indexing waits for its end.
         """
         for i, c in enumerate(chunks):
             missing = [k for k in ("id", "text", "url", "title", "site") if not c.get(k)]
@@ -229,9 +238,13 @@ class KnowledgeBase:
         payloads = [{"_id": c["id"], **{k: v for k, v in c.items() if k != "id"}} for c in chunks]
         stored = 0
         for batch in corpus_batches(self.embedder, payloads, self.embed_batch):
-            self.store.corpus.upsert(batch)
+            if writer is not None:
+                writer.write(batch)
+            else:
+                self.store.corpus.upsert(batch)
             stored += len(batch)
-        self.store.corpus.flush()
+        if writer is None:
+            self.store.corpus.flush()
         return stored
 
     # -- import / export ----------------------------------------------------------------

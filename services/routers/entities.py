@@ -128,16 +128,19 @@ async def import_entities(request: Request, services: Services, key: WriteKey) -
             message = str(exc).replace(str(path), "body")
             raise ApiError(400 if "JSON" in message or "UTF-8" in message else 422, "invalid_import", message) from None
 
-    def store() -> int:
-        stored = services.kb.add(entities)
-        if stored:
-            services.kb.optimize()
+    def store() -> int:  # a bulk import: layout by size, indexing once at the end, the free-disk guard
+        services.kb.bulk_add(entities)
         return services.kb.store.count()
 
     if report.read and not entities and report.rejected:
         total = await services.kb_call(services.kb.store.count)
     else:
-        total = await services.kb_call(store)
+        from culturebase.store.bulk import BulkImportError
+
+        try:
+            total = await services.kb_call(store)
+        except BulkImportError as exc:
+            raise ApiError(507, "import_stopped", str(exc).replace(str(services.settings.kb_path), "the KB folder")) from None
     report.stored = len(entities)
     data = report.to_dict()
     data.pop("path", None)

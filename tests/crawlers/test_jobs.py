@@ -98,6 +98,24 @@ def test_block_page_fails_the_job_with_reason(server, manager, open_kb):
     assert kb.store.count() == 0
 
 
+def test_disk_guard_stops_the_job_with_the_count_stored_and_the_store_opens(server, settings, open_kb):
+    """A crawl writes like a bulk import: when the KB's disk has less free space than
+    KAR_MIN_FREE_DISK_MB the job fails with what it stored, instead of the engine dying on a full disk."""
+    from crawlers.jobs import CrawlJobManager
+
+    full = settings.model_copy(update={"min_free_disk_mb": 2**40})  # more than any disk has free
+    mgr = CrawlJobManager(full)
+    try:
+        job = run(mgr, "knowyourmeme", [f"{server.url}/memes/rickroll"])
+    finally:
+        mgr.close()
+    assert job.status == "failed", job
+    assert "nearly full" in job.error and "stored 0 entities so far" in job.error and "KAR_MIN_FREE_DISK_MB" in job.error
+    assert job.counters["items_stored"] == 0
+    kb = open_kb()
+    assert kb.store.count() == 0  # the store still opens
+
+
 def test_retry_after_is_honoured(server, manager):
     server.add_fault("/memes/rickroll", status=429, headers={"Retry-After": "1"})
     t0 = time.monotonic()

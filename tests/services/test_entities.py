@@ -99,3 +99,18 @@ async def test_stats(api):
     client, services = api
     r = await client.get("/v1/kb/stats")
     assert r.status_code == 200 and r.json() == services.kb.store.stats()
+
+
+async def test_import_on_a_nearly_full_disk_answers_507_with_the_count_and_keeps_the_store(make_client):
+    """The JSONL import is a bulk import with the free-disk guard: a disk with less free space than
+    KAR_MIN_FREE_DISK_MB stops it with 507, the count stored so far, and no server path."""
+    async with make_client(min_free_disk_mb=2**40) as (client, services):
+        count = services.kb.store.count()
+        lines = [json.dumps({"name": f"磁盘梗{i}", "description": "a meme about a full disk", "language": "zh"}, ensure_ascii=False) for i in range(3)]
+        r = await client.post("/v1/entities/import", content="\n".join(lines).encode(), headers={**rw(), "Content-Type": "application/x-ndjson"})
+        assert r.status_code == 507, r.text
+        err = r.json()["error"]
+        assert err["code"] == "import_stopped" and "nearly full" in err["message"] and "stored 0 of 3 entities so far" in err["message"]
+        assert str(services.settings.kb_path) not in err["message"]
+        assert services.kb.store.count() == count
+        await assert_healthy(client)
