@@ -24,6 +24,7 @@ Prints one JSON document (per-size lines go to stderr as they finish).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -242,7 +243,21 @@ def run_query(args: argparse.Namespace) -> dict:
     lat1, hits, _ = timed_run(search, qs, 1)
     lat8, _, rss8 = timed_run(search, qs, args.threads)
     parts = rss_parts()
-    recall = [len({int(h.id) for h in hs} & {int(i) for i in ex}) / K for hs, ex in zip(hits, exact)]
+
+    def recall_of(found: list) -> float:
+        return round(float(np.mean([len({int(h.id) for h in hs} & {int(i) for i in ex}) / K for hs, ex in zip(found, exact)])), 4)
+
+    recall = recall_of(hits)
+    sweep = []
+    for pair in [p for p in (args.sweep or "").split(",") if p]:  # "ef:oversampling" pairs, query-time only
+        ef, over = (float(x) for x in pair.split(":"))
+        coll.hnsw_ef = int(ef)
+        if coll.layout is not None:
+            coll.layout = dataclasses.replace(coll.layout, oversampling=over)
+        lat_s, hits_s, _ = timed_run(search, qs, 1)
+        lat_s8, _, _ = timed_run(search, qs, args.threads)
+        sweep.append({"hnsw_ef": int(ef), "oversampling": over, "recall_at_10": recall_of(hits_s), "p50_ms_c1": pct(lat_s, 50),
+                      f"p95_ms_c{args.threads}": pct(lat_s8, 95)})
     backend.close()
     return {
         "rss_after_load_mb": round(rss_load, 1),
@@ -253,8 +268,10 @@ def run_query(args: argparse.Namespace) -> dict:
         "p95_ms_c1": pct(lat1, 95),
         f"p50_ms_c{args.threads}": pct(lat8, 50),
         f"p95_ms_c{args.threads}": pct(lat8, 95),
-        "recall_at_10": round(float(np.mean(recall)), 4),
+        "recall_at_10": recall,
         "hnsw_ef": settings.hnsw_ef,
+        "oversampling": settings.quantization_oversampling,
+        **({"query_sweep": sweep} if sweep else {}),
     }
 
 
@@ -272,7 +289,7 @@ def bench_size(n: int, args: argparse.Namespace, work: Path) -> dict:
     common = {"n": n, "dim": args.dim, "seed": args.seed, "queries": args.queries, "threads": args.threads}
     numpy_side = child("numpy", out=exact, **common)
     build = child("build", kb=kb, batch=args.batch, **common)
-    store = child("query", kb=kb, exact=exact, **common)
+    store = child("query", kb=kb, exact=exact, sweep=args.sweep, **common)
     shutil.rmtree(kb, ignore_errors=True)
     c = args.threads
     return {
@@ -326,6 +343,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=0, help="upsert batch (0: KAR_UPSERT_BATCH_SIZE)")
     ap.add_argument("--batch-sweep", type=int, default=0, help="measure upsert throughput by batch size on this many entities")
+    ap.add_argument("--sweep", default="", help="query-time settings to try on the same store: 'ef:oversampling,...' (e.g. 128:2,256:2,256:3)")
     # child-process arguments
     ap.add_argument("--role", choices=("numpy", "build", "query"), help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)

@@ -72,7 +72,7 @@ class EdgeCollection(Collection):
         spec: CollectionSpec,
         embedder: EmbedderInfo,
         shard: Any,
-        hnsw_ef: int = 128,
+        hnsw_ef: int = 256,
         layout: StoreLayout | None = None,
         read_only: str | None = None,
     ) -> None:
@@ -204,9 +204,9 @@ class EdgeBackend(Backend):
     def __init__(
         self,
         root: Path | str,
-        hnsw_ef: int = 128,
-        hnsw_m: int = 32,
-        hnsw_ef_construct: int = 200,
+        hnsw_ef: int = 256,
+        hnsw_m: int = 16,
+        hnsw_ef_construct: int = 100,
         layout_policy: LayoutPolicy | None = None,
     ) -> None:
         self.root = Path(root)

@@ -71,7 +71,7 @@ class ServerCollection(Collection):
         spec: CollectionSpec,
         embedder: EmbedderInfo,
         write_wait: bool = True,
-        hnsw_ef: int = 128,
+        hnsw_ef: int = 256,
         layout: StoreLayout | None = None,
         read_only: str | None = None,
     ) -> None:
@@ -207,9 +207,9 @@ class ServerBackend(Backend):
         write_consistency: int = 1,
         location: str | None = None,
         timeout: int = 60,
-        hnsw_ef: int = 128,
-        hnsw_m: int = 32,
-        hnsw_ef_construct: int = 200,
+        hnsw_ef: int = 256,
+        hnsw_m: int = 16,
+        hnsw_ef_construct: int = 100,
         layout_policy: LayoutPolicy | None = None,
     ) -> None:
         from qdrant_client import QdrantClient
