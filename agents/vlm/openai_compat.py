@@ -9,6 +9,11 @@ Clients (``openai.AsyncOpenAI``, one per base URL, the SDK's own retries disable
 built lazily on first use.  Retries are ours (tenacity): exponential backoff with jitter
 on 408/409/429/5xx and connection errors/timeouts, honouring ``Retry-After``; each retry
 moves on to the next base URL, so a dead replica costs one attempt.
+
+Images are down-scaled and encoded in the process-wide CPU pool (:mod:`culturebase.cpu`),
+never on the event loop, and once per image: the two calls of a two-stage condition send
+the same picture, so the data URL is kept in a small LRU (:class:`EncodedImages`) keyed by
+a digest of the bytes.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
+import hashlib
 import io
 import itertools
+import threading
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -102,6 +110,35 @@ def encode_image(image: ImageInput, max_side: int) -> str:
     return f"data:image/{mime};base64,{base64.b64encode(buffer.getvalue()).decode()}"
 
 
+class EncodedImages:
+    """A bounded LRU of data URLs by (digest of the image bytes, max side): each picture is
+    down-scaled and encoded once however many calls send it (thread-safe)."""
+
+    def __init__(self, entries: int = 32) -> None:
+        self.entries = entries
+        self._urls: OrderedDict[tuple[bytes, int], str] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, image: ImageInput, max_side: int) -> str:
+        """The image's data URL (:func:`encode_image`), from the cache when it was encoded before."""
+        key = (hashlib.blake2b(image.data, digest_size=16).digest(), max_side)
+        with self._lock:
+            url = self._urls.get(key)
+            if url is not None:
+                self._urls.move_to_end(key)
+                self.hits += 1
+                return url
+        url = encode_image(image, max_side)
+        with self._lock:
+            self.misses += 1
+            self._urls[key] = url
+            while len(self._urls) > self.entries:
+                self._urls.popitem(last=False)
+        return url
+
+
 class OpenAICompatibleVLM:
     """A :class:`~agents.vlm.base.VisionLanguageModel` over OpenAI-compatible servers."""
 
@@ -132,6 +169,7 @@ class OpenAICompatibleVLM:
         self.max_retries = max_retries
         self.concurrency = concurrency
         self.max_image_side = max_image_side
+        self.encoded = EncodedImages()
         self.default_sampling = default_sampling or SamplingParams()
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
@@ -219,7 +257,7 @@ class OpenAICompatibleVLM:
             if message.role != "user":
                 raise VLMError(f"images are only allowed in user messages, not {message.role!r}")
             parts: list[dict[str, Any]] = [
-                {"type": "image_url", "image_url": {"url": encode_image(image, self.max_image_side)}}
+                {"type": "image_url", "image_url": {"url": self.encoded.get(image, self.max_image_side)}}
                 for image in message.images
             ]
             # audio as vLLM / OpenAI serve it to audio models: base64 in an input_audio part
@@ -255,7 +293,9 @@ class OpenAICompatibleVLM:
     # -- the call ---------------------------------------------------------------------------
     async def chat(self, messages: list[ChatMessage], sampling: SamplingParams | None = None) -> ChatResult:
         """Send the conversation; retry transient failures; raise :class:`VLMError` after that."""
-        payload = self.build_messages(messages)
+        from culturebase.cpu import cpu_pool
+
+        payload = await cpu_pool().run(self.build_messages, messages)  # decode/scale/encode: CPU work, off the event loop
         kwargs = self.sampling_kwargs(sampling)
         limiter = self._limiter()
         endpoint = self.base_urls[0]

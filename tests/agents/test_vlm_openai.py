@@ -78,6 +78,35 @@ async def test_large_image_is_downscaled_to_max_side(server):
     assert header == "data:image/jpeg;base64"
 
 
+async def test_an_image_sent_twice_is_encoded_once_in_the_cpu_pool(server, monkeypatch):
+    """A two-stage condition sends the same picture twice: it is down-scaled once (in a kar-cpu
+    pool thread, not on the event loop) and both requests carry the same data URL."""
+    import threading
+
+    from agents.vlm import openai_compat
+
+    threads: list[str] = []
+    real = openai_compat.encode_image
+
+    def spy(image, max_side):
+        threads.append(threading.current_thread().name)
+        return real(image, max_side)
+
+    monkeypatch.setattr(openai_compat, "encode_image", spy)
+    vlm = fast_vlm([server.base_url], max_image_side=64)
+    big = png_bytes(400, 100)
+    for _ in range(2):
+        await vlm.chat([ChatMessage("user", "x", images=(ImageInput(big),))])
+    first, second = (r.image_urls()[0] for r in server.requests)
+    assert first == second and first.startswith("data:image/jpeg;base64,")
+    assert len(threads) == 1 and threads[0].startswith("kar-cpu")
+    assert (vlm.encoded.hits, vlm.encoded.misses) == (1, 1)
+    vlm.encoded.entries = 2  # bounded: the least recently used picture goes first
+    for color in ((1, 2, 3), (4, 5, 6), (7, 8, 9)):
+        await vlm.chat([ChatMessage("user", "x", images=(ImageInput(png_bytes(400, 100, color)),))])
+    assert len(vlm.encoded._urls) == 2 and vlm.encoded.misses == 4
+
+
 async def test_small_image_sent_unchanged(server):
     raw = png_bytes(10, 20)
     vlm = fast_vlm([server.base_url], max_image_side=64)
