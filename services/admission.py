@@ -1,12 +1,14 @@
 """Back-pressure in front of the pipeline: a bounded queue, an honest 503 and a deadline.
 
-At most ``max_in_flight`` explain requests run the pipeline at once; up to ``queue_size``
-more wait for a slot (their bodies are read and their images checked meanwhile, with the
-CPU work bounded by :mod:`culturebase.cpu`).  A request that finds the queue full is refused
-at once with 503, ``Retry-After`` (seconds, from the recent service time and the queue
-ahead) and the standard error body, before its body is decoded: the server never accepts
-work it cannot finish in time.  Each admitted request carries a deadline
-(``KAR_REQUEST_TIMEOUT_S``, queue wait included).
+At most ``max_in_flight`` explain requests are in flight at once (reading their body,
+checking their image, running the pipeline); up to ``queue_size`` more wait for a slot with
+their bodies *unread*: the server stops reading their sockets (the HTTP server's flow
+control), so a queued 15 MB upload costs the server a few kB, not 15 MB, and memory is
+bounded by the slots, not by the queue.  The CPU work of the requests in flight is bounded
+again by :mod:`culturebase.cpu`.  A request that finds the queue full is refused at once
+with 503, ``Retry-After`` (seconds, from the recent service time and the queue ahead) and
+the standard error body: the server never accepts work it cannot finish in time.  Each
+admitted request carries a deadline (``KAR_REQUEST_TIMEOUT_S``, queue wait included).
 """
 
 from __future__ import annotations
@@ -85,9 +87,8 @@ class Admission:
         self.waiting += 1
         return Ticket(arrived=now, deadline=now + self.timeout_s)
 
-    @asynccontextmanager
-    async def slot(self, ticket: Ticket) -> AsyncIterator[Ticket]:
-        """Wait (until the deadline) for a pipeline slot, hold it for the block, then free it."""
+    async def start(self, ticket: Ticket) -> None:
+        """Wait (until the deadline) for a slot; the request then holds it until :meth:`leave`."""
         try:
             await asyncio.wait_for(self._slots.acquire(), timeout=max(0.0, ticket.remaining()))
         except TimeoutError:  # counted in kar_explain_timeouts_total by whoever answers it
@@ -97,18 +98,26 @@ class Admission:
         ticket.running = True
         ticket.started = time.monotonic()
         self.metrics.queue_wait.observe(ticket.started - ticket.arrived)
+
+    @asynccontextmanager
+    async def slot(self, ticket: Ticket) -> AsyncIterator[Ticket]:
+        """Hold a slot for the block (:meth:`start`, then :meth:`leave`)."""
+        await self.start(ticket)
         try:
             yield ticket
         finally:
-            self.running -= 1
-            ticket.running = False
-            ticket.released = True
-            self._slots.release()
-            spent = time.monotonic() - ticket.started
-            self._service_s = 0.8 * self._service_s + 0.2 * spent
+            self.leave(ticket)
 
     def leave(self, ticket: Ticket) -> None:
-        """Give the queue place back when the request ends before reaching a slot (bad input, timeout)."""
-        if not ticket.running and not ticket.released:
+        """Give the slot (or, before one was reached, the queue place) back; idempotent."""
+        if ticket.released:
+            return
+        ticket.released = True
+        if ticket.running:
+            self.running -= 1
+            ticket.running = False
+            self._slots.release()
+            spent = time.monotonic() - (ticket.started or ticket.arrived)
+            self._service_s = 0.8 * self._service_s + 0.2 * spent
+        else:
             self.waiting -= 1
-            ticket.released = True

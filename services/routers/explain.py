@@ -212,7 +212,7 @@ async def _drain(request: Request) -> None:
         pass
 
 
-def _timeout_response(request: Request, services: KarServices, image: CheckedImage | None, condition: str, stage: str, events: list[Any], timeout_s: float) -> JSONResponse:
+def _timeout_response(request: Request, services: KarServices, image: CheckedImage | None, condition: str | None, stage: str, events: list[Any], timeout_s: float) -> JSONResponse:
     """504 with the standard error body and the trace of the stages that finished in time."""
     trace: dict[str, Any] = {"condition": condition, "completed_stages": [e.stage for e in events], "timings": {}}
     for event in events:
@@ -248,6 +248,8 @@ async def explain(
     caller: ExplainCaller,
     stream: bool | None = Query(None, description="Stream the stages as server-sent events."),
 ) -> Any:
+    from services.admission import DeadlineExceeded
+
     admission = services.admission
     try:
         ticket = admission.admit()  # 503 + Retry-After at once when the queue is full
@@ -256,6 +258,11 @@ async def explain(
         raise
     streaming = False
     try:
+        try:  # queued with the body unread: the upload stays with the client until a slot is free
+            await admission.start(ticket)
+        except DeadlineExceeded:
+            await _drain(request)
+            return _timeout_response(request, services, None, None, "queue", [], services.settings.request_timeout_s)
         body, upload = await _parse(request, services)
         _check_request(body, upload, services)
         try:
@@ -269,7 +276,7 @@ async def explain(
         context = ExplainContext.from_dict(body.context.model_dump() if body.context else None)
         if stream if stream is not None else body.stream:
             streaming = True
-            # the generator's finally frees the place; the background task too, should the client leave before it starts
+            # the generator's finally frees the slot; the background task too, should the client leave before it starts
             leave = BackgroundTask(admission.leave, ticket)
             return EventSourceResponse(_stream(services, services.pipeline, image, body, context, ticket), ping=15, background=leave)
         return await _run(request, services, image, body, context, ticket)
@@ -279,30 +286,24 @@ async def explain(
 
 
 async def _run(request: Request, services: KarServices, image: CheckedImage, body: ExplainCreate, context: Any, ticket: Any) -> Any:
-    from services.admission import DeadlineExceeded
-
     metrics = services.metrics
     timeout_s = services.settings.request_timeout_s
     events: list[Any] = []
     result = None
+    metrics.in_flight.inc()
     try:
-        async with services.admission.slot(ticket):
-            metrics.in_flight.inc()
-            try:
-                async with asyncio.timeout(ticket.remaining()):
-                    stages = services.pipeline.stream(image.data, body.condition, context, language=body.language)
-                    async with contextlib.aclosing(stages):
-                        async for event in stages:
-                            if event.result is not None:
-                                result = event.result
-                            else:
-                                events.append(event)
-            except TimeoutError:
-                return _timeout_response(request, services, image, body.condition, _next_stage(body.condition, events), events, timeout_s)
-            finally:
-                metrics.in_flight.dec()
-    except DeadlineExceeded:
-        return _timeout_response(request, services, image, body.condition, "queue", [], timeout_s)
+        async with asyncio.timeout(ticket.remaining()):
+            stages = services.pipeline.stream(image.data, body.condition, context, language=body.language)
+            async with contextlib.aclosing(stages):
+                async for event in stages:
+                    if event.result is not None:
+                        result = event.result
+                    else:
+                        events.append(event)
+    except TimeoutError:
+        return _timeout_response(request, services, image, body.condition, _next_stage(body.condition, events), events, timeout_s)
+    finally:
+        metrics.in_flight.dec()
     assert result is not None
     metrics.observe_result(body.condition, result.trace, result.error is None)
     payload = _public(result, image, services)
@@ -315,8 +316,6 @@ async def _run(request: Request, services: KarServices, image: CheckedImage, bod
 
 
 async def _stream(services: KarServices, pipeline: Any, image: CheckedImage, body: ExplainCreate, context: Any, ticket: Any) -> AsyncIterator[dict[str, Any]]:
-    from services.admission import DeadlineExceeded
-
     metrics = services.metrics
     timeout_s = services.settings.request_timeout_s
     events: list[Any] = []
@@ -326,31 +325,27 @@ async def _stream(services: KarServices, pipeline: Any, image: CheckedImage, bod
         message = f"the request took longer than KAR_REQUEST_TIMEOUT_S = {timeout_s:g} s; it was in the {stage} stage"
         return {"event": "error", "data": json.dumps({"error": {"code": "request_timeout", "message": message, "stage": stage}})}
 
+    metrics.in_flight.inc()
     try:
-        async with services.admission.slot(ticket):
-            metrics.in_flight.inc()
-            try:
-                async with asyncio.timeout(ticket.remaining()):
-                    stages = pipeline.stream(image.data, body.condition, context, language=body.language)
-                    async with contextlib.aclosing(stages):
-                        async for event in stages:
-                            if event.result is not None:
-                                result = event.result
-                                metrics.observe_result(body.condition, result.trace, result.error is None)
-                                yield {"event": "final", "data": json.dumps(_public(result, image, services), ensure_ascii=False, default=str)}
-                                continue
-                            events.append(event)
-                            for name, data in _stage_events(event):
-                                yield {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
-            except TimeoutError:
-                yield timeout_event(_next_stage(body.condition, events))
-            finally:
-                metrics.in_flight.dec()
-    except DeadlineExceeded:
-        yield timeout_event("queue")
+        try:
+            async with asyncio.timeout(ticket.remaining()):
+                stages = pipeline.stream(image.data, body.condition, context, language=body.language)
+                async with contextlib.aclosing(stages):
+                    async for event in stages:
+                        if event.result is not None:
+                            result = event.result
+                            metrics.observe_result(body.condition, result.trace, result.error is None)
+                            yield {"event": "final", "data": json.dumps(_public(result, image, services), ensure_ascii=False, default=str)}
+                            continue
+                        events.append(event)
+                        for name, data in _stage_events(event):
+                            yield {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
+        except TimeoutError:
+            yield timeout_event(_next_stage(body.condition, events))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the stream has started: report in-band
         yield {"event": "error", "data": json.dumps({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}})}
     finally:
+        metrics.in_flight.dec()
         services.admission.leave(ticket)

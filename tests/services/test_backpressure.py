@@ -100,6 +100,23 @@ async def test_a_request_whose_deadline_passes_in_the_queue_is_a_504_from_the_qu
         assert 'kar_explain_timeouts_total{stage="queue"} 1.0' in metrics
 
 
+async def test_a_queued_request_is_not_read_until_it_has_a_slot(make_client):
+    """Memory is bounded by the slots, not the queue: a queued request's body stays unread (so
+    even a non-image is not refused yet); once the slot frees, it is read and judged."""
+    async with make_client(api_max_in_flight=1, api_queue_size=4) as (client, services):
+        admission = services.admission
+        holder = admission.admit()
+        await admission.start(holder)
+        queued = asyncio.create_task(client.post("/v1/explain", files={"image": ("x.png", b"%PDF-1.7 not an image", "image/png")}))
+        await wait_until(lambda: admission.waiting == 1)
+        await asyncio.sleep(0.3)
+        assert not queued.done(), "the body was read before the request had a slot"
+        admission.leave(holder)
+        r = await queued
+        assert r.status_code == 415 and "PDF" in r.json()["error"]["message"]
+        assert admission.waiting == 0 and admission.running == 0
+
+
 async def test_a_streamed_request_past_its_deadline_ends_with_a_timeout_event(make_client, zhuge_png):
     from tests.services.test_explain import parse_sse
 
