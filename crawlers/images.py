@@ -104,8 +104,10 @@ class EntityImagesPipeline(FilesPipeline):
         if response.status != 200:
             self.failed[request.url] = f"http_{response.status}"
             raise FileException(f"http_{response.status}")
-        try:
-            self.checked[request.url] = check_image_bytes(response.body, self.max_bytes, self.max_pixels)
+        from culturebase.cpu import cpu_pool
+
+        try:  # the decode is CPU work: in the process-wide pool (bounded with everything else), off the reactor
+            self.checked[request.url] = await cpu_pool().run(check_image_bytes, response.body, self.max_bytes, self.max_pixels)
         except ImageRejected as exc:
             self.failed[request.url] = exc.reason
             raise _Rejected(exc.reason, str(exc)) from None

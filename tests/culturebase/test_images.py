@@ -61,3 +61,24 @@ def test_entity_images_merge_by_hash(tmp_path):
     assert [i.sha256 for i in a.merged_with(b).images] == [one.sha256, two.sha256]
     with pytest.raises(ValueError):
         Entity(name="x", images=[{**one.model_dump(), "path": "../etc/passwd"}])
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+def test_a_jpeg_is_checked_at_reduced_scale_but_every_scan_is_read(progressive):
+    """JPEGs are verified with libjpeg's 1/8-scale decode (a 40 MP photo never exists in RAM in
+    full); the size reported is the original's, and a truncated file is still refused."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(0).integers(0, 255, (1600, 2400, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=90, progressive=progressive)
+    data = buffer.getvalue()
+    checked = check_image_bytes(data, 20 * MB, 40_000_000)
+    assert (checked.format, checked.width, checked.height) == ("jpeg", 2400, 1600)
+    for cut in (0.3, 0.9):
+        with pytest.raises(ImageRejected) as exc:
+            check_image_bytes(data[: int(len(data) * cut)], 20 * MB, 40_000_000)
+        assert exc.value.reason == "corrupt"
