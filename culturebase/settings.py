@@ -144,7 +144,11 @@ class Settings(BaseSettings):
     evidence_token_budget: int = Field(3000, ge=100, description="Approximate token budget of the evidence block.")
     ocr_enabled: bool = Field(True, description="Run OCR (rapidocr) and feed its text to grounding.")
     ocr_max_side: int = Field(
-        1600, ge=256, le=8192, description="OCR reads a copy scaled to this longest side (bench/ocr_side.py measures it)."
+        1600, ge=256, le=8192, description="OCR recognises text lines cropped from a copy scaled to this longest side (bench/ocr_side.py measures it)."
+    )
+    ocr_det_side: int = Field(
+        960, ge=256, le=8192,
+        description="OCR detects text lines on a copy scaled to this longest side (the detector's memory grows with its pixels: ~200 MB at 960, ~550 MB at 1600).",
     )
     cpu_workers: int | None = Field(
         None, ge=1, le=256, description="Threads of the process-wide pool for CPU stages (decode, OCR, embedding, hashing); unset = CPU count."

@@ -1,11 +1,23 @@
 """OCR with rapidocr + onnxruntime (PP-OCR models shipped in the wheel, no download).
 
 The text is an extraction aid: it joins the OCR route of grounding and is shown to the
-extractor.  OCR reads a bounded copy of the image (:mod:`retrieval.bounded_image`: first
-frame, EXIF-upright, longest side ``max_side`` = ``KAR_OCR_MAX_SIDE``), never the full-size
-pixels.  Engines are built lazily, up to ``engines`` of them (one inference per engine at a
-time; each engine uses ``threads`` ONNX threads); :meth:`OCR.read_async` runs in the
-process-wide CPU pool (:mod:`culturebase.cpu`).
+extractor.  OCR never touches the full-size pixels; it works on two bounded copies made
+from one decode (:mod:`retrieval.bounded_image`: first frame, EXIF-upright):
+
+* **detection** runs on a copy whose longest side is ``det_side`` (``KAR_OCR_DET_SIDE``,
+  960: caption lines are tens of pixels high there).  The detector's memory grows with the
+  pixels it sees (about 550 MB at 1600 px, 200 MB at 960 px), so this is what bounds OCR's
+  memory per concurrent read;
+* **recognition** reads each detected line cropped from the copy of longest side
+  ``max_side`` (``KAR_OCR_MAX_SIDE``), scaled to the recognizer's input height (48 px) with
+  area averaging.  The recognizer would otherwise shrink a tall crop with plain bilinear
+  sampling, which aliases: the same caption then reads differently at 4000 px than at
+  1600 px ("noynoL" for "Touhou").  With the crop averaged down first, what is read no longer
+  depends on the image's scale.
+
+Engines are built lazily, up to ``engines`` of them (one inference per engine at a time;
+each engine uses ``threads`` ONNX threads); :meth:`OCR.read_async` runs in the process-wide
+CPU pool (:mod:`culturebase.cpu`).
 """
 
 from __future__ import annotations
@@ -35,7 +47,8 @@ class OCRResult:
 
     lines: list[OCRLine] = field(default_factory=list)
     latency_s: float = 0.0
-    read_size: tuple[int, int] | None = None  # (width, height) of the copy OCR read
+    read_size: tuple[int, int] | None = None  # (width, height) of the copy the lines were read from
+    detect_size: tuple[int, int] | None = None  # (width, height) of the copy the lines were detected on
     source_size: tuple[int, int] | None = None  # (width, height) of the original, upright
     rotated: bool = False  # the EXIF orientation was applied
 
@@ -49,6 +62,7 @@ class OCRResult:
             "lines": [{"text": ln.text, "score": round(ln.score, 4)} for ln in self.lines],
             "latency_s": round(self.latency_s, 4),
             **({"read_size": list(self.read_size), "source_size": list(self.source_size or ())} if self.read_size else {}),
+            **({"detect_size": list(self.detect_size)} if self.detect_size else {}),
             **({"exif_rotated": True} if self.rotated else {}),
         }
 
@@ -76,12 +90,22 @@ def reading_order(lines: list[OCRLine]) -> list[OCRLine]:
     return [ln for _, _, members in rows for ln in sorted(members, key=lambda ln: min(p[0] for p in ln.box))]
 
 
+#: bumped whenever how text is read changes (benchmarks key cached readings on it)
+READING_METHOD = 2
+
+#: the recognizer's input height (PP-OCR ``rec_img_shape`` = 3 x 48 x 320)
+REC_HEIGHT = 48
+
+
 class OCR:
     """Lazy rapidocr engines; ``min_score`` drops low-confidence lines."""
 
-    def __init__(self, min_score: float = 0.5, max_side: int = 1600, engines: int = 1, threads: int | None = None) -> None:
+    def __init__(
+        self, min_score: float = 0.5, max_side: int = 1600, engines: int = 1, threads: int | None = None, det_side: int = 960
+    ) -> None:
         self.min_score = min_score
         self.max_side = max_side
+        self.det_side = min(det_side, max_side)
         self.engines = max(1, engines)
         self.threads = threads
         self._idle: list[Any] = []
@@ -95,12 +119,12 @@ class OCR:
 
         workers = settings.cpu_workers or os.cpu_count() or 1
         cpus = os.cpu_count() or 1
-        return cls(max_side=settings.ocr_max_side, engines=workers, threads=max(1, cpus // workers))
+        return cls(max_side=settings.ocr_max_side, det_side=settings.ocr_det_side, engines=workers, threads=max(1, cpus // workers))
 
     def _build_engine(self) -> Any:
         from rapidocr_onnxruntime import RapidOCR
 
-        options: dict[str, Any] = {"max_side_len": max(self.max_side, 2000)}
+        options: dict[str, Any] = {"max_side_len": max(self.det_side, 2000)}  # the detection copy is never shrunk again
         if self.threads:
             options["intra_op_num_threads"] = self.threads
         return RapidOCR(**options)
@@ -125,28 +149,62 @@ class OCR:
             self._idle.append(engine)
             self._cond.notify()
 
-    def _decode(self, image: bytes) -> tuple[Any, BoundedImage]:
-        import numpy as np
-
+    def _decode(self, image: bytes) -> BoundedImage:
         try:
-            copy = open_bounded(image, self.max_side)
+            return open_bounded(image, self.max_side)
         except ImageDecodeError as exc:
             raise OCRError(str(exc)) from exc
-        return np.asarray(copy.image)[:, :, ::-1].copy(), copy  # RGB → BGR, as OpenCV readers give
+
+    @staticmethod
+    def _bgr(image: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(image)[:, :, ::-1].copy()  # RGB → BGR, as OpenCV readers give
+
+    def _detection_copy(self, image: Any) -> Any:
+        from PIL import Image
+
+        if max(image.size) <= self.det_side:
+            return image
+        small = image.copy()
+        small.thumbnail((self.det_side, self.det_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
+        return small
+
+    @staticmethod
+    def _to_rec_height(crop: Any) -> Any:
+        """A line crop area-averaged down to the recognizer's height (kept as is when not taller)."""
+        import cv2
+
+        h, w = crop.shape[:2]
+        if h <= REC_HEIGHT:
+            return crop
+        return cv2.resize(crop, (max(1, round(w * REC_HEIGHT / h)), REC_HEIGHT), interpolation=cv2.INTER_AREA)
 
     def read(self, image: bytes) -> OCRResult:
         """Recognise the text of an encoded image (blocking)."""
+        import numpy as np
+
         started = time.perf_counter()
-        array, copy = self._decode(image)
+        copy = self._decode(image)
+        det_image = self._detection_copy(copy.image)
+        scale = copy.image.size[0] / det_image.size[0]
         engine = self._acquire()
         try:
-            raw, _ = engine(array)
+            boxes, _ = engine(self._bgr(det_image), use_det=True, use_cls=False, use_rec=False)
+            del det_image
+            raw: list[tuple[Any, str, float]] = []
+            if boxes:
+                boxes = [np.asarray(b, dtype=np.float32) * scale for b in boxes]
+                crops = [self._to_rec_height(c) for c in engine.get_crop_img_list(self._bgr(copy.image), boxes)]
+                crops, _, _ = engine.text_cls(crops)
+                recognised, _ = engine.text_rec(crops)
+                raw = [(box, res[0], res[1]) for box, res in zip(boxes, recognised)]
         except Exception as exc:
             raise OCRError(f"OCR failed: {type(exc).__name__}: {exc}") from exc
         finally:
             self._release(engine)
         lines: list[OCRLine] = []
-        for box, text, score in raw or []:
+        for box, text, score in raw:
             if float(score) >= self.min_score and str(text).strip():
                 lines.append(OCRLine(str(text).strip(), float(score), [[float(x), float(y)] for x, y in box]))
         lines = reading_order(lines)
@@ -154,6 +212,7 @@ class OCR:
             lines=lines,
             latency_s=time.perf_counter() - started,
             read_size=copy.image.size,
+            detect_size=(round(copy.image.size[0] / scale), round(copy.image.size[1] / scale)),
             source_size=copy.source_size,
             rotated=copy.rotated,
         )

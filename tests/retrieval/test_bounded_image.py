@@ -81,3 +81,23 @@ def test_ocr_reads_a_bounded_copy_of_a_large_image():
     result = OCR(max_side=1280).read(_encode(img, "JPEG", quality=90))
     assert "BOUNDED" in result.text.upper()
     assert result.read_size == (1280, 384) and result.source_size == (4000, 1200)
+
+
+def test_lines_are_detected_on_a_smaller_copy_and_read_from_the_bounded_copy():
+    """Detection (whose memory grows with its pixels) sees the det_side copy; recognition reads
+    each line cropped from the max_side copy, area-averaged to the recognizer's 48 px height."""
+    import numpy as np
+
+    from retrieval.ocr import REC_HEIGHT
+
+    img = _text_image("BOUNDED COPY", (4000, 1200))
+    result = OCR(max_side=1600, det_side=800).read(_encode(img, "JPEG", quality=90))
+    assert result.read_size == (1600, 480) and result.detect_size == (800, 240)
+    assert result.to_dict()["detect_size"] == [800, 240]
+    assert "BOUNDED COPY" in result.text.upper()
+    # the line boxes are in the read copy's coordinates (not the detection copy's)
+    assert max(x for ln in result.lines for x, _ in ln.box) > 800
+    tall = np.zeros((200, 2000, 3), dtype=np.uint8)
+    assert OCR._to_rec_height(tall).shape == (REC_HEIGHT, 480, 3)
+    short = np.zeros((30, 300, 3), dtype=np.uint8)
+    assert OCR._to_rec_height(short) is short
