@@ -22,7 +22,8 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -173,6 +174,54 @@ def return_large_buffers_to_the_os() -> bool:
         return False
     _heap_tuned = ok
     return ok
+
+
+class PixelBudget:
+    """How many megapixels may be decoded at once in a process (``KAR_DECODE_BUDGET_MP``).
+
+    A decode's memory is its pixels (a 16 MP WebP is decoded whole: ~200 MB at its peak;
+    a JPEG is decoded at reduced scale), and the pool bounds how many decodes run, not how
+    big they are.  Each decode holds its megapixels here for its duration; one larger than
+    the whole budget runs alone.  Decodes of small images never wait on each other.
+    """
+
+    def __init__(self, megapixels: float) -> None:
+        self.capacity = max(1.0, float(megapixels))
+        self.used = 0.0
+        self.waits = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, megapixels: float) -> Iterator[None]:
+        """Hold ``megapixels`` of the budget for the block (waiting until they are free)."""
+        need = min(max(0.0, megapixels), self.capacity)
+        with self._cond:
+            if self.used + need > self.capacity:
+                self.waits += 1
+            while self.used + need > self.capacity:
+                self._cond.wait()
+            self.used += need
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.used -= need
+                self._cond.notify_all()
+
+
+_budget: PixelBudget | None = None
+
+
+def decode_budget() -> PixelBudget:
+    """The process-wide :class:`PixelBudget`, sized from ``KAR_DECODE_BUDGET_MP`` on first use."""
+    global _budget
+    if _budget is None:
+        with _pool_lock:
+            if _budget is None:
+                from culturebase.settings import get_settings
+
+                _budget = PixelBudget(get_settings().decode_budget_mp)
+    return _budget
 
 
 def cpu_pool() -> CpuPool:

@@ -94,8 +94,11 @@ def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int) -> CheckedIm
                 )
             if kind == "jpeg":  # every scan is still decoded (a truncated file fails), at 1/8 scale: 1/64 of the pixels in RAM
                 img.draft(img.mode, (max(1, width // 8), max(1, height // 8)))
-            img.seek(0)
-            img.load()
+            from culturebase.cpu import decode_budget
+
+            with decode_budget().hold(img.size[0] * img.size[1] / 1e6):  # the process's decode budget
+                img.seek(0)
+                img.load()
     except ImageRejected:
         raise
     except Image.DecompressionBombError as exc:

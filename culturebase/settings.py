@@ -147,8 +147,16 @@ class Settings(BaseSettings):
         1600, ge=256, le=8192, description="OCR recognises text lines cropped from a copy scaled to this longest side (bench/ocr_side.py measures it)."
     )
     ocr_det_side: int = Field(
-        960, ge=256, le=8192,
-        description="OCR detects text lines on a copy scaled to this longest side (the detector's memory grows with its pixels: ~200 MB at 960, ~550 MB at 1600).",
+        800, ge=256, le=8192,
+        description="OCR detects text lines on a copy scaled to this longest side (peak memory of one read grows with it: ~195 MB at 800, ~335 MB at 960).",
+    )
+    ocr_detections: int | None = Field(
+        None, ge=1, le=64,
+        description="OCR text detections running at once in a process (each peaks ~200 MB at KAR_OCR_DET_SIDE 800); unset = one per pool worker.",
+    )
+    decode_budget_mp: float = Field(
+        24.0, ge=1.0, le=1000.0,
+        description="Megapixels decoded at once in a process (a 16 MP WebP decodes whole, ~200 MB; one larger than this decodes alone).",
     )
     cpu_workers: int | None = Field(
         None, ge=1, le=256, description="Threads of the process-wide pool for CPU stages (decode, OCR, embedding, hashing); unset = CPU count."

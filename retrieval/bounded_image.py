@@ -8,7 +8,8 @@ the full-size pixels of a JPEG never exist in memory; other formats are decoded 
 reduced at once.
 
 * :func:`open_bounded` gives the RGB copy (OCR reads it);
-* :func:`bounded_bytes` gives the same copy encoded, or the original bytes when they are
+* :func:`bounded_bytes` gives the same copy encoded (PNG from a lossless source, JPEG q95
+  from a photo), or the original bytes when they are
   already small enough and upright (what the service hands the pipeline: OCR and the VLM's
   own down-scaled copy both start from it, never from the original again).
 """
@@ -62,8 +63,11 @@ def _flatten(img: Any) -> Any:
 
 
 def open_bounded(data: bytes, max_side: int) -> BoundedImage:
-    """Decode the first frame once, upright, with its longest side ≤ ``max_side``."""
+    """Decode the first frame once, upright, with its longest side ≤ ``max_side`` (within the
+    process's decode budget, :func:`culturebase.cpu.decode_budget`)."""
     from PIL import Image, ImageOps
+
+    from culturebase.cpu import decode_budget
 
     try:
         with Image.open(io.BytesIO(data)) as img:
@@ -76,12 +80,14 @@ def open_bounded(data: bytes, max_side: int) -> BoundedImage:
                 # decode at 1/2, 1/4 or 1/8 scale, never below the bounded size
                 ratio = max_side / max(img.size)
                 img.draft(img.mode, (max(1, round(img.size[0] * ratio)), max(1, round(img.size[1] * ratio))))
-            img.seek(0)
-            img.load()
-            if max(img.size) > max_side:
-                img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)  # in place
-            frame = ImageOps.exif_transpose(img) if orientation != 1 else img
-            frame = _flatten(frame)  # always a new image, valid after the file is closed
+            # the decoded pixels (after any draft) hold the process's decode budget until the copy is made
+            with decode_budget().hold(img.size[0] * img.size[1] / 1e6):
+                img.seek(0)
+                img.load()
+                if max(img.size) > max_side:
+                    img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)  # in place
+                frame = ImageOps.exif_transpose(img) if orientation != 1 else img
+                frame = _flatten(frame)  # always a new image, valid after the file is closed
     except Image.DecompressionBombError as exc:
         raise ImageDecodeError(f"decompression bomb refused: {exc}") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
@@ -90,7 +96,7 @@ def open_bounded(data: bytes, max_side: int) -> BoundedImage:
 
 
 def encode(image: Any, lossless: bool) -> bytes:
-    """PNG (fast, level 1) when OCR will read the copy, else JPEG q95."""
+    """PNG (fast, level 1) for a lossless source, else JPEG q95."""
     buffer = io.BytesIO()
     if lossless:
         image.save(buffer, format="PNG", compress_level=1)
@@ -119,5 +125,7 @@ def bounded_bytes(data: bytes, max_side: int) -> tuple[bytes, BoundedImage | Non
     if small and upright and lean and not animated and fmt in ("PNG", "JPEG", "WEBP"):
         return data, None
     copy = open_bounded(data, max_side)
-    # lossless: a JPEG re-encode of the copy measurably changes what OCR reads (bench/ocr_side.py)
-    return encode(copy.image, lossless=True), copy
+    # a lossless source (PNG, GIF: screenshots, drawn memes with sharp text) stays lossless; a
+    # photo (JPEG, WebP) is re-encoded at q95, a fifth of the PNG of a grainy 1600 px copy that
+    # each request in flight holds (bench/service.py checks OCR still reads it as at full size)
+    return encode(copy.image, lossless=copy.source_format not in ("JPEG", "WEBP")), copy

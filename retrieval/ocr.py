@@ -5,9 +5,10 @@ extractor.  OCR never touches the full-size pixels; it works on two bounded copi
 from one decode (:mod:`retrieval.bounded_image`: first frame, EXIF-upright):
 
 * **detection** runs on a copy whose longest side is ``det_side`` (``KAR_OCR_DET_SIDE``,
-  960: caption lines are tens of pixels high there).  The detector's memory grows with the
-  pixels it sees (about 550 MB at 1600 px, 200 MB at 960 px), so this is what bounds OCR's
-  memory per concurrent read;
+  800: a caption 2.5 % of the image high is still 11+ px there).  The detector's memory
+  grows with the pixels it sees (one read peaks ~195 MB above the process at 800 px, ~335 MB
+  at 960), so this is what bounds OCR's memory per concurrent read.  The copy goes to the
+  detector as it is (rapidocr would by default enlarge it until its short side is 736 px);
 * **recognition** reads each detected line cropped from the copy of longest side
   ``max_side`` (``KAR_OCR_MAX_SIDE``), scaled to the recognizer's input height (48 px) with
   area averaging.  The recognizer would otherwise shrink a tall crop with plain bilinear
@@ -101,9 +102,20 @@ class OCR:
     """Lazy rapidocr engines; ``min_score`` drops low-confidence lines."""
 
     def __init__(
-        self, min_score: float = 0.5, max_side: int = 1600, engines: int = 1, threads: int | None = None, det_side: int = 960
+        self,
+        min_score: float = 0.5,
+        max_side: int = 1600,
+        engines: int = 1,
+        threads: int | None = None,
+        det_side: int = 800,
+        det_limit_type: str = "max",
+        detections: int | None = None,
     ) -> None:
         self.min_score = min_score
+        # at most this many detections run at once (None: one per engine); the detector is the
+        # part of a read whose memory is large, so this bounds OCR's peak whatever the pool size
+        self._detecting = threading.Semaphore(max(1, detections)) if detections else None
+        self.det_limit_type = det_limit_type  # "min": rapidocr's default, enlarging a short side under 736 px
         self.max_side = max_side
         self.det_side = min(det_side, max_side)
         self.engines = max(1, engines)
@@ -119,12 +131,20 @@ class OCR:
 
         workers = settings.cpu_workers or os.cpu_count() or 1
         cpus = os.cpu_count() or 1
-        return cls(max_side=settings.ocr_max_side, det_side=settings.ocr_det_side, engines=workers, threads=max(1, cpus // workers))
+        return cls(
+            max_side=settings.ocr_max_side,
+            det_side=settings.ocr_det_side,
+            engines=workers,
+            threads=max(1, cpus // workers),
+            detections=settings.ocr_detections,
+        )
 
     def _build_engine(self) -> Any:
         from rapidocr_onnxruntime import RapidOCR
 
-        options: dict[str, Any] = {"max_side_len": max(self.det_side, 2000)}  # the detection copy is never shrunk again
+        # the detection copy is what the detector sees: never shrunk again (max_side_len) nor, as
+        # rapidocr does by default (limit_type "min", 736), enlarged until its short side is 736 px
+        options: dict[str, Any] = {"max_side_len": max(self.det_side, 2000), "det_limit_type": self.det_limit_type}
         if self.threads:
             options["intra_op_num_threads"] = self.threads
         return RapidOCR(**options)
@@ -190,7 +210,11 @@ class OCR:
         scale = copy.image.size[0] / det_image.size[0]
         engine = self._acquire()
         try:
-            boxes, _ = engine(self._bgr(det_image), use_det=True, use_cls=False, use_rec=False)
+            if self._detecting is not None:
+                with self._detecting:
+                    boxes, _ = engine(self._bgr(det_image), use_det=True, use_cls=False, use_rec=False)
+            else:
+                boxes, _ = engine(self._bgr(det_image), use_det=True, use_cls=False, use_rec=False)
             del det_image
             raw: list[tuple[Any, str, float]] = []
             if boxes:

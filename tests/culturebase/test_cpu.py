@@ -81,3 +81,39 @@ def test_the_process_pool_is_sized_from_settings_and_resized_on_demand(monkeypat
         assert configure_cpu_pool(None).workers >= 1
     finally:
         get_settings.cache_clear()
+
+
+def test_the_decode_budget_keeps_big_decodes_apart_and_lets_small_ones_through():
+    """Two 16 MP decodes never overlap under a 24 MP budget, a 2 MP one runs beside either,
+    and a decode larger than the whole budget runs (alone) instead of waiting forever."""
+    import threading
+    import time
+
+    from culturebase.cpu import PixelBudget
+
+    budget = PixelBudget(24)
+    inside: list[float] = []
+    peak = [0.0]
+    broken: list[list[float]] = []
+    lock = threading.Lock()
+
+    def decode(mp: float) -> None:
+        with budget.hold(mp):
+            with lock:
+                inside.append(mp)
+                peak[0] = max(peak[0], sum(min(m, 24) for m in inside))
+                if mp == 40 and inside != [40]:
+                    broken.append(list(inside))  # a decode over the whole budget must run alone
+            time.sleep(0.15)
+            with lock:
+                inside.remove(mp)
+
+    threads = [threading.Thread(target=decode, args=(mp,)) for mp in (16, 16, 2, 40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+    assert peak[0] <= 24, peak  # never two 16 MP decodes at once
+    assert broken == []
+    assert budget.used == 0 and budget.waits >= 1
