@@ -1,14 +1,18 @@
 """Which longest side keeps captions legible?  OCR on bounded copies vs the full-size reading.
 
 Renders the caption sets (the queries of ``examples/grounding_queries.jsonl`` and the
-sample memes' captions) onto 12-16 MP photo-like images (JPEG or WebP, caption height
-2.5-6 % of the image, meme style: white with a black outline), reads each at full size
-(rapidocr with no size cap) and at each candidate side through :func:`retrieval.bounded_image.open_bounded`,
-and prints per side: share of images whose text is identical to the full-size reading
-(whitespace ignored), share with the same reading (case and punctuation ignored too), share
-identical to the drawn caption, mean OCR seconds and the process's peak RSS.  Prints one JSON document.
+sample memes' captions) onto 12-16 MP photo-like images (JPEG or WebP, with sensor grain so
+they weigh what a phone's photos do, caption height 2.5-6 % of the image, meme style: white
+with a black outline), reads each at full size
+(recognition on crops of the original pixels; see :func:`full_size_reading`) and with each
+candidate ``KAR_OCR_MAX_SIDE`` (:class:`retrieval.ocr.OCR`: detection on the
+``KAR_OCR_DET_SIDE`` copy, recognition on the bounded copy), and prints per side: share of
+images whose text is identical to the full-size reading (whitespace ignored), share with the
+same reading (case and punctuation ignored too), share identical to the drawn caption, mean
+OCR seconds and the process's peak RSS.  ``--detect-full`` adds the reading with detection on
+the full-size pixels too.  Prints one JSON document.
 
-    python bench/ocr_side.py --images 30 --sides 960,1280,1600,2000
+    python bench/ocr_side.py --images 30 --sides 960,1280,1600,2000 [--detect-full]
 """
 
 from __future__ import annotations
@@ -60,7 +64,22 @@ def caption_set(limit: int | None = None, seed: int = 7) -> list[str]:
 
 
 def make_photo(text: str, seed: int, megapixels: float = 14.0, fmt: str = "JPEG") -> bytes:
-    """A photo-like image of about ``megapixels`` with ``text`` drawn as a meme caption."""
+    """A photo-like image of about ``megapixels`` with ``text`` drawn as a meme caption, encoded."""
+    return encode_photo(render_photo(text, seed, megapixels), fmt)
+
+
+def encode_photo(img: Any, fmt: str) -> bytes:
+    """JPEG q90 or WebP q88, as a phone or a web upload would be."""
+    buffer = io.BytesIO()
+    if fmt == "WEBP":
+        img.save(buffer, format="WEBP", quality=88, method=0)
+    else:
+        img.save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def render_photo(text: str, seed: int, megapixels: float = 14.0) -> Any:
+    """The photo's pixels (PIL, RGB) before encoding."""
     import numpy as np
     from PIL import Image, ImageDraw, ImageFilter
 
@@ -75,19 +94,31 @@ def make_photo(text: str, seed: int, megapixels: float = 14.0, fmt: str = "JPEG"
         x, y = rng.randrange(width), rng.randrange(height)
         r = rng.randrange(height // 12, height // 4)
         draw.ellipse((x - r, y - r, x + r, y + r), fill=tuple(rng.randrange(256) for _ in range(3)))
+    # sensor grain (luminance, sigma 5): without it the smooth scene encodes to well under 1 MB,
+    # with it a 12-16 MP photo is 3-4 MB of JPEG or 2-3 MB of WebP, as a phone's is
+    pixels = np.asarray(img).astype(np.int16)
+    pixels += np.random.default_rng([seed, 1]).normal(0, 5, (height, width, 1)).astype(np.int16)
+    img = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    del pixels
+    draw = ImageDraw.Draw(img)
     size = int(height * rng.uniform(0.025, 0.06))
     font = font_for(text, size)
-    while font.getbbox(text)[2] > width * 0.92 and size > 12:
+    # a caption may have several lines (a few grounding queries do): measured and drawn as a block
+    multi = "\n" in text
+
+    def text_width(f: Any) -> float:
+        return draw.multiline_textbbox((0, 0), text, font=f)[2] if multi else f.getbbox(text)[2]
+
+    while text_width(font) > width * 0.92 and size > 12:
         size = int(size * 0.9)
         font = font_for(text, size)
     y = height * rng.choice([0.08, 0.9])
-    draw.text((width / 2, y), text, font=font, fill="white", anchor="mm", stroke_width=max(2, size // 14), stroke_fill="black")
-    buffer = io.BytesIO()
-    if fmt == "WEBP":
-        img.save(buffer, format="WEBP", quality=88, method=0)
+    style = {"font": font, "fill": "white", "anchor": "mm", "stroke_width": max(2, size // 14), "stroke_fill": "black"}
+    if multi:
+        draw.multiline_text((width / 2, y), text, align="center", **style)
     else:
-        img.save(buffer, format="JPEG", quality=90)
-    return buffer.getvalue()
+        draw.text((width / 2, y), text, **style)
+    return img
 
 
 def norm(text: str) -> str:
@@ -105,20 +136,29 @@ def loose(text: str) -> str:
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "culturekar-bench" / "ocr_full_size.json"
 
 
-def full_size_reading(data: bytes) -> str:
-    """OCR on the original pixels (no size cap anywhere): the reference reading.
+def full_size_reading(data: bytes, detect_full: bool = False) -> str:
+    """OCR on the original pixels: the reference reading.
 
-    It takes tens of seconds per 16 MP image on 2 cores, so readings are cached on disk by
-    the image's SHA-256 (the photos are generated from fixed seeds, so the same bytes recur).
+    Recognition reads every line cropped from the full-size pixels; detection runs at the
+    detector's working size (``KAR_OCR_DET_SIDE``, what PP-OCR's detector is made for), or
+    with ``detect_full`` on the full-size pixels too (no cap anywhere: the detector then sees
+    strokes far larger than it was trained on and splits or flips lines; printed apart).
+    Readings take seconds (tens of seconds and GBs with ``detect_full``) per 16 MP image, so
+    they are cached on disk by the image's SHA-256, the variant and the OCR's
+    ``READING_METHOD`` (the photos come from fixed seeds, so the same bytes recur).
     """
     import hashlib
 
-    key = hashlib.sha256(data).hexdigest()
+    from retrieval.ocr import READING_METHOD
+
+    from culturebase.settings import Settings
+
+    key = f"{hashlib.sha256(data).hexdigest()}:m{READING_METHOD}:{'detfull' if detect_full else f'det{Settings().ocr_det_side}max'}"
     cache = json.loads(CACHE.read_text()) if CACHE.exists() else {}
     if key not in cache:
         global FULL_COMPUTED
         FULL_COMPUTED += 1
-        cache[key] = norm(_full_engine().read(data).text)
+        cache[key] = norm(_full_engine(detect_full).read(data).text)
         CACHE.parent.mkdir(parents=True, exist_ok=True)
         current = json.loads(CACHE.read_text()) if CACHE.exists() else {}
         current.update(cache)
@@ -126,17 +166,20 @@ def full_size_reading(data: bytes) -> str:
     return cache[key]
 
 
-_FULL: Any = None
+_FULL: dict[bool, Any] = {}
 FULL_COMPUTED = 0  # full-size readings computed in this run (the others came from the cache)
 
 
-def _full_engine() -> Any:
-    global _FULL
-    if _FULL is None:
+def _full_engine(detect_full: bool) -> Any:
+    if detect_full not in _FULL:
+        from culturebase.settings import Settings
         from retrieval.ocr import OCR
 
-        _FULL = OCR(max_side=100_000)
-    return _FULL
+        if detect_full:  # every pixel to the detector (limit "min": rapidocr would cap a "max" limit at 2000 px)
+            _FULL[True] = OCR(max_side=100_000, det_side=100_000, det_limit_type="min")
+        else:
+            _FULL[False] = OCR(max_side=100_000, det_side=Settings().ocr_det_side)
+    return _FULL[detect_full]
 
 
 def rss_peak_mb() -> float:
@@ -148,16 +191,23 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=30)
     parser.add_argument("--sides", default="960,1280,1600,2000")
     parser.add_argument("--megapixels", default="12,16", help="min,max megapixels of the rendered photos")
+    parser.add_argument("--detect-full", action="store_true", help="also compare with detection on the full-size pixels (slow, GBs)")
     args = parser.parse_args()
     from retrieval.ocr import OCR
 
     sides = [int(s) for s in args.sides.split(",")]
     lo, hi = (float(x) for x in args.megapixels.split(","))
     texts = caption_set(args.images)
-    readers = {side: OCR(max_side=side) for side in sides}
-    per_side: dict[int, dict[str, Any]] = {side: {"identical": 0, "same": 0, "caption": 0, "seconds": 0.0, "mismatches": []} for side in sides}
+    from culturebase.settings import Settings
+
+    det_side = Settings().ocr_det_side  # KAR_OCR_DET_SIDE
+    readers = {side: OCR(max_side=side, det_side=det_side) for side in sides}
+    per_side: dict[int, dict[str, Any]] = {
+        side: {"identical": 0, "same": 0, "caption": 0, "identical_detect_full": 0, "seconds": 0.0, "mismatches": []} for side in sides
+    }
     full_s = 0.0
     full_matches_caption = 0
+    detect_full_matches_caption = 0
     for i, text in enumerate(texts):
         rng = random.Random(i)
         data = make_photo(text, seed=i, megapixels=rng.uniform(lo, hi), fmt="WEBP" if i % 3 == 0 else "JPEG")
@@ -165,12 +215,15 @@ def main() -> None:
         reference = full_size_reading(data)
         full_s += time.perf_counter() - t0
         full_matches_caption += reference == norm(text)
+        reference_df = full_size_reading(data, detect_full=True) if args.detect_full else None
+        detect_full_matches_caption += reference_df == norm(text)
         for side, reader in readers.items():
             t0 = time.perf_counter()
             got = norm(reader.read(data).text)
             per_side[side]["seconds"] += time.perf_counter() - t0
             per_side[side]["caption"] += got == norm(text)
             per_side[side]["same"] += loose(got) == loose(reference)
+            per_side[side]["identical_detect_full"] += got == reference_df
             if got == reference:
                 per_side[side]["identical"] += 1
             elif len(per_side[side]["mismatches"]) < 5:
@@ -183,14 +236,17 @@ def main() -> None:
                 "bench": "ocr_side",
                 "images": n,
                 "megapixels": [lo, hi],
+                "ocr_det_side": det_side,
                 "full_size_readings_computed": FULL_COMPUTED,
                 "full_size_ocr_s_mean": round(full_s / FULL_COMPUTED, 3) if FULL_COMPUTED else None,
                 "full_size_identical_to_drawn_caption": round(full_matches_caption / n, 3),
+                **({"full_size_detection_identical_to_drawn_caption": round(detect_full_matches_caption / n, 3)} if args.detect_full else {}),
                 "sides": {
                     str(side): {
                         "identical_to_full_size": round(v["identical"] / n, 3),
                         "same_reading_as_full_size": round(v["same"] / n, 3),
                         "identical_to_drawn_caption": round(v["caption"] / n, 3),
+                        **({"identical_to_full_size_detection": round(v["identical_detect_full"] / n, 3)} if args.detect_full else {}),
                         "ocr_s_mean": round(v["seconds"] / n, 3),
                         "speedup_vs_full": round(full_s / v["seconds"], 2) if v["seconds"] and FULL_COMPUTED == n else None,
                         "mismatches": v["mismatches"],

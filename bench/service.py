@@ -9,11 +9,16 @@ Ideal throughput = vlm_concurrency / (VLM calls per request × delay); the share
 achieved / ideal.  Prints one JSON document.
 
 ``--images large``: each client uploads 12-16 MP JPEG/WebP photos with a caption drawn on
-them (``bench/ocr_side.py``'s generator), OCR on (``KAR_OCR_MAX_SIDE``), the CPU pool at
+them (``bench/ocr_side.py``'s generator; ``--variants`` versions of each of ``--distinct``
+photos, differing by a small mark away from the caption, and no upload is sent twice, so
+nothing the server caches by content helps), OCR on (``KAR_OCR_MAX_SIDE``), the CPU pool at
 ``--cpu-workers``, the explain queue at its settings; a 503 is honoured (the client waits
 ``Retry-After``, counted apart).  Ideal throughput is then also bounded by the pool:
-``cpu_workers / t_cpu`` where ``t_cpu`` is the CPU time of one request (decode + bounded
-copy + OCR) measured alone in this process, side by side, just before the load.  Also
+``cpu_workers / t_pool`` where ``t_pool`` is the pool time of one request (decode + bounded
+copy + OCR + grounding + the VLM's copy), read from the server's own
+``kar_cpu_pool_busy_seconds_total`` while it serves the distinct photos one at a time, side
+by side, just before the load (the in-process ``t_cpu_alone_s`` of decode + OCR is printed
+too).  Also
 printed: peak server RSS, 2xx / 503 / other counts, and OCR agreement of each answer with
 the full-size reading of the same image.  Also prints the machine's load average, since
 the figures depend on what else runs.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -68,6 +74,36 @@ def build_kb(path: Path) -> None:
         kb.import_file(REPO / "examples" / "culturebase_sample.jsonl")
 
 
+def rss_now_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+async def sample_rss(pid: int, out: list[float], stop: asyncio.Event) -> None:
+    """The server's resident memory every 0.25 s until ``stop``."""
+    while not stop.is_set():
+        value = rss_now_mb(pid)
+        if value is not None:
+            out.append(value)
+        try:
+            await asyncio.wait_for(stop.wait(), 0.25)
+        except TimeoutError:
+            pass
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process (the load generator and the fake VLM server, all threads)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def peak_rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -89,10 +125,12 @@ async def load(
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as client:
 
+        order = itertools.count()  # every request takes the next upload: none is sent twice while any is unsent
+
         async def worker(n: int) -> None:
             nonlocal busy
-            i = n
             while time.monotonic() < deadline:
+                i = next(order)
                 name, image = images[i % len(images)]
                 started = time.monotonic()
                 try:
@@ -112,7 +150,6 @@ async def load(
                         ocr_out.append((i % len(images), ((body.get("trace") or {}).get("ocr") or {}).get("text") or ""))
                 else:
                     errors[key] = errors.get(key, 0) + 1
-                i += 1
 
         t0 = time.monotonic()
         await asyncio.gather(*(worker(n) for n in range(clients)))
@@ -120,19 +157,36 @@ async def load(
     return latencies, errors, wall, busy
 
 
-def large_images(count: int) -> tuple[list[tuple[str, bytes]], list[str]]:
-    """``count`` captioned 12-16 MP photos (JPEG and WebP) and their full-size OCR readings (cached)."""
+def large_images(count: int, variants: int = 1) -> tuple[list[tuple[str, bytes]], list[dict[str, str]], list[int]]:
+    """``count`` captioned 12-16 MP photos (JPEG and WebP), each in ``variants`` versions whose
+    pixels differ by a small mark in a corner away from the caption (so no two uploads are the
+    same image: nothing the server caches by content is reused, as with real traffic), their
+    reference readings (full size, full-size detection too, the drawn caption; cached), and
+    for each upload the index of its base photo."""
     import random
 
-    from bench.ocr_side import caption_set, full_size_reading, make_photo
+    from PIL import ImageDraw
 
-    images, readings = [], []
+    from bench.ocr_side import caption_set, encode_photo, full_size_reading, norm, render_photo
+
+    images, refs, base_of = [], [], []
     for i, text in enumerate(caption_set(count)):
         fmt = "WEBP" if i % 3 == 0 else "JPEG"
-        data = make_photo(text, seed=i, megapixels=random.Random(i).uniform(12, 16), fmt=fmt)
-        images.append((f"photo{i}.{fmt.lower()}", data))
-        readings.append(full_size_reading(data))
-    return images, readings
+        img = render_photo(text, seed=i, megapixels=random.Random(i).uniform(12, 16))
+        data = encode_photo(img, fmt)
+        refs.append({"full": full_size_reading(data), "detect_full": full_size_reading(data, detect_full=True), "caption": norm(text)})
+        for v in range(variants):
+            if v:
+                marked = img.copy()
+                w, h = marked.size
+                x, y = 8 + (v * 37) % (w // 5), h // 2 + (v * 53) % (h // 8)  # left edge, mid-height: never on the caption
+                ImageDraw.Draw(marked).rectangle((x, y, x + 5, y + 5), fill=(v * 47 % 256, v * 91 % 256, v * 13 % 256))
+                data = encode_photo(marked, fmt)
+                del marked
+            images.append((f"photo{i}-{v}.{fmt.lower()}", data))
+            base_of.append(i)
+        del img
+    return images, refs, base_of
 
 
 def cpu_seconds_alone(images: list[tuple[str, bytes]], ocr_side: int, vlm_side: int, workers: int) -> float:
@@ -152,27 +206,72 @@ def cpu_seconds_alone(images: list[tuple[str, bytes]], ocr_side: int, vlm_side: 
     return total / len(images)
 
 
-def large_figures(args, images, readings, ocr_out, done, busy, errors, t_cpu, ideal_vlm, ideal_pool, ocr_side) -> dict:  # type: ignore[no-untyped-def]
+def pool_busy_s(base: str) -> float:
+    """The server's ``kar_cpu_pool_busy_seconds_total``."""
+    for line in httpx.get(base + "/metrics", timeout=30).text.splitlines():
+        if line.startswith("kar_cpu_pool_busy_seconds_total "):
+            return float(line.split()[1])
+    raise SystemExit("the server's /metrics has no kar_cpu_pool_busy_seconds_total")
+
+
+def server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the server process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def alone_costs(base: str, pid: int, warm: list[tuple[str, bytes]], alone: list[tuple[str, bytes]], condition: str, workers: int) -> tuple[float, float]:
+    """Pool thread-seconds and server CPU seconds one request costs, each ``alone`` photo sent by
+    itself, after the ``warm`` photos (``workers`` at a time, so every OCR engine is built and
+    every image shape has been seen once, as it has under load)."""
+
+    async def post(client: httpx.AsyncClient, name: str, data: bytes) -> None:
+        r = await client.post("/v1/explain", files={"image": (name, data, "application/octet-stream")}, data={"condition": condition})
+        if r.status_code != 200:
+            raise SystemExit(f"warm-up request failed: HTTP {r.status_code}: {r.text[:300]}")
+
+    async def run() -> tuple[float, float]:
+        async with httpx.AsyncClient(base_url=base, timeout=300) as client:
+            for start in range(0, len(warm), workers):
+                await asyncio.gather(*(post(client, *w) for w in warm[start : start + workers]))
+            busy, cpu = pool_busy_s(base), server_cpu_s(pid)
+            for name, data in alone:
+                await post(client, name, data)
+            return (pool_busy_s(base) - busy) / len(alone), (server_cpu_s(pid) - cpu) / len(alone)
+
+    return asyncio.run(run())
+
+
+def large_figures(args, images, refs, base_of, ocr_out, done, busy, errors, t_cpu, ideal_vlm, ideal_pool, ocr_side, t_pool, cpu_alone) -> dict:  # type: ignore[no-untyped-def]
     from bench.ocr_side import loose, norm
 
-    identical = sum(norm(text) == readings[i] for i, text in ocr_out)
-    same = sum(loose(text) == loose(readings[i]) for i, text in ocr_out)
     n = len(ocr_out) or 1
+
+    def share(pred) -> float:  # type: ignore[no-untyped-def]
+        return round(sum(pred(norm(text), refs[base_of[i]]) for i, text in ocr_out) / n, 3)
+
     return {
         "images": "large",
-        "distinct_photos": len(images),
-        "photo_mb": [round(len(d) / 1e6, 2) for _, d in images],
+        "distinct_photos": len(refs),
+        "uploads_distinct": len(images),
+        "photo_mb": [round(len(d) / 1e6, 2) for _, d in images[:: max(1, len(images) // len(refs))]],
         "ocr_max_side": ocr_side,
         "cpu_workers": args.cpu_workers,
         "t_cpu_alone_s": round(t_cpu, 3),
+        "t_pool_per_request_s": round(t_pool, 3),
+        "server_cpu_s_per_request_alone": round(cpu_alone, 3),
         "ideal_rps_vlm": round(ideal_vlm, 3),
         "ideal_rps_pool": round(ideal_pool, 3) if ideal_pool else None,
         "responses_2xx": done,
         "responses_503": busy,
         "responses_other": sum(errors.values()),
         "ocr_answers_compared": len(ocr_out),
-        "ocr_identical_to_full_size": round(identical / n, 3),
-        "ocr_same_reading_as_full_size": round(same / n, 3),
+        "ocr_identical_to_full_size": share(lambda got, ref: got == ref["full"]),
+        "ocr_same_reading_as_full_size": share(lambda got, ref: loose(got) == loose(ref["full"])),
+        "ocr_identical_to_drawn_caption": share(lambda got, ref: got == ref["caption"]),
+        "ocr_identical_to_full_size_detection": share(lambda got, ref: got == ref["detect_full"]),
+        "full_size_identical_to_drawn_caption": round(sum(r["full"] == r["caption"] for r in refs) / len(refs), 3),
+        "full_size_detection_identical_to_drawn_caption": round(sum(r["detect_full"] == r["caption"] for r in refs) / len(refs), 3),
     }
 
 
@@ -185,7 +284,8 @@ def main() -> None:
     parser.add_argument("--condition", default="kar", choices=["vanilla", "cot", "search_cot", "kar"])
     parser.add_argument("--kb", type=Path, help="an existing CultureBase folder (default: build one from the sample)")
     parser.add_argument("--images", choices=["small", "large"], default="small", help="small: the 640x480 sample meme, OCR off; large: 12-16 MP photos, OCR on")
-    parser.add_argument("--distinct", type=int, default=8, help="large mode: distinct photos the clients cycle through")
+    parser.add_argument("--distinct", type=int, default=8, help="large mode: distinct captioned photos")
+    parser.add_argument("--variants", type=int, default=24, help="large mode: uploads per photo (pixels differ by a mark; none is sent twice)")
     parser.add_argument("--cpu-workers", type=int, default=os.cpu_count() or 1, help="large mode: KAR_CPU_WORKERS of the server")
     parser.add_argument("--ocr-max-side", type=int, default=None, help="large mode: KAR_OCR_MAX_SIDE (default: the setting's default)")
     args = parser.parse_args()
@@ -208,11 +308,19 @@ def main() -> None:
 
     defaults = Settings()
     ocr_side = args.ocr_max_side or defaults.ocr_max_side
-    readings: list[str] = []
+    refs: list[dict[str, str]] = []
     t_cpu = None
     if large:
-        images, readings = large_images(args.distinct)
-        t_cpu = cpu_seconds_alone(images, ocr_side, defaults.vlm_max_image_side, args.cpu_workers)
+        uploads, refs, bases = large_images(args.distinct, args.variants + 2)
+        # variant 0 of each photo warms the server up (engines built, each image shape seen once, as
+        # under load), variant 1 measures the costs alone; the others are the load's uploads
+        variant = [int(name.rsplit("-", 1)[1].split(".")[0]) for name, _ in uploads]
+        warm = [u for u, v in zip(uploads, variant) if v == 0]
+        alone = [u for u, v in zip(uploads, variant) if v == 1]
+        images = [u for u, v in zip(uploads, variant) if v >= 2]
+        base_of = [b for b, v in zip(bases, variant) if v >= 2]
+        del uploads
+        t_cpu = cpu_seconds_alone(alone, ocr_side, defaults.vlm_max_image_side, args.cpu_workers)
     else:
         images = [("meme.png", (REPO / "examples" / "images" / "zhuge_liang_wang_lang.png").read_bytes())]
     vlm_calls_per_request = 1 if args.condition in ("vanilla", "cot") else 2
@@ -253,16 +361,29 @@ def main() -> None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("the API did not become ready")
             time.sleep(0.3)
+        t_pool, cpu_alone = alone_costs(base, proc.pid, warm, alone, args.condition, args.cpu_workers) if large else (None, None)
         rss_idle = peak_rss_mb(proc.pid)
+        busy_before = pool_busy_s(base)
         load_before = os.getloadavg()
+        client_cpu_before = own_cpu_s()
         ocr_out: list[tuple[int, str]] = []
-        latencies, errors, wall, busy = asyncio.run(load(base, images, args.clients, args.duration, args.condition, ocr_out if large else None))
+        rss_series: list[float] = []
+        rss_after_warm = rss_now_mb(proc.pid)
+
+        async def measured() -> tuple[list[float], dict[str, int], float, int]:
+            stop = asyncio.Event()
+            sampler = asyncio.create_task(sample_rss(proc.pid, rss_series, stop))
+            try:
+                return await load(base, images, args.clients, args.duration, args.condition, ocr_out if large else None)
+            finally:
+                stop.set()
+                await sampler
+
+        latencies, errors, wall, busy = asyncio.run(measured())
         rss_peak = peak_rss_mb(proc.pid)
         load_after = os.getloadavg()
-        pool_busy = None
-        for line in httpx.get(base + "/metrics", timeout=30).text.splitlines():
-            if line.startswith("kar_cpu_pool_busy_seconds_total "):
-                pool_busy = float(line.split()[1])
+        client_cpu = own_cpu_s() - client_cpu_before
+        pool_busy = pool_busy_s(base) - busy_before
     finally:
         proc.terminate()
         try:
@@ -274,7 +395,7 @@ def main() -> None:
     done = len(latencies)
     throughput = done / wall if wall else 0.0
     ideal_vlm = args.vlm_concurrency / (vlm_calls_per_request * args.vlm_delay)
-    ideal_pool = args.cpu_workers / t_cpu if t_cpu else None
+    ideal_pool = args.cpu_workers / t_pool if t_pool else None
     ideal = min(ideal_vlm, ideal_pool) if ideal_pool else ideal_vlm
     q = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [float("nan")] * 99
     print(
@@ -297,14 +418,23 @@ def main() -> None:
                 "throughput_rps": round(throughput, 3),
                 "ideal_rps": round(ideal, 3),
                 "throughput_share_of_ideal": round(throughput / ideal, 3),
-                "server_peak_rss_mb": rss_peak,
+                # the load generator and the VLM double run in this process, on the same cores as the server
+                "bench_process_cores_used": round(client_cpu / wall, 3) if wall else None,
+                "server_peak_rss_mb": rss_peak,  # VmHWM: the peak over the server's life, warm-up included
                 "server_rss_before_load_mb": rss_idle,
+                "server_rss_now_before_load_mb": rss_after_warm,
+                "server_rss_during_load_mb": {
+                    "p50": round(statistics.median(rss_series), 1) if rss_series else None,
+                    "p95": round(statistics.quantiles(rss_series, n=20)[18], 1) if len(rss_series) >= 20 else None,
+                    "max": max(rss_series) if rss_series else None,
+                    "samples": len(rss_series),
+                },
                 "kb_build_s": round(build_s, 1),
                 "cpus": os.cpu_count(),
                 "load_avg_1_5_15_before": [round(x, 2) for x in load_before],
                 "load_avg_1_5_15_after": [round(x, 2) for x in load_after],
                 "cpu_pool_utilisation": round(pool_busy / (args.cpu_workers * wall), 3) if pool_busy is not None and wall else None,
-                **(large_figures(args, images, readings, ocr_out, done, busy, errors, t_cpu, ideal_vlm, ideal_pool, ocr_side) if large else {}),
+                **(large_figures(args, images, refs, base_of, ocr_out, done, busy, errors, t_cpu, ideal_vlm, ideal_pool, ocr_side, t_pool, cpu_alone) if large else {}),
             },
             indent=2,
         )
