@@ -74,14 +74,19 @@ def build_kb(path: Path) -> None:
         kb.import_file(REPO / "examples" / "culturebase_sample.jsonl")
 
 
-def rss_now_mb(pid: int) -> float | None:
+def status_mb(pid: int, field: str) -> float | None:
+    """A memory field of /proc/PID/status in MB (VmRSS: now; VmHWM: the peak so far)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         return None
     return None
+
+
+def rss_now_mb(pid: int) -> float | None:
+    return status_mb(pid, "VmRSS")
 
 
 async def sample_rss(pid: int, out: list[float], stop: asyncio.Event) -> None:
@@ -105,13 +110,7 @@ def own_cpu_s() -> float:
 
 
 def peak_rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+    return status_mb(pid, "VmHWM")
 
 
 async def load(
