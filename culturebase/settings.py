@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     )
     hnsw_ef: int = Field(
         256, ge=1, le=4096,
-        description="HNSW search breadth (recall vs latency) for dense searches (1M entities: recall@10 0.94-0.96 at 128, 0.985 at 256; `bench/grounding.py --sweep`).",
+        description="HNSW search breadth (recall vs latency) for dense searches (1M entities: recall@10 0.94-0.96 at 128, 0.985-0.995 at 256; `bench/grounding.py --sweep`).",
     )
     upsert_batch_size: int = Field(
         256, ge=1, le=4096, description="Points per upsert batch (256 measured fastest: `bench/grounding.py --batch-sweep`)."
