@@ -23,6 +23,7 @@ CPU pool (:mod:`culturebase.cpu`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -210,10 +211,7 @@ class OCR:
         scale = copy.image.size[0] / det_image.size[0]
         engine = self._acquire()
         try:
-            if self._detecting is not None:
-                with self._detecting:
-                    boxes, _ = engine(self._bgr(det_image), use_det=True, use_cls=False, use_rec=False)
-            else:
+            with self._detecting or contextlib.nullcontext():
                 boxes, _ = engine(self._bgr(det_image), use_det=True, use_cls=False, use_rec=False)
             del det_image
             raw: list[tuple[Any, str, float]] = []
