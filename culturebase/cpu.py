@@ -130,6 +130,22 @@ TRIM_AFTER_S = 0.05
 _libc: Any = None
 
 
+def _glibc() -> Any:
+    """The C library when it is glibc (has ``mallopt`` and ``malloc_trim``), else False; loaded once."""
+    global _libc
+    if _libc is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            libc.mallopt, libc.malloc_trim  # noqa: B018 - glibc only
+            _libc = libc
+        except (OSError, AttributeError):
+            _libc = False
+    return _libc
+
+
 def trim_heap() -> None:
     """``malloc_trim(0)`` (glibc): return the free memory at the top of the heaps to the OS.
 
@@ -138,18 +154,9 @@ def trim_heap() -> None:
     the next request's peak stacks on it.  Measured on 16 MP OCR reads: steady RSS 730 →
     255 MB.  A no-op where glibc is absent.
     """
-    global _libc
-    if _libc is None:
-        try:
-            import ctypes
-            import ctypes.util
-
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _libc.malloc_trim  # noqa: B018 - glibc only
-        except (OSError, AttributeError):
-            _libc = False
-    if _libc:
-        _libc.malloc_trim(0)
+    libc = _glibc()
+    if libc:
+        libc.malloc_trim(0)
 
 
 def return_large_buffers_to_the_os() -> bool:
@@ -164,14 +171,10 @@ def return_large_buffers_to_the_os() -> bool:
     global _heap_tuned
     if _heap_tuned:
         return True
-    try:
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        ok = bool(libc.mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024)) and bool(libc.mallopt(M_ARENA_MAX, 2))
-    except (OSError, AttributeError):
+    libc = _glibc()
+    if not libc:
         return False
+    ok = bool(libc.mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024)) and bool(libc.mallopt(M_ARENA_MAX, 2))
     _heap_tuned = ok
     return ok
 
