@@ -223,14 +223,10 @@ class CultureBasePipeline:
         server, ``indexing_threshold=0`` meanwhile), batches of ``KAR_UPSERT_BATCH_SIZE`` and the
         free-disk guard (``KAR_MIN_FREE_DISK_MB``): a disk filling up stops the job with the count
         stored so far instead of killing the process."""
-        from culturebase.store.bulk import BulkWriter
-
-        root = getattr(self.kb.store.backend, "root", None)
-        self._writers["entities"] = self.kb.store.bulk_writer(min_free_bytes=self.kb.min_free_bytes).__enter__()
+        store, min_free = self.kb.store, self.kb.min_free_bytes
+        self._writers["entities"] = store.bulk_writer(min_free_bytes=min_free).__enter__()
         if self.corpus_enabled:
-            self._writers["corpus"] = BulkWriter(
-                self.kb.store.corpus, disk_path=root, min_free_bytes=self.kb.min_free_bytes, what="corpus chunks"
-            ).__enter__()
+            self._writers["corpus"] = store.bulk_writer(min_free_bytes=min_free, corpus=True).__enter__()
 
     async def _close_writers(self) -> None:
         """End the job's bulk writes: flush, then build the indexes once (off the reactor thread)."""

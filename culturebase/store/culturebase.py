@@ -165,18 +165,19 @@ class CultureBaseStore:
         )
 
     def bulk_writer(
-        self, total: int | None = None, progress: Any = None, min_free_bytes: int = 256 * 2**20
+        self, total: int | None = None, progress: Any = None, min_free_bytes: int = 256 * 2**20, corpus: bool = False
     ) -> "BulkWriter":
-        """A :class:`~culturebase.store.bulk.BulkWriter` into the entity collection (use as a context manager)."""
+        """A :class:`~culturebase.store.bulk.BulkWriter` into the entity collection, or with
+        ``corpus`` the corpus collection (use as a context manager)."""
         from culturebase.store.bulk import BulkWriter
 
         return BulkWriter(
-            self.entities,
+            self.corpus if corpus else self.entities,
             total=total,
             disk_path=getattr(self.backend, "root", None),
             min_free_bytes=min_free_bytes,
             progress=progress,
-            what="entities",
+            what="corpus chunks" if corpus else "entities",
         )
 
     def layout_info(self) -> dict[str, Any]:
