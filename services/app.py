@@ -2,7 +2,8 @@
 
 The app owns one CultureBase for its lifetime (opened in the lifespan, closed at
 shutdown); synchronous store writes run in the threadpool under one lock, grounding searches run
-concurrently without it (only the embedder is serialised, by `retrieval.embedders.serial`).
+concurrently without it (the embedder is serialised, by `retrieval.embedders.serial`; the embedded
+engine runs one search at a time on its own, taken in FIFO turns: `culturebase.store.fifo_turns`).
 """
 
 from __future__ import annotations

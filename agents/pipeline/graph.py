@@ -272,7 +272,8 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
                     cues.image = route.hash_query(state["image"])
                 except Exception:  # undecodable here: grounding goes on with the text routes
                     cues.image = None
-            # no global lock: the store serves concurrent searches; the KB's embedder serialises itself
+            # no store-write lock: searches run concurrently (the embedded engine itself takes one at a time,
+            # in FIFO turns: culturebase/store/fifo_turns.py); the KB's embedder serialises itself
             return deps.grounder.ground(cues, language=cfg.grounding_language)
 
         try:

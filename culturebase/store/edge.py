@@ -40,6 +40,7 @@ from culturebase.store.base import (
     point_uuid,
     sparse_parts,
 )
+from culturebase.store.fifo_turns import FifoTurns
 from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,8 @@ class EdgeCollection(Collection):
         self._shard = shard
         self.layout = layout
         self.read_only = read_only
+        # the engine holds the GIL during a read: callers take it in arrival order (fifo_turns.py)
+        self._turns = FifoTurns()
 
     def _writable(self) -> None:
         if self.read_only:
@@ -140,14 +143,16 @@ class EdgeCollection(Collection):
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         if not ids:
             return []
-        records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=True, with_vector=False)
+        with self._turns.turn():
+            records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=True, with_vector=False)
         by_id = {r.payload["_id"]: r.payload for r in records if r.payload}
         return [by_id[i] for i in ids if i in by_id]
 
     def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
         if not ids:
             return {}
-        records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=["_id"], with_vector=[vector_name])
+        with self._turns.turn():
+            records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=["_id"], with_vector=[vector_name])
         out: dict[str, SparseVec] = {}
         for r in records:
             vec = r.vector.get(vector_name) if isinstance(r.vector, dict) else None
@@ -174,10 +179,9 @@ class EdgeCollection(Collection):
     def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
-        params = self._search_params(limit)
-        hits = self._shard.search(
-            qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=True)
-        )
+        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=self._search_params(limit), with_payload=True)
+        with self._turns.turn():
+            hits = self._shard.search(request)
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in hits]
 
     def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
@@ -186,9 +190,9 @@ class EdgeCollection(Collection):
         qe = _edge()
         idx, values = sparse_parts(vector)
         sv = qe.SparseVector(indices=idx, values=values)
-        hits = self._shard.search(
-            qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=True)
-        )
+        request = qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=True)
+        with self._turns.turn():
+            hits = self._shard.search(request)
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in hits]
 
     def close(self) -> None:
