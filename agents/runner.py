@@ -43,11 +43,12 @@ async def _bounded(image: bytes) -> bytes:
     are, and the pipeline records what fails on them."""
     from culturebase.cpu import cpu_pool
     from culturebase.settings import get_settings
-    from retrieval.bounded_image import ImageDecodeError, bounded_bytes
+    from retrieval.bounded_image import ImageDecodeError, bounded_bytes, decode_megapixels
 
     settings = get_settings()
-    try:
-        data, _ = await cpu_pool().run(bounded_bytes, image, max(settings.ocr_max_side, settings.vlm_max_image_side))
+    side = max(settings.ocr_max_side, settings.vlm_max_image_side)
+    try:  # started when the decode budget has the megapixels the header announces
+        data, _ = await cpu_pool().run_decode(decode_megapixels(image, side), bounded_bytes, image, side)
     except ImageDecodeError:
         return image
     return data

@@ -187,6 +187,7 @@ def run_build(args: argparse.Namespace) -> dict:
         hnsw_m=settings.hnsw_m,
         hnsw_ef_construct=settings.hnsw_ef_construct,
         layout_policy=LayoutPolicy.from_settings(settings),
+        search_threads=settings.search_threads,
     )
     spec = entity_spec(info)
     coll = backend.open_collection(spec, info, expected_points=args.n)
@@ -388,6 +389,7 @@ def main() -> None:
             "hnsw_ef_construct": s.hnsw_ef_construct,
             "hnsw_ef": s.hnsw_ef,
             "oversampling": s.quantization_oversampling,
+            "search_threads": s.search_threads,
         },
         "machine": {"cpus": os.cpu_count(), "loadavg_at_start": [round(x, 2) for x in load], "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
         "sizes": results,

@@ -25,7 +25,7 @@ from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.media import FileException
 from scrapy.http.request import NO_CALLBACK
 
-from culturebase.images import ImageRejected, check_image_bytes
+from culturebase.images import ImageRejected, check_image_bytes, megapixels_to_decode
 from crawlers.runner import kar_settings_of
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,8 @@ class EntityImagesPipeline(FilesPipeline):
         from culturebase.cpu import cpu_pool
 
         try:  # the decode is CPU work: in the process-wide pool (bounded with everything else), off the reactor
-            self.checked[request.url] = await cpu_pool().run(check_image_bytes, response.body, self.max_bytes, self.max_pixels)
+            megapixels = megapixels_to_decode(response.body)  # held from the decode budget while it runs
+            self.checked[request.url] = await cpu_pool().run_decode(megapixels, check_image_bytes, response.body, self.max_bytes, self.max_pixels)
         except ImageRejected as exc:
             self.failed[request.url] = exc.reason
             raise _Rejected(exc.reason, str(exc)) from None

@@ -10,6 +10,7 @@ of requests.  The size comes from ``KAR_CPU_WORKERS`` (default: the CPU count).
     from culturebase.cpu import cpu_pool
     text = await cpu_pool().run(ocr.read, image)      # from async code
     digest = cpu_pool().call(phash, image)             # from a synchronous thread
+    copy = await cpu_pool().run_decode(mp, open_bounded, data, 1600)   # holds mp of the decode budget
 
 A call made from inside a pool thread runs inline (no deadlock when a pooled function
 calls another pooled function).  Work still waiting when its caller is cancelled (e.g. a
@@ -22,9 +23,10 @@ import asyncio
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -45,44 +47,118 @@ class PoolStats:
     busy_s_total: float = 0.0  # thread-seconds spent running jobs (utilisation = busy / (workers × wall))
 
 
-class CpuPool:
-    """A fixed number of worker threads; callers beyond it wait in FIFO order."""
+@dataclass
+class _Job:
+    run: Callable[[], Any]
+    future: Future
+    megapixels: float  # held from the decode budget while the job runs
+    submitted: float
+    deferred: bool = False  # waited in the queue for the budget
 
-    def __init__(self, workers: int | None = None) -> None:
+
+class CpuPool:
+    """A fixed number of worker threads; callers beyond it wait in FIFO order.
+
+    A job may declare the megapixels it will decode (:meth:`run_decode`).  It then starts
+    only when the process's :class:`PixelBudget` has them free, and until then waits in the
+    queue, not in a worker: the workers meanwhile take the jobs behind it that need no
+    budget (an OCR read of an image already decoded, an embedding).  Jobs that declare
+    megapixels keep their order among themselves, so a big decode is never overtaken for
+    ever by smaller ones.
+    """
+
+    def __init__(self, workers: int | None = None, budget: PixelBudget | None = None) -> None:
         self.workers = max(1, int(workers or os.cpu_count() or 1))
-        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kar-cpu")
-        self._lock = threading.Lock()
-        self._queued = 0
+        self.budget = budget or decode_budget()
+        self._cond = self.budget._cond  # one condition: a freed budget wakes the workers
+        self._jobs: deque[_Job] = deque()
+        self._closed = False
         self._running = 0
         self._completed = 0
         self._wait_s = 0.0
         self._busy_s = 0.0
+        self._threads = [
+            threading.Thread(target=self._work, name=f"kar-cpu_{i}", daemon=True) for i in range(self.workers)
+        ]
+        for t in self._threads:
+            t.start()
 
-    def _wrap(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], T]:
-        submitted = time.perf_counter()
-        with self._lock:
-            self._queued += 1
+    # -- scheduling ---------------------------------------------------------------------
+    def _submit(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], megapixels: float = 0.0) -> Future:
+        future: Future = Future()
+        need = self.budget.needed(megapixels)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the CPU pool is shut down")
+            self._jobs.append(_Job(lambda: fn(*args, **kwargs), future, need, time.perf_counter()))
+            self._cond.notify_all()
+        return future
 
-        def job() -> T:
-            started = time.perf_counter()
-            with self._lock:
-                self._queued -= 1
+    def _take(self) -> _Job | None:
+        """The first queued job that can start now (called under the condition)."""
+        budget_blocked = False
+        for job in self._jobs:
+            if job.future.cancelled():
+                continue
+            if job.megapixels > 0:
+                if budget_blocked or not self.budget.fits(job.megapixels):
+                    budget_blocked = True  # later budget jobs keep their place behind it
+                    if not job.deferred:
+                        job.deferred = True
+                        self.budget.waits += 1
+                    continue
+                self.budget.used += job.megapixels
+            self._jobs.remove(job)
+            return job
+        return None
+
+    def _drop_cancelled(self) -> None:
+        if any(j.future.cancelled() for j in self._jobs):
+            self._jobs = deque(j for j in self._jobs if not j.future.cancelled())
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._drop_cancelled()
+                job = self._take()
+                while job is None:
+                    if self._closed:
+                        return
+                    self._cond.wait()
+                    self._drop_cancelled()
+                    job = self._take()
+                started = time.perf_counter()
                 self._running += 1
-                self._wait_s += started - submitted
-            _local.in_pool = True
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _local.in_pool = False
-                if time.perf_counter() - started >= TRIM_AFTER_S:
-                    trim_heap()  # a long job (decode, OCR) freed big buffers: hand the heap's free top back
-                with self._lock:
-                    self._running -= 1
-                    self._completed += 1
-                    self._busy_s += time.perf_counter() - started
+                self._wait_s += started - job.submitted
+            ran = job.future.set_running_or_notify_cancel()  # False: cancelled since it was taken
+            result: Any = None
+            error: BaseException | None = None
+            if ran:
+                _local.in_pool = True
+                _local.reserved_mp = job.megapixels
+                try:
+                    result = job.run()
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    error = exc
+                finally:
+                    _local.in_pool = False
+                    _local.reserved_mp = 0.0
+                    if time.perf_counter() - started >= TRIM_AFTER_S:
+                        trim_heap()  # a long job (decode, OCR) freed big buffers: hand the heap's free top back
+            with self._cond:  # the budget is free again before the caller hears of the result
+                self.budget.used -= job.megapixels
+                self._running -= 1
+                self._completed += int(ran)
+                self._busy_s += time.perf_counter() - started
+                self._cond.notify_all()
+            if ran:
+                if error is not None:
+                    job.future.set_exception(error)
+                else:
+                    job.future.set_result(result)
+            job = result = error = None  # type: ignore[assignment]  # no references kept while waiting
 
-        return job
-
+    # -- calling ------------------------------------------------------------------------
     @staticmethod
     def in_pool() -> bool:
         """True in a pool thread (calls from there run inline)."""
@@ -90,30 +166,44 @@ class CpuPool:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` in the pool and await it (queued while all workers are busy)."""
+        return await self.run_decode(0.0, fn, *args, **kwargs)
+
+    async def run_decode(self, megapixels: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`run` for a job that decodes ``megapixels``: it starts when the budget has them.
+
+        Its own :meth:`PixelBudget.hold` calls then pass at once (the job holds the budget).
+        """
         if self.in_pool():
-            return fn(*args, **kwargs)
-        job = self._wrap(fn, args, kwargs)
-        future = self._executor.submit(job)
+            with self.budget.hold(megapixels):
+                return fn(*args, **kwargs)
+        future = self._submit(fn, args, kwargs, megapixels)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
-            if future.cancel():  # never started: undo the queue count
-                with self._lock:
-                    self._queued -= 1
+            future.cancel()  # never started: dropped from the queue
             raise
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` in the pool from synchronous code and wait for its result."""
         if self.in_pool():
             return fn(*args, **kwargs)
-        return self._executor.submit(self._wrap(fn, args, kwargs)).result()
+        return self._submit(fn, args, kwargs).result()
 
     def stats(self) -> PoolStats:
-        with self._lock:
-            return PoolStats(self.workers, self._queued, self._running, self._completed, self._wait_s, self._busy_s)
+        with self._cond:
+            queued = sum(1 for j in self._jobs if not j.future.cancelled())
+            return PoolStats(self.workers, queued, self._running, self._completed, self._wait_s, self._busy_s)
 
-    def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+    def shutdown(self, cancel_queued: bool = True) -> None:
+        """Stop the workers after their current jobs; queued jobs are cancelled, or with
+        ``cancel_queued=False`` still run first."""
+        with self._cond:
+            self._closed = True
+            if cancel_queued:
+                for job in self._jobs:
+                    job.future.cancel()
+                self._jobs.clear()
+            self._cond.notify_all()
 
 
 _pool: CpuPool | None = None
@@ -179,13 +269,20 @@ def return_large_buffers_to_the_os() -> bool:
     return ok
 
 
+#: decodes of at most this many megapixels (a bounded working copy: 1600 x 1600 is 2.56 MP)
+#: are not counted against the budget: the pool's size bounds them
+SMALL_DECODE_MP = 3.0
+
+
 class PixelBudget:
     """How many megapixels may be decoded at once in a process (``KAR_DECODE_BUDGET_MP``).
 
     A decode's memory is its pixels (a 16 MP WebP is decoded whole: ~200 MB at its peak;
     a JPEG is decoded at reduced scale), and the pool bounds how many decodes run, not how
-    big they are.  Each decode holds its megapixels here for its duration; one larger than
-    the whole budget runs alone.  Decodes of small images never wait on each other.
+    big they are.  A pool job that declares its megapixels (:meth:`CpuPool.run_decode`)
+    holds them while it runs and waits for them in the queue; other code holds them with
+    :meth:`hold` for the length of a decode.  One larger than the whole budget runs alone;
+    decodes of at most :data:`SMALL_DECODE_MP` are not counted.
     """
 
     def __init__(self, megapixels: float) -> None:
@@ -194,14 +291,31 @@ class PixelBudget:
         self.waits = 0
         self._cond = threading.Condition()
 
+    def needed(self, megapixels: float) -> float:
+        """What a decode of ``megapixels`` holds: 0 when small, at most the whole budget."""
+        if megapixels <= SMALL_DECODE_MP:
+            return 0.0
+        return min(float(megapixels), self.capacity)
+
+    def fits(self, need: float) -> bool:
+        """True when ``need`` is free now (call under the condition)."""
+        return self.used + need <= self.capacity
+
     @contextmanager
     def hold(self, megapixels: float) -> Iterator[None]:
-        """Hold ``megapixels`` of the budget for the block (waiting until they are free)."""
-        need = min(max(0.0, megapixels), self.capacity)
+        """Hold ``megapixels`` of the budget for the block (waiting until they are free).
+
+        Passes at once for a small decode, and in a pool job that already holds the budget
+        (:meth:`CpuPool.run_decode`: its estimate comes from the same header).
+        """
+        need = self.needed(megapixels)
+        if need == 0.0 or getattr(_local, "reserved_mp", 0.0) > 0.0:
+            yield
+            return
         with self._cond:
-            if self.used + need > self.capacity:
+            if not self.fits(need):
                 self.waits += 1
-            while self.used + need > self.capacity:
+            while not self.fits(need):
                 self._cond.wait()
             self.used += need
         try:
@@ -253,5 +367,5 @@ def configure_cpu_pool(workers: int | None) -> CpuPool:
         if _pool is None or _pool.workers != wanted:
             old, _pool = _pool, CpuPool(wanted)
             if old is not None:
-                old._executor.shutdown(wait=False)
+                old.shutdown(cancel_queued=False)
         return _pool

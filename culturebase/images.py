@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from culturebase.entity import EntityImage
 
@@ -73,6 +75,27 @@ class CheckedImage:
         return FORMATS[self.format]
 
 
+def draft_eighth(img: Any) -> None:
+    """A JPEG is checked at 1/8 scale (every scan still decoded, 1/64 of the pixels in RAM)."""
+    if (img.format or "").upper() == "JPEG":
+        img.draft(img.mode, (max(1, img.size[0] // 8), max(1, img.size[1] // 8)))
+
+
+def megapixels_to_decode(data: bytes, prepare: Callable[[Any], None] = draft_eighth) -> float:
+    """Megapixels a decode of ``data`` will hold after ``prepare`` (a JPEG draft), from the
+    header alone: what a pool job declares to the decode budget before it starts
+    (:meth:`culturebase.cpu.CpuPool.run_decode`).  0.0 when the header cannot be read (the
+    decode itself then says why)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            prepare(img)
+            return img.size[0] * img.size[1] / 1e6
+    except Exception:  # noqa: BLE001 - any unreadable header: the real decode reports it
+        return 0.0
+
+
 def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int) -> CheckedImage:
     """Sniff, size-check and fully decode image bytes; raises :class:`ImageRejected` (see module doc)."""
     from PIL import Image, UnidentifiedImageError
@@ -92,8 +115,7 @@ def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int) -> CheckedIm
                 raise ImageRejected(
                     "too_many_pixels", f"the image is {width}x{height} = {width * height} pixels; the limit is {max_pixels}"
                 )
-            if kind == "jpeg":  # every scan is still decoded (a truncated file fails), at 1/8 scale: 1/64 of the pixels in RAM
-                img.draft(img.mode, (max(1, width // 8), max(1, height // 8)))
+            draft_eighth(img)  # a truncated JPEG still fails
             from culturebase.cpu import decode_budget
 
             with decode_budget().hold(img.size[0] * img.size[1] / 1e6):  # the process's decode budget

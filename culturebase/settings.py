@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     hnsw_ef_construct: int = Field(
         100, ge=8, le=2048, description="HNSW build breadth of new collections (100, Qdrant's default; 32/200 built 1.7x slower for +0.002 recall@10 at 100k)."
     )
+    search_threads: int = Field(
+        1, ge=0, le=256,
+        description="Search threads of each embedded shard created from now on (0: one per CPU; older shards: `kar kb reindex`). 1 measured fastest: the engine holds the interpreter lock during a search, so more threads only add hand-offs (5k: 0.136 vs 0.212 ms, 100k: 0.217 vs 0.270 ms, at 1 vs 1.8 cores).",
+    )
     hnsw_ef: int = Field(
         256, ge=1, le=4096,
         description="HNSW search breadth (recall vs latency) for dense searches (1M entities: recall@10 0.94-0.96 at 128, 0.985-0.995 at 256; `bench/grounding.py --sweep`).",

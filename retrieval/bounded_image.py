@@ -62,6 +62,20 @@ def _flatten(img: Any) -> Any:
     return img.convert("RGB")
 
 
+def draft_to(img: Any, max_side: int) -> None:
+    """A JPEG larger than ``max_side`` is decoded at 1/2, 1/4 or 1/8 scale, never below it."""
+    if (img.format or "").upper() == "JPEG" and max(img.size) > max_side:
+        ratio = max_side / max(img.size)
+        img.draft(img.mode, (max(1, round(img.size[0] * ratio)), max(1, round(img.size[1] * ratio))))
+
+
+def decode_megapixels(data: bytes, max_side: int) -> float:
+    """Megapixels :func:`open_bounded` will decode for ``data`` (header only; 0.0 when unreadable)."""
+    from culturebase.images import megapixels_to_decode
+
+    return megapixels_to_decode(data, lambda img: draft_to(img, max_side))
+
+
 def open_bounded(data: bytes, max_side: int) -> BoundedImage:
     """Decode the first frame once, upright, with its longest side ≤ ``max_side`` (within the
     process's decode budget, :func:`culturebase.cpu.decode_budget`)."""
@@ -76,10 +90,7 @@ def open_bounded(data: bytes, max_side: int) -> BoundedImage:
             width, height = img.size
             if orientation in (5, 6, 7, 8):
                 width, height = height, width
-            if fmt == "JPEG" and max(img.size) > max_side:
-                # decode at 1/2, 1/4 or 1/8 scale, never below the bounded size
-                ratio = max_side / max(img.size)
-                img.draft(img.mode, (max(1, round(img.size[0] * ratio)), max(1, round(img.size[1] * ratio))))
+            draft_to(img, max_side)
             # the decoded pixels (after any draft) hold the process's decode budget until the copy is made
             with decode_budget().hold(img.size[0] * img.size[1] / 1e6):
                 img.seek(0)

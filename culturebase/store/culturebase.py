@@ -306,6 +306,7 @@ def open_backend(settings: Settings) -> Backend:
         hnsw_m=settings.hnsw_m,
         hnsw_ef_construct=settings.hnsw_ef_construct,
         layout_policy=LayoutPolicy.from_settings(settings),
+        search_threads=settings.search_threads,
     )
 
 

@@ -2,8 +2,8 @@
 
 Qdrant Edge (``qdrant_edge`` 0.9) holds the Python interpreter lock (GIL) for the whole of a
 search: a search thread halves a pure-Python thread's progress, and two search threads do no
-more than one.  Its own search pool spreads each search over the cores, but one process runs
-one engine search at a time whatever its callers do.
+more than one.  One process runs one engine search at a time whatever its callers do (hence
+also ``KAR_SEARCH_THREADS`` = 1: the engine's own search pool only added hand-offs).
 
 Left to CPython, eight threads searching one shard take the GIL in turns of up to 5 ms (the
 switch interval): a thread whose search has returned can wait several of those turns before
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
 class FifoTurns:
@@ -46,28 +44,27 @@ class FifoTurns:
         else:
             self._busy = False
 
-    @contextmanager
-    def turn(self) -> Iterator[None]:
-        """Hold the turn for the block: at once when free, else after every earlier caller."""
+    def turn(self) -> FifoTurns:
+        """Hold the turn for a ``with`` block: at once when free, else after every earlier caller."""
+        return self
+
+    def __enter__(self) -> None:
         with self._lock:
             if not self._busy:
                 self._busy = True
-                event = None
-            else:
-                event = threading.Event()
-                self._waiters.append(event)
-        if event is not None:
-            try:
-                event.wait()
-            except BaseException:  # interrupted while queued: leave the queue, or pass on a turn just given
-                with self._lock:
-                    if event in self._waiters:
-                        self._waiters.remove(event)
-                    else:
-                        self._hand_over()
-                raise
+                return
+            event = threading.Event()
+            self._waiters.append(event)
         try:
-            yield
-        finally:
+            event.wait()
+        except BaseException:  # interrupted while queued: leave the queue, or pass on a turn just given
             with self._lock:
-                self._hand_over()
+                if event in self._waiters:
+                    self._waiters.remove(event)
+                else:
+                    self._hand_over()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._hand_over()

@@ -167,10 +167,14 @@ async def _image_bytes(body: ExplainCreate, upload: bytes | None, services: KarS
         assert body.image_url is not None
         data = await services.fetcher.fetch(body.image_url)
     from culturebase.cpu import cpu_pool
+    from retrieval.bounded_image import decode_megapixels
 
-    # one decode, in the process-wide CPU pool: checks the pixels and makes the bounded working copy
+    # one decode, in the process-wide CPU pool: checks the pixels and makes the bounded working copy;
+    # it starts when the decode budget has its megapixels (read from the header), and waits in the
+    # queue until then while the pool's threads run other requests' OCR
     work_side = max(settings.ocr_max_side if settings.ocr_enabled else 0, settings.vlm_max_image_side)
-    return await cpu_pool().run(validate_image, data, max_bytes, settings.max_image_pixels, work_side)
+    megapixels = decode_megapixels(data, work_side)
+    return await cpu_pool().run_decode(megapixels, validate_image, data, max_bytes, settings.max_image_pixels, work_side)
 
 
 def _public(result: Any, image: CheckedImage, services: KarServices) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def test_the_process_pool_is_sized_from_settings_and_resized_on_demand(monkeypat
 
 
 def test_the_decode_budget_keeps_big_decodes_apart_and_lets_small_ones_through():
-    """Two 16 MP decodes never overlap under a 24 MP budget, a 2 MP one runs beside either,
+    """Two 16 MP decodes never overlap under a 24 MP budget, a 2 MP one runs beside any,
     and a decode larger than the whole budget runs (alone) instead of waiting forever."""
     import threading
     import time
@@ -101,8 +101,9 @@ def test_the_decode_budget_keeps_big_decodes_apart_and_lets_small_ones_through()
         with budget.hold(mp):
             with lock:
                 inside.append(mp)
-                peak[0] = max(peak[0], sum(min(m, 24) for m in inside))
-                if mp == 40 and inside != [40]:
+                counted = [m for m in inside if m > 3]  # a 2 MP decode is not counted
+                peak[0] = max(peak[0], sum(min(m, 24) for m in counted))
+                if mp == 40 and counted != [40]:
                     broken.append(list(inside))  # a decode over the whole budget must run alone
             time.sleep(0.15)
             with lock:
@@ -117,3 +118,80 @@ def test_the_decode_budget_keeps_big_decodes_apart_and_lets_small_ones_through()
     assert peak[0] <= 24, peak  # never two 16 MP decodes at once
     assert broken == []
     assert budget.used == 0 and budget.waits >= 1
+
+
+async def _until(cond, what: str) -> None:
+    for _ in range(500):
+        if cond():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_a_decode_waiting_for_the_budget_waits_in_the_queue_not_in_a_worker():
+    """Two workers, a 24 MP budget: a second 16 MP decode waits without a thread, and a job
+    that needs no budget (an OCR read) runs on the free worker meanwhile."""
+    from culturebase.cpu import PixelBudget
+
+    budget = PixelBudget(24)
+    pool = CpuPool(2, budget=budget)
+    release = threading.Event()
+    started: list[str] = []
+
+    def job(name: str, wait: bool) -> str:
+        started.append(name)
+        if wait:
+            release.wait(10)
+        return name
+
+    first = asyncio.create_task(pool.run_decode(16, job, "decode-1", True))
+    await _until(lambda: started == ["decode-1"], "the first decode")
+    second = asyncio.create_task(pool.run_decode(16, job, "decode-2", False))
+    await _until(lambda: pool.stats().queued == 1, "the second decode to queue")
+    assert await asyncio.wait_for(pool.run(job, "ocr", False), 5) == "ocr"  # ran beside the first decode
+    assert started == ["decode-1", "ocr"] and budget.used == 16 and budget.waits == 1
+    release.set()
+    assert await asyncio.gather(first, second) == ["decode-1", "decode-2"]
+    assert budget.used == 0 and pool.stats().completed == 3
+    pool.shutdown()
+
+
+async def test_budget_jobs_keep_their_order_and_their_own_holds_pass():
+    """A smaller decode that would fit does not overtake a bigger one queued before it, and
+    the budget a job declared covers the holds made inside it (no second wait)."""
+    from culturebase.cpu import PixelBudget
+
+    budget = PixelBudget(24)
+    pool = CpuPool(3, budget=budget)
+    release = threading.Event()
+    started: list[str] = []
+
+    def job(name: str, mp: float, wait: bool) -> float:
+        with budget.hold(mp):  # what open_bounded does around its decode
+            started.append(name)
+            if wait:
+                release.wait(10)
+            return budget.used
+
+    big = asyncio.create_task(pool.run_decode(16, job, "running", 16, True))
+    await _until(lambda: started == ["running"], "the first decode")
+    queued_big = asyncio.create_task(pool.run_decode(16, job, "big", 16, False))
+    queued_small = asyncio.create_task(pool.run_decode(8, job, "small", 8, False))
+    await _until(lambda: pool.stats().queued == 2, "both to queue")
+    await asyncio.sleep(0.1)
+    assert started == ["running"]  # 16 + 8 fits, but "small" stays behind "big"
+    release.set()
+    used = await asyncio.gather(big, queued_big, queued_small)
+    assert started.index("big") < started.index("small")
+    assert used[0] == 16 and max(used) <= 24 and budget.used == 0
+    pool.shutdown()
+
+
+def test_small_decodes_are_not_counted_and_a_huge_one_takes_the_whole_budget():
+    from culturebase.cpu import SMALL_DECODE_MP, PixelBudget
+
+    budget = PixelBudget(24)
+    assert budget.needed(2.56) == 0.0 and budget.needed(SMALL_DECODE_MP + 0.1) > 0
+    assert budget.needed(40) == 24
+    with budget.hold(2.0):
+        assert budget.used == 0

@@ -123,6 +123,16 @@ def test_embedded_engine_gets_quantization_mmap_and_no_graph_for_full(tmp_path):
     assert payload["payload_memory"] == "cold"
 
 
+@pytest.mark.parametrize(("threads", "persisted"), [(1, 1), (3, 3), (0, None)])
+def test_new_shards_persist_their_search_threads(tmp_path, threads, persisted):
+    """KAR_SEARCH_THREADS goes into each new shard's engine config (0: the engine's CPU-derived default)."""
+    info = EmbedderInfo("test-embedder", 8)
+    store = CultureBaseStore(EdgeBackend(tmp_path / "kb", search_threads=threads), info)
+    store.close()
+    config = json.loads((tmp_path / "kb" / "entities" / "shard" / "edge_config.json").read_text())
+    assert config.get("max_search_threads") == persisted
+
+
 def test_local_mode_collection_config_carries_the_layout():
     backend = ServerBackend(location=":memory:", prefix="tl", layout_policy=BIG)
     store = CultureBaseStore(backend, INFO)
