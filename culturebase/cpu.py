@@ -327,13 +327,14 @@ class PixelBudget:
 
 
 _budget: PixelBudget | None = None
+_budget_lock = threading.Lock()
 
 
 def decode_budget() -> PixelBudget:
     """The process-wide :class:`PixelBudget`, sized from ``KAR_DECODE_BUDGET_MP`` on first use."""
     global _budget
     if _budget is None:
-        with _pool_lock:
+        with _budget_lock:  # not _pool_lock: a pool being made under it asks for the budget
             if _budget is None:
                 from culturebase.settings import get_settings
 

@@ -195,3 +195,19 @@ def test_small_decodes_are_not_counted_and_a_huge_one_takes_the_whole_budget():
     assert budget.needed(40) == 24
     with budget.hold(2.0):
         assert budget.used == 0
+
+
+def test_a_fresh_process_makes_its_pool_and_budget_without_deadlock():
+    """The first pool of a process is made before anything asked for the decode budget
+    (what `kar serve` does at startup): it must not wait on itself."""
+    import subprocess
+    import sys
+
+    code = (
+        "from culturebase.cpu import configure_cpu_pool, cpu_pool, decode_budget\n"
+        "pool = configure_cpu_pool(2)\n"
+        "assert pool.call(sum, [1, 2]) == 3 and cpu_pool() is pool and pool.budget is decode_budget()\n"
+        "print('ok')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
