@@ -8,10 +8,10 @@ also ``KAR_SEARCH_THREADS`` = 1: the engine's own search pool only added hand-of
 Left to CPython, eight threads searching one shard take the GIL in turns of up to 5 ms (the
 switch interval): a thread whose search has returned can wait several of those turns before
 it runs again, while another thread runs search after search.  Measured on 100k entities,
-2 cores, 8 threads: p50 0.4 ms but p95 11–28 ms and p99 30–60 ms.  These turns keep the
+2 cores, 8 threads: p50 0.4 ms but p95 anywhere from 0.6 to 28 ms run to run, p99 30–60 ms.  These turns keep the
 engine's one-at-a-time order but hand it over first come, first served: a caller waits on its
 own event (GIL released) and the finishing caller wakes exactly the next one.  Same
-measurement: p50 4.6 ms, p95 5–7 ms, p99 under 10 ms.
+measurement: p50 4.5–4.8 ms, p95 5–7 ms, p99 6–10 ms.
 
 One :class:`FifoTurns` per shard (the entity and corpus collections do not wait for each
 other); writes and the store-write lock are not involved.  Not re-entrant.
