@@ -27,8 +27,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval.datasets import load_benchmark, load_judged  # noqa: E402
-from eval.report import build_report, write_report  # noqa: E402
+from eval.tasks.memebench import load_benchmark
+from eval.records import load_judged  # noqa: E402
+from eval.report.vikr import build_report, write_report  # noqa: E402
 from eval.verdicts import DIMENSIONS, evaluation_from_item_results  # noqa: E402
 
 CONDITIONS = ("vanilla", "cot", "search_cot", "kar")
@@ -74,8 +75,8 @@ def synth_judged(folder: Path, bench, model: int, condition: int, rng: np.random
 def judge_accounting(bench_path: Path, n: int) -> dict[str, float]:
     """Judge calls/tokens per item with a scripted VLM (10% of first replies unparseable)."""
     from agents.vlm.base import ChatResult, TokenUsage
-    from eval.datasets import Prediction
-    from eval.judge import ChecklistJudge, run_judge
+    from eval.records import Prediction
+    from eval.judges.checklist import ChecklistJudge, run_judge
 
     class Scripted:
         model_id = "bench-judge"

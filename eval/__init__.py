@@ -1,32 +1,32 @@
-"""CultureKAR evaluation: dataset loaders, checklist judge, dual-judge merge, VIKR metrics, reports."""
+"""CultureKAR evaluation.
 
-from eval.datasets import (
-    BenchmarkFileError,
-    BenchmarkItem,
-    DatasetError,
-    Prediction,
-    ReferenceItem,
-    load_benchmark,
-    load_judged,
-    load_memecap,
-    load_memecult,
-    load_predictions,
-)
-from eval.judge import ChecklistJudge, JudgeCache, JudgePrompts, JudgeRunSummary, parse_judge_reply, run_judge
-from eval.merge import merge_evaluations, merge_files
-from eval.metrics import (
+Trip map: a benchmark file → :func:`eval.tasks.load` (its module in :mod:`eval.tasks` says how
+its items are asked) → the runner in ``agents`` writes predictions → a judge in
+:mod:`eval.judges` scores them → :mod:`eval.metrics` → :mod:`eval.report`.  Record files
+(predictions, judge files) are read by :mod:`eval.records`; the VIKR verdict vocabulary is
+:mod:`eval.verdicts`.
+"""
+
+from eval.judges.checklist import ChecklistJudge, JudgeCache, JudgePrompts, JudgeRunSummary, parse_judge_reply, run_judge
+from eval.judges.merge import merge_evaluations, merge_files
+from eval.judges.reference_rubric import rubric_score
+from eval.metrics.reference import compare_by_language, cosine_scores
+from eval.metrics.reliability import judge_reliability, kappa
+from eval.metrics.stats import holm, mcnemar_exact, paired_bootstrap
+from eval.metrics.vikr import (
     VikrMatrix,
     breakdown,
     condition_metrics,
-    mcnemar_exact,
     paired_metrics,
     repair_damage,
     transition_counts,
     vikr_matrix,
 )
-from eval.reference import compare_by_language, cosine_scores, holm, paired_bootstrap, rubric_score
-from eval.reliability import judge_reliability, kappa
-from eval.report import build_report, jsonable, write_report
+from eval.records import DatasetError, Prediction, ReferenceItem, load_judged, load_predictions
+from eval.report.vikr import build_report, jsonable, write_report
+from eval.tasks.memebench import BenchmarkFileError, BenchmarkItem, load_benchmark
+from eval.tasks.memecap import load_memecap
+from eval.tasks.memecult import load_memecult
 from eval.verdicts import (
     DIMENSIONS,
     LAYERS,

@@ -17,7 +17,8 @@ from rich.progress import (
 )
 
 from culturebase.console import progress_bar
-from eval.datasets import DatasetError, load_benchmark, load_judged, load_predictions
+from eval.records import DatasetError, load_judged, load_predictions
+from eval.tasks.memebench import load_benchmark
 
 err = Console(stderr=True)
 judge_app = typer.Typer(help="Judge responses against VIKR checklists (and merge two judges).", no_args_is_help=False)
@@ -78,7 +79,7 @@ def judge_command(
         raise fail(f"kar judge needs {', '.join(missing)} (or a subcommand: merge)")
     from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
     from culturebase.settings import get_settings
-    from eval.judge import ChecklistJudge, JudgeCache, run_judge
+    from eval.judges.checklist import ChecklistJudge, JudgeCache, run_judge
 
     settings = _judge_settings(get_settings(), judge_model, judge_base_url, concurrency)
     try:
@@ -142,9 +143,9 @@ def merge_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print per-dimension rates as JSON.")] = False,
 ) -> None:
     """Item-level intersection of two judges: an item passes only if both pass it."""
-    from eval.judge import write_records
-    from eval.merge import merge_files
-    from eval.metrics import condition_metrics, vikr_matrix
+    from eval.judges.checklist import write_records
+    from eval.judges.merge import merge_files
+    from eval.metrics.vikr import condition_metrics, vikr_matrix
 
     label = (names.split(",", 1) + ["b"])[:2] if names else [judge_a.stem, judge_b.stem]
     try:
@@ -208,7 +209,7 @@ def report_command(
     A benchmark-family JSONL file (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K) as --bench
     switches to its tasks' metrics (accuracy/macro-F1/ROUGE-L/rubric); --judged then names
     prediction files (or DrivelHub+ rubric-judged files)."""
-    from eval.benchmarks.loader import is_bench_file
+    from eval.tasks import is_bench_file
 
     if is_bench_file(bench):
         from eval.benchmarks.cli import task_report
@@ -216,8 +217,8 @@ def report_command(
         task_report(bench, _pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed, json_out=json_out,
                     similarity=similarity)
         return
-    from eval.reliability import judge_reliability
-    from eval.report import build_report, jsonable, write_report
+    from eval.metrics.reliability import judge_reliability
+    from eval.report.vikr import build_report, jsonable, write_report
 
     try:
         items = load_benchmark(bench, check_images=False)
@@ -244,14 +245,15 @@ def report_command(
     if json_out:
         typer.echo(json.dumps(jsonable(report), ensure_ascii=False, indent=1))
     else:
-        from eval.report import leaderboard_markdown
+        from eval.report.vikr import leaderboard_markdown
 
         err.print(leaderboard_markdown(report), highlight=False, markup=False)
         err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
 
 
 def _load_reference_dataset(path: Path, fmt: str, image_dir: Path | None) -> tuple[str, list[Any]]:
-    from eval.datasets import load_memecap, load_memecult
+    from eval.tasks.memecap import load_memecap
+    from eval.tasks.memecult import load_memecult
 
     if fmt == "auto":
         fmt = "memecult" if path.suffix.lower() in {".csv", ".tsv"} else "memecap"
@@ -294,14 +296,10 @@ def reference_command(
     import csv
 
     from culturebase.settings import get_settings
-    from eval.reference import (
-        CachingEncoder,
-        match_responses,
-        reference_markdown,
-        reference_metrics,
-        run_rubric,
-    )
-    from eval.report import jsonable
+    from eval.metrics.reference import CachingEncoder, match_responses, reference_metrics
+    from eval.report.refs import reference_markdown
+    from eval.judges.reference_rubric import run_rubric
+    from eval.report.vikr import jsonable
 
     if dataset_format not in {"auto", "memecult", "memecap"}:
         raise fail(f"--format must be auto, memecult or memecap, got {dataset_format!r}")

@@ -150,8 +150,8 @@ class AblationManager:
 
     def start(self, dataset: str, conditions: list[str], limit: int | None, concurrency: int, resume_id: str | None = None) -> AblationJob:
         from agents.runner import AblationRunner
-        from eval.datasets import DatasetError
-        from services.benchmarks import load_run_items
+        from eval.records import DatasetError
+        from eval.tasks.memebench import load_run_items
 
         if not self.vlm_configured:
             raise ApiError(503, "vlm_not_configured", "ablations need a VLM: set KAR_VLM_BASE_URLS and KAR_VLM_MODEL")

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from culturebase.console import emit_json
-from eval.datasets import DatasetError, load_predictions
+from eval.records import DatasetError, load_predictions
 
 err = Console(stderr=True)
 bench_app = typer.Typer(help="Benchmark-family datasets (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K).", no_args_is_help=True)
@@ -36,7 +36,7 @@ def validate_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Check a benchmark JSONL file: every bad line is listed with its field."""
-    from eval.benchmarks.loader import load_bench
+    from eval.tasks import load_bench
 
     try:
         bench = load_bench(dataset, media_root=media_root, check_media=not no_media_check)
@@ -59,7 +59,8 @@ def convert_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Convert a released benchmark file into the documented JSONL shape (bad rows listed, exit 3)."""
-    from eval.benchmarks.converters import convert, write_jsonl
+    from eval.tasks import convert
+    from eval.tasks.base import write_jsonl
 
     try:
         records, errors = convert(benchmark, source, media_dir=media_dir)
@@ -82,9 +83,9 @@ def task_report(
     json_out: bool, skip_invalid: bool = False, similarity: bool = False,
 ) -> None:
     """The ``kar report`` branch for benchmark-family files (called by eval.cli.report_command)."""
-    from eval.benchmarks.loader import load_bench
-    from eval.benchmarks.report import build_task_report, task_markdown, write_task_report
-    from eval.datasets import read_records
+    from eval.tasks import load_bench
+    from eval.report.tasks import build_task_report, task_markdown, write_task_report
+    from eval.records import read_records
 
     try:
         bench = load_bench(bench_path, check_media=False, skip_invalid=skip_invalid)
@@ -99,14 +100,14 @@ def task_report(
     encoder = None
     if similarity:
         from culturebase.settings import get_settings
-        from eval.reference import CachingEncoder
+        from eval.metrics.reference import CachingEncoder
         from retrieval.embedders import build_embedder
 
         encoder = CachingEncoder(build_embedder(get_settings()))
     report = build_task_report(bench, runs, baseline=baseline, n_boot=bootstrap, seed=seed, encoder=encoder)
     write_task_report(report, out)
     if json_out:
-        from eval.benchmarks.report import _jsonable
+        from eval.report.tasks import _jsonable
 
         slim = {k: v for k, v in report.items() if k != "tasks"} | {
             "tasks": {t: {k: v for k, v in s.items() if k != "items"} for t, s in report["tasks"].items()}}
@@ -131,8 +132,9 @@ def rubric_command(
     from agents.media import MediaError, prepare_video
     from agents.vlm import OpenAICompatibleVLM, VLMNotConfiguredError
     from culturebase.settings import get_settings
-    from eval.benchmarks.loader import load_bench, resolve_media
-    from eval.benchmarks.rubric import RubricJudge, judge_all, rubric_summary
+    from eval.tasks import load_bench
+    from eval.tasks.base import resolve_media
+    from eval.judges.rubric import RubricJudge, judge_all, rubric_summary
 
     settings = get_settings()
     updates: dict[str, Any] = {}
@@ -182,7 +184,7 @@ def report_retrieval_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """R@1/5/10, Success@1/5/10, MRR, nDCG@5/10 per direction (ir-measures), per-query ranks CSV."""
-    from eval.benchmarks.retrieval import MEASURE_NAMES, evaluate_run, read_qrels, read_run, write_ranks_csv
+    from eval.metrics.retrieval import MEASURE_NAMES, evaluate_run, read_qrels, read_run, write_ranks_csv
 
     try:
         result = evaluate_run(read_run(run), read_qrels(qrels))
@@ -253,8 +255,8 @@ def retrieve_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Reasoning-as-retrieval: TREC runs both ways (explanations ↔ narratives) plus the qrels."""
-    from eval.benchmarks.loader import load_bench
-    from eval.benchmarks.retrieval import build_runs, qrels_lines
+    from eval.tasks import load_bench
+    from eval.metrics.retrieval import build_runs, qrels_lines
 
     try:
         dataset = load_bench(bench, "drivelhub", check_media=False)

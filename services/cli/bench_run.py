@@ -23,9 +23,9 @@ def run_bench(
     """Run conditions over a benchmark-family file (tasks, media, text_only)."""
     from agents.factory import build_pipeline
     from agents.tasks import TASK_CONDITIONS, TaskRunner
-    from eval.benchmarks.loader import load_bench
-    from eval.benchmarks.tasks import to_task_items
-    from eval.datasets import DatasetError
+    from eval.tasks import load_bench
+    from eval.tasks import to_task_items
+    from eval.records import DatasetError
     from services.cli.run import emit_run_summary, run_with_progress
 
     conds = [c.strip() for c in conditions.split(",") if c.strip()]

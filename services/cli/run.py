@@ -40,9 +40,9 @@ def run_command(
     from agents.factory import build_pipeline
     from agents.pipeline import CONDITIONS
     from agents.runner import AblationRunner
-    from eval.datasets import DatasetError
-    from eval.benchmarks.loader import is_bench_file
-    from services.benchmarks import load_run_items
+    from eval.records import DatasetError
+    from eval.tasks import is_bench_file
+    from eval.tasks.memebench import load_run_items
     from services.cli.bench_run import run_bench
 
     if dataset.is_file() and is_bench_file(dataset):

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from agents.cli import explain_command
 from agents.pipeline import KARPipeline, PipelineConfig, PipelineDeps
 from agents.runner import AblationRunner, read_done
-from services.benchmarks import load_run_items as load_items
+from eval.tasks.memebench import load_run_items as load_items
 from services.cli.run import run_command
 from tests.agents.conftest import IMAGES, replies
 from tests.fakes.openai_server import FakeOpenAIServer, FakeReply

@@ -6,14 +6,10 @@ import json
 
 import pytest
 
-from eval.datasets import (
-    DatasetError,
-    load_benchmark,
-    load_judged,
-    load_memecap,
-    load_memecult,
-    load_predictions,
-)
+from eval.records import DatasetError, load_judged, load_predictions
+from eval.tasks.memebench import load_benchmark
+from eval.tasks.memecap import load_memecap
+from eval.tasks.memecult import load_memecult
 from tests.eval.evalkit import make_item, official_eval, write_bench
 
 

@@ -7,9 +7,17 @@ import json
 import pytest
 
 from agents.vlm import OpenAICompatibleVLM, VLMError
-from eval.datasets import load_benchmark, load_judged, load_predictions
-from eval.judge import ChecklistJudge, JudgeCache, JudgePrompts, ReplyParseError, parse_judge_reply, run_judge
-from eval.metrics import condition_metrics, vikr_matrix
+from eval.tasks.memebench import load_benchmark
+from eval.records import load_judged, load_predictions
+from eval.judges.checklist import (
+    ChecklistJudge,
+    JudgeCache,
+    JudgePrompts,
+    ReplyParseError,
+    parse_judge_reply,
+    run_judge,
+)
+from eval.metrics.vikr import condition_metrics, vikr_matrix
 from tests.eval.evalkit import judge_reply_for_prompt, make_item, write_bench
 from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
 from tests.fakes.vlm import ScriptedVLM

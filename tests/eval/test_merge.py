@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval.datasets import load_benchmark
-from eval.merge import merge_evaluations, merge_files
-from eval.metrics import condition_metrics, vikr_matrix
+from eval.tasks.memebench import load_benchmark
+from eval.judges.merge import merge_evaluations, merge_files
+from eval.metrics.vikr import condition_metrics, vikr_matrix
 from eval.verdicts import DIMENSIONS, evaluation_from_vector, unscored_evaluation, verdict_of
 from tests.eval.evalkit import make_item, official_eval, write_bench
 

@@ -9,12 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval.datasets import load_benchmark
-from eval.metrics import (
-    bootstrap_transition,
+from eval.tasks.memebench import load_benchmark
+from eval.metrics.stats import bootstrap_transition, mcnemar_exact
+from eval.metrics.vikr import (
     breakdown,
     condition_metrics,
-    mcnemar_exact,
     paired_metrics,
     repair_damage,
     transition_counts,

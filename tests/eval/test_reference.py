@@ -7,16 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from eval.datasets import ReferenceItem
-from eval.reference import (
-    compare_by_language,
-    cosine_scores,
-    holm,
-    paired_bootstrap,
-    parse_rubric,
-    rubric_score,
-    summarize_rubric,
-)
+from eval.records import ReferenceItem
+from eval.metrics.reference import compare_by_language, cosine_scores
+from eval.metrics.stats import holm, paired_bootstrap
+from eval.judges.reference_rubric import parse_rubric, rubric_score, summarize_rubric
 from tests.fakes.vlm import ScriptedVLM
 
 

@@ -6,9 +6,16 @@ import json
 
 import pytest
 
-from eval.datasets import load_benchmark
-from eval.reliability import judge_reliability, kappa
-from eval.report import augmentation_rows, build_report, jsonable, leaderboard_markdown, leaderboard_rows, split_name
+from eval.tasks.memebench import load_benchmark
+from eval.metrics.reliability import judge_reliability, kappa
+from eval.report.vikr import (
+    augmentation_rows,
+    build_report,
+    jsonable,
+    leaderboard_markdown,
+    leaderboard_rows,
+    split_name,
+)
 from eval.verdicts import evaluation_from_vector, unscored_evaluation
 from tests.eval.evalkit import make_item, write_bench
 

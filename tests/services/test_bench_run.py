@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
-from tests.eval.benchmarks.benchkit import avmeme, drivelhub, memecult, memereacon, png, write_jsonl
+from tests.eval.tasks.benchkit import avmeme, drivelhub, memecult, memereacon, png, write_jsonl
 from tests.fakes.media_openai import FakeMediaOpenAIServer, FakeReply
 from tests.support.clips import make_clip
 

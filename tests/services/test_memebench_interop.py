@@ -55,7 +55,7 @@ def release_complete(evaluation) -> bool:
 async def test_our_predictions_have_the_release_shape_and_ids(tmp_path):
     from agents.pipeline import KARPipeline, PipelineConfig, PipelineDeps
     from agents.runner import AblationRunner
-    from services.benchmarks import load_run_items
+    from eval.tasks.memebench import load_run_items
     from tests.fakes.vlm import ScriptedVLM
 
     bench, _ = write_release(tmp_path / "memebench")

@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from eval.benchmarks.answers import Parsed, parse_choice, parse_label
-from eval.benchmarks.items import AVMemeItem, BenchItem
-from eval.metrics import bootstrap_transition, mcnemar_exact, repair_damage, transition_counts
+from eval.metrics.answers import Parsed, parse_choice, parse_label
+from eval.tasks.avmeme import AVMemeItem
+from eval.tasks.base import BenchItem
+from eval.metrics.stats import bootstrap_transition, mcnemar_exact
+from eval.metrics.vikr import repair_damage, transition_counts
 
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
 
@@ -178,7 +180,7 @@ def paired_pass_fail(base: np.ndarray, cond: np.ndarray, n_boot: int, seed: int)
 
 def paired_scores(base: np.ndarray, cond: np.ndarray, n_boot: int, seed: int) -> dict[str, Any]:
     """Δ mean of a per-item score with a paired-bootstrap 95% CI (items resampled together)."""
-    from eval.reference import paired_bootstrap
+    from eval.metrics.stats import paired_bootstrap
 
     out: dict[str, Any] = {"n": int(base.size), "base_mean": float(base.mean()) if base.size else None,
                            "cond_mean": float(cond.mean()) if cond.size else None,

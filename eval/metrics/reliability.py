@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from eval.datasets import BenchmarkItem
-from eval.metrics import PAIRED_LAYERS, VikrMatrix, vikr_matrix
+from eval.tasks.memebench import BenchmarkItem
+from eval.metrics.vikr import PAIRED_LAYERS, VikrMatrix, vikr_matrix
 
 Records = Sequence[dict[str, Any]]
 

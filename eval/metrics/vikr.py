@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,13 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from eval.datasets import BenchmarkItem, RecordIndex
+from eval.tasks.memebench import BenchmarkItem
+from eval.records import RecordIndex
+from eval.metrics.stats import N_BOOTSTRAP, bootstrap_transition, mcnemar_exact
 from eval.verdicts import LAYERS, verdict_of
 
 STATES: tuple[str, ...] = tuple(f"{i:04b}" for i in range(16))  # "VIKR" bits, e.g. "1101"
 MONOTONIC_STATES = frozenset({"0000", "1000", "1100", "1110", "1111"})
 PAIRED_LAYERS: tuple[str, ...] = (*LAYERS, "Success")
-N_BOOTSTRAP = 10_000
 
 
 @dataclass
@@ -220,61 +220,6 @@ def repair_damage(n00: int, n01: int, n10: int, n11: int) -> dict[str, Any]:
         "repaired": n01,
         "damaged": n10,
         "transition": [[n00, n01], [n10, n11]],
-    }
-
-
-def mcnemar_exact(n01: int, n10: int) -> float:
-    """Exact two-sided McNemar p-value (binomial test on the discordant pairs)."""
-    from scipy.stats import binomtest
-
-    discordant = n01 + n10
-    if discordant == 0:
-        return 1.0
-    return float(binomtest(n01, discordant, 0.5, alternative="two-sided").pvalue)
-
-
-def _quantiles(values: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
-    finite_or_inf = values[~np.isnan(values)]
-    if finite_or_inf.size == 0:
-        return None, None
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(finite_or_inf, [alpha, 1 - alpha], method="inverted_cdf")
-    return _json_float(lo), _json_float(hi)
-
-
-def _json_float(x: float) -> float | None:
-    """NaN → None; infinities are kept (the report writes them as the string "inf")."""
-    if math.isnan(x):
-        return None
-    if math.isinf(x):
-        return math.inf
-    return float(x)
-
-
-def bootstrap_transition(
-    counts: tuple[int, int, int, int], n_boot: int = N_BOOTSTRAP, rng: np.random.Generator | None = None
-) -> dict[str, Any]:
-    """Percentile 95% CIs for Δ, repair, damage and ratio under the paired bootstrap."""
-    rng = rng if rng is not None else np.random.default_rng(0)
-    n = sum(counts)
-    if n == 0:
-        return {"delta_ci": [None, None], "ratio_ci": [None, None], "repair_ci": [None, None], "damage_ci": [None, None]}
-    draws = rng.multinomial(n, np.asarray(counts, dtype=float) / n, size=n_boot)
-    n00, n01, n10, n11 = (draws[:, j].astype(float) for j in range(4))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        delta = (n01 - n10) / n
-        repair = np.where(n00 + n01 > 0, n01 / (n00 + n01), np.nan)
-        damage = np.where(n10 + n11 > 0, n10 / (n10 + n11), np.nan)
-        ratio = np.where(
-            damage > 0, repair / damage, np.where((damage == 0) & (repair > 0), np.inf, np.nan)
-        )
-    return {
-        "delta_ci": list(_quantiles(delta)),
-        "repair_ci": list(_quantiles(repair)),
-        "damage_ci": list(_quantiles(damage)),
-        "ratio_ci": list(_quantiles(ratio)),
-        "ratio_infinite_share": float(np.isinf(ratio).mean()),
-        "ratio_undefined_share": float(np.isnan(ratio).mean()),
     }
 
 

@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from services.cli import app
-from tests.eval.benchmarks.benchkit import avmeme, memereacon, png, write_jsonl
+from tests.eval.tasks.benchkit import avmeme, memereacon, png, write_jsonl
 
 runner = CliRunner()
 

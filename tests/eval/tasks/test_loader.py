@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-from eval.benchmarks.converters import ConversionUnavailableError, convert
-from eval.benchmarks.loader import BenchFormatError, is_bench_file, load_bench
-from tests.eval.benchmarks.benchkit import avmeme, drivelhub, memecult, memereacon, png, write_jsonl
+from eval.tasks.base import ConversionUnavailableError
+from eval.tasks import convert
+from eval.tasks.base import BenchFormatError
+from eval.tasks import is_bench_file, load_bench
+from tests.eval.tasks.benchkit import avmeme, drivelhub, memecult, memereacon, png, write_jsonl
 
 
 def test_each_benchmark_loads(tmp_path):

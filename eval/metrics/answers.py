@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from eval.benchmarks.items import LETTERS
+from eval.tasks.base import LETTERS
 
 LABEL_SYNONYMS: dict[str, tuple[str, ...]] = {
     "CEM": ("context explains meme", "context explains the meme"),

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval.datasets import BenchmarkItem, RecordIndex, item_key
+from eval.tasks.memebench import BenchmarkItem
+from eval.records import RecordIndex, item_key
 from eval.verdicts import (
     DIMENSIONS,
     UNSCORED_MISSING,

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from eval.benchmarks.items import BenchItem
-from eval.benchmarks.loader import BenchSet
-from eval.benchmarks.metrics import (
+from eval.tasks.base import BenchItem
+from eval.tasks.base import BenchSet
+from eval.metrics.tasks import (
     choice_metrics,
     choice_outcomes,
     generation_metrics,
@@ -27,7 +27,7 @@ from eval.benchmarks.metrics import (
     paired_pass_fail,
     paired_scores,
 )
-from eval.benchmarks.rubric import MAX_TOTAL, PENALTIES, POSITIVE, rubric_summary
+from eval.judges.rubric import MAX_TOTAL, PENALTIES, POSITIVE, rubric_summary
 
 
 def _split_name(name: str) -> tuple[str, str]:
@@ -120,8 +120,8 @@ def build_task_report(
 
 
 def _similarity(items: Sequence[BenchItem], responses: Mapping[str, str | None], encoder: Any) -> np.ndarray:
-    from eval.datasets import ReferenceItem
-    from eval.reference import cosine_scores
+    from eval.records import ReferenceItem
+    from eval.metrics.reference import cosine_scores
 
     refs = [ReferenceItem(id=i.id, image_path=i.id, references=tuple(i.references)) for i in items]
     return cosine_scores(refs, responses, encoder)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.benchmarks.answers import parse_choice, parse_label
+from eval.metrics.answers import parse_choice, parse_label
 
 OPTIONS = ["a cat", "a dog", "a bird", "a fish"]
 

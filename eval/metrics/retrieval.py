@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.datasets import DatasetError
+from eval.records import DatasetError
 
 MEASURE_NAMES = ("R@1", "R@5", "R@10", "Success@1", "Success@5", "Success@10", "RR", "nDCG@5", "nDCG@10")
 DIRECTIONS = {"v2n": "video→narrative", "n2v": "narrative→video"}

@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from eval.benchmarks.retrieval import TrecFormatError, evaluate_run, read_qrels, read_run
+from eval.metrics.retrieval import TrecFormatError, evaluate_run, read_qrels, read_run
 from services.cli import app
-from tests.eval.benchmarks.benchkit import drivelhub, write_jsonl
+from tests.eval.tasks.benchkit import drivelhub, write_jsonl
 from tests.fakes.media_openai import FakeMediaOpenAIServer
 
 runner = CliRunner()

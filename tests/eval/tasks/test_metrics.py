@@ -7,11 +7,12 @@ import asyncio
 import numpy as np
 import pytest
 
-from eval.benchmarks.items import AVMemeItem, MemeReaConItem
-from eval.benchmarks.metrics import choice_metrics, choice_outcomes, macro_f1, paired_pass_fail, rouge_l
-from eval.benchmarks.rubric import RubricJudge, RubricScores, parse_rubric_reply, rubric_summary
+from eval.tasks.avmeme import AVMemeItem
+from eval.tasks.memereacon import MemeReaConItem
+from eval.metrics.tasks import choice_metrics, choice_outcomes, macro_f1, paired_pass_fail, rouge_l
+from eval.judges.rubric import RubricJudge, RubricScores, parse_rubric_reply, rubric_summary
 from agents.vlm.base import ChatResult
-from tests.eval.benchmarks.benchkit import avmeme, memereacon
+from tests.eval.tasks.benchkit import avmeme, memereacon
 
 
 def test_accuracy_breakdowns_and_unparseable_counted_apart():

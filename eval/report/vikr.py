@@ -17,15 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.datasets import BenchmarkItem
-from eval.metrics import (
-    N_BOOTSTRAP,
-    STATES,
-    breakdown,
-    condition_metrics,
-    paired_metrics,
-    vikr_matrix,
-)
+from eval.tasks.memebench import BenchmarkItem
+from eval.metrics.stats import N_BOOTSTRAP
+from eval.metrics.vikr import STATES, breakdown, condition_metrics, paired_metrics, vikr_matrix
 from eval.verdicts import LAYERS
 
 Records = Sequence[dict[str, Any]]

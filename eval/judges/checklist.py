@@ -30,7 +30,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, TokenUsage, VisionLanguageModel, VLMError
-from eval.datasets import BenchmarkItem, Prediction, RecordIndex, load_judged, resolve_image
+from eval.tasks.memebench import BenchmarkItem, resolve_image
+from eval.records import Prediction, RecordIndex, load_judged
 from eval.verdicts import (
     DIMENSIONS,
     UNSCORED_JUDGE_ERROR,
@@ -44,7 +45,7 @@ from eval.verdicts import (
     verdict_of,
 )
 
-PROMPT_DIR = Path(__file__).parent / "prompts"
+PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
 # -- prompts --------------------------------------------------------------------------------

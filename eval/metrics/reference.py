@@ -4,28 +4,23 @@
   the response and the reference embeddings (any object with ``encode_documents(texts)``
   returning ``.dense`` L2-normalised rows, e.g. ``retrieval.embedders.build_embedder``).
   A missing response scores 0 (unscored = failure) and is counted.
-* LLM rubric (1–5): fluency, cultural correctness, humor relevance, one judge call per
-  item (prompt in ``eval/prompts/rubric.md``); an unparseable reply is unscored (left out
-  of the means, counted).
+* LLM rubric (1–5, :mod:`eval.judges.reference_rubric`): fluency, cultural correctness, humor
+  relevance; unscored items are left out of the means and counted.
 * Paired comparison per language against a baseline: Δ mean with a paired bootstrap 95%
   CI and a two-sided bootstrap p-value, Holm–Bonferroni adjusted across languages.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, VisionLanguageModel, VLMError
-from eval.datasets import ReferenceItem
-
-RUBRIC_KEYS = ("fluency", "cultural_correctness", "humor_relevance")
-PROMPT_DIR = Path(__file__).parent / "prompts"
+from eval.judges.reference_rubric import RUBRIC_KEYS, _answered, summarize_rubric
+from eval.metrics.stats import holm, paired_bootstrap
+from eval.records import ReferenceItem
 
 
 class DocumentEncoder(Protocol):
@@ -54,34 +49,6 @@ def cosine_scores(
     return scores
 
 
-def holm(p_values: Mapping[str, float]) -> dict[str, float]:
-    """Holm–Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
-    ordered = sorted(p_values.items(), key=lambda kv: kv[1])
-    m = len(ordered)
-    adjusted: dict[str, float] = {}
-    running = 0.0
-    for rank, (key, p) in enumerate(ordered):
-        running = max(running, min(1.0, (m - rank) * p))
-        adjusted[key] = running
-    return adjusted
-
-
-def paired_bootstrap(base: np.ndarray, cond: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
-    """Δ mean (cond − base) with a percentile 95% CI and a two-sided bootstrap p-value."""
-    diff = np.asarray(cond, dtype=float) - np.asarray(base, dtype=float)
-    n = len(diff)
-    if n == 0:
-        return {"n": 0, "delta": None, "ci": [None, None], "p": None}
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    for start in range(0, n_boot, 1000):  # chunks bound memory for large n
-        stop = min(n_boot, start + 1000)
-        means[start:stop] = diff[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
-    lo, hi = np.quantile(means, [0.025, 0.975])
-    p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
-    return {"n": n, "delta": float(diff.mean()), "ci": [float(lo), float(hi)], "p": float(p)}
-
-
 def compare_by_language(
     items: Sequence[ReferenceItem],
     base_scores: np.ndarray,
@@ -102,67 +69,6 @@ def compare_by_language(
 
 
 # -- LLM rubric -------------------------------------------------------------------------------
-
-
-def parse_rubric(text: str) -> dict[str, int]:
-    """The three 1–5 scores from a rubric reply (JSON, possibly fenced); ValueError otherwise."""
-    match = re.search(r"\{.*\}", text or "", flags=re.S)
-    if not match:
-        raise ValueError("no JSON object in the rubric reply")
-    payload = json.loads(match.group(0))
-    scores: dict[str, int] = {}
-    for key in RUBRIC_KEYS:
-        value = payload.get(key)
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 5:
-            raise ValueError(f"rubric field {key!r} must be an integer 1-5, got {value!r}")
-        scores[key] = value
-    return scores
-
-
-async def rubric_score(
-    vlm: VisionLanguageModel,
-    item: ReferenceItem,
-    response: str,
-    image: bytes | None,
-    *,
-    max_parse_retries: int = 2,
-    template: str | None = None,
-) -> dict[str, int] | None:
-    """Rubric scores for one response; ``None`` when unparseable after retries or on judge error."""
-    template = template or (PROMPT_DIR / "rubric.md").read_text(encoding="utf-8")
-    prompt = (
-        template.replace("{{references}}", "\n".join(f"- {r}" for r in item.references))
-        .replace("{{context}}", item.context or "(none)")
-        .replace("{{response}}", response)
-    )
-    images = (ImageInput(image, Path(item.image_path).name),) if image else ()
-    messages = [ChatMessage("user", prompt, images=images)]
-    for _ in range(max_parse_retries + 1):
-        try:
-            result = await vlm.chat(messages, SamplingParams(temperature=0.0, json_mode=True))
-        except VLMError:
-            return None
-        try:
-            return parse_rubric(result.text)
-        except (ValueError, json.JSONDecodeError) as exc:
-            messages = [
-                *messages,
-                ChatMessage("assistant", result.text),
-                ChatMessage("user", f"Your reply could not be used ({exc}). Reply with only the JSON object."),
-            ]
-    return None
-
-
-def summarize_rubric(scores: Sequence[dict[str, int] | None]) -> dict[str, Any]:
-    """Means per rubric key over scored items, with the unscored count."""
-    scored = [s for s in scores if s is not None]
-    return {
-        "n": len(scores),
-        "n_unscored": len(scores) - len(scored),
-        **{key: (float(np.mean([s[key] for s in scored])) if scored else None) for key in RUBRIC_KEYS},
-    }
 
 
 # -- whole-dataset evaluation (what ``kar report-refs`` runs) ----------------------------------
@@ -214,45 +120,6 @@ def match_responses(items: Sequence[ReferenceItem], predictions: Sequence[Any]) 
         elif item.id not in responses:
             responses[item.id] = pred.response
     return responses, unmatched
-
-
-def _answered(response: str | None) -> bool:
-    return bool((response or "").strip())
-
-
-async def run_rubric(
-    vlm: VisionLanguageModel,
-    items: Sequence[ReferenceItem],
-    responses: Mapping[str, str | None],
-    images: Mapping[str, bytes | None],
-    *,
-    concurrency: int = 8,
-    max_parse_retries: int = 2,
-    on_progress: Any = None,
-) -> list[dict[str, int] | None]:
-    """Rubric scores per item (``None``: no response, or the judge's reply unusable); one call per answered item."""
-    import asyncio
-
-    template = (PROMPT_DIR / "rubric.md").read_text(encoding="utf-8")
-    limiter = asyncio.Semaphore(concurrency)
-    results: list[dict[str, int] | None] = [None] * len(items)
-    done = 0
-
-    async def one(index: int, item: ReferenceItem) -> None:
-        nonlocal done
-        response = responses.get(item.id)
-        if _answered(response):
-            async with limiter:
-                results[index] = await rubric_score(
-                    vlm, item, response or "", images.get(item.id),
-                    max_parse_retries=max_parse_retries, template=template,
-                )
-        done += 1
-        if on_progress is not None:
-            on_progress(done, len(items))
-
-    await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
-    return results
 
 
 def _mean(values: np.ndarray) -> float | None:
@@ -353,40 +220,3 @@ def reference_metrics(
     }
 
 
-def _num(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _delta(result: Mapping[str, Any]) -> str:
-    if result.get("delta") is None:
-        return "–"
-    lo, hi = result["ci"]
-    return f"{result['delta']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-
-
-def reference_markdown(metrics: Mapping[str, Any]) -> str:
-    """The summary table per condition and the per-language paired table (markdown)."""
-    has_rubric = any("rubric" in c for c in metrics["conditions"].values())
-    head = ["condition", "n", "missing", "cosine", f"Δ cosine vs {metrics['baseline']} [95% CI]"]
-    if has_rubric:
-        head += ["fluency", "cultural", "humor", "rubric unscored"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, entry in metrics["conditions"].items():
-        paired = metrics["paired"].get(name)
-        row = [name, str(entry["n"]), str(entry["n_missing"]), _num(entry["cosine"]["mean"]),
-               _delta(paired["cosine"]["overall"]) if paired else "(baseline)"]
-        if has_rubric:
-            r = entry["rubric"]
-            row += [_num(r["fluency"], 2), _num(r["cultural_correctness"], 2), _num(r["humor_relevance"], 2),
-                    str(r["n_unscored"])]
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", f"Paired vs {metrics['baseline']} per language (bootstrap {metrics['bootstrap']}, "
-              "Holm–Bonferroni across languages):", "",
-              "| condition | metric | language | n | Δ [95% CI] | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
-    for name, paired in metrics["paired"].items():
-        blocks = [("cosine", paired["cosine"])] + [(k, v) for k, v in paired.get("rubric", {}).items()]
-        for metric, block in blocks:
-            for language, result in block["by_language"].items():
-                lines.append(f"| {name} | {metric} | {language} | {result['n']} | {_delta(result)} | "
-                             f"{_num(result['p'])} | {_num(result.get('p_holm'))} |")
-    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""The 1–5 reference rubric of MemeCULT-1K / MemeCap (fluency, cultural correctness, humor
+relevance): one judge call per item through :func:`eval.judges.base.ask_valid`; an unparseable
+reply after the re-asks is unscored (left out of the means, counted)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, VisionLanguageModel, VLMError
+from eval.records import ReferenceItem
+
+
+RUBRIC_KEYS = ("fluency", "cultural_correctness", "humor_relevance")
+
+
+PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+
+def parse_rubric(text: str) -> dict[str, int]:
+    """The three 1–5 scores from a rubric reply (JSON, possibly fenced); ValueError otherwise."""
+    match = re.search(r"\{.*\}", text or "", flags=re.S)
+    if not match:
+        raise ValueError("no JSON object in the rubric reply")
+    payload = json.loads(match.group(0))
+    scores: dict[str, int] = {}
+    for key in RUBRIC_KEYS:
+        value = payload.get(key)
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 5:
+            raise ValueError(f"rubric field {key!r} must be an integer 1-5, got {value!r}")
+        scores[key] = value
+    return scores
+
+
+async def rubric_score(
+    vlm: VisionLanguageModel,
+    item: ReferenceItem,
+    response: str,
+    image: bytes | None,
+    *,
+    max_parse_retries: int = 2,
+    template: str | None = None,
+) -> dict[str, int] | None:
+    """Rubric scores for one response; ``None`` when unparseable after retries or on judge error."""
+    template = template or (PROMPT_DIR / "rubric.md").read_text(encoding="utf-8")
+    prompt = (
+        template.replace("{{references}}", "\n".join(f"- {r}" for r in item.references))
+        .replace("{{context}}", item.context or "(none)")
+        .replace("{{response}}", response)
+    )
+    images = (ImageInput(image, Path(item.image_path).name),) if image else ()
+    messages = [ChatMessage("user", prompt, images=images)]
+    for _ in range(max_parse_retries + 1):
+        try:
+            result = await vlm.chat(messages, SamplingParams(temperature=0.0, json_mode=True))
+        except VLMError:
+            return None
+        try:
+            return parse_rubric(result.text)
+        except (ValueError, json.JSONDecodeError) as exc:
+            messages = [
+                *messages,
+                ChatMessage("assistant", result.text),
+                ChatMessage("user", f"Your reply could not be used ({exc}). Reply with only the JSON object."),
+            ]
+    return None
+
+
+def summarize_rubric(scores: Sequence[dict[str, int] | None]) -> dict[str, Any]:
+    """Means per rubric key over scored items, with the unscored count."""
+    scored = [s for s in scores if s is not None]
+    return {
+        "n": len(scores),
+        "n_unscored": len(scores) - len(scored),
+        **{key: (float(np.mean([s[key] for s in scored])) if scored else None) for key in RUBRIC_KEYS},
+    }
+
+
+def _answered(response: str | None) -> bool:
+    return bool((response or "").strip())
+
+
+async def run_rubric(
+    vlm: VisionLanguageModel,
+    items: Sequence[ReferenceItem],
+    responses: Mapping[str, str | None],
+    images: Mapping[str, bytes | None],
+    *,
+    concurrency: int = 8,
+    max_parse_retries: int = 2,
+    on_progress: Any = None,
+) -> list[dict[str, int] | None]:
+    """Rubric scores per item (``None``: no response, or the judge's reply unusable); one call per answered item."""
+    import asyncio
+
+    template = (PROMPT_DIR / "rubric.md").read_text(encoding="utf-8")
+    limiter = asyncio.Semaphore(concurrency)
+    results: list[dict[str, int] | None] = [None] * len(items)
+    done = 0
+
+    async def one(index: int, item: ReferenceItem) -> None:
+        nonlocal done
+        response = responses.get(item.id)
+        if _answered(response):
+            async with limiter:
+                results[index] = await rubric_score(
+                    vlm, item, response or "", images.get(item.id),
+                    max_parse_retries=max_parse_retries, template=template,
+                )
+        done += 1
+        if on_progress is not None:
+            on_progress(done, len(items))
+
+    await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+    return results

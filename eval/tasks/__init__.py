@@ -1,0 +1,227 @@
+"""The benchmarks, one module each, behind one registry.
+
+=============  ==============================================  ================================
+benchmark      module                                          what its release publishes
+=============  ==============================================  ================================
+MemeBench      :mod:`eval.tasks.memebench`                     items + judge files (read as is)
+MemeReaCon     :mod:`eval.tasks.memereacon`                    nothing yet (our JSONL shape)
+AVMeme Exam    :mod:`eval.tasks.avmeme`                        dataset rows (official + MTEB)
+DrivelHub+     :mod:`eval.tasks.drivelhub`                     metadata.csv, qrels.json, judgments
+MemeCULT-1K    :mod:`eval.tasks.memecult`                      nothing yet (our JSONL shape)
+MemeCap        :mod:`eval.tasks.memecap`                       the test split JSON (references)
+=============  ==============================================  ================================
+
+:func:`load` is what every command and the API's ablation jobs call: it reads a benchmark
+file (MemeBench JSON/JSONL/folder, or a family JSONL) and returns its run items with the kind
+of runner they need.  Nothing outside this package branches on the benchmark.  Adding a
+benchmark: one module here (item type + :func:`~eval.tasks.base.register`), its import below,
+its tests and prompt files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from eval.records import DatasetError
+# the registry's order is the import order: each module registers its benchmark
+from eval.tasks import memereacon  # noqa: I001
+from eval.tasks import avmeme, drivelhub, memecult  # noqa: F401
+from eval.tasks import memebench, memecap  # noqa: F401
+from eval.tasks.base import (
+    REGISTRY,
+    BenchFormatError,
+    BenchItem,
+    BenchSet,
+    MAX_ERRORS,
+    ConversionUnavailableError,
+    Task,
+    _field_errors,
+    resolve_media,
+)
+
+if TYPE_CHECKING:
+    from agents.tasks import TaskItem
+
+ITEM_TYPES: dict[str, type[BenchItem]] = {name: task.item_type for name, task in REGISTRY.items()}
+BENCHMARKS: tuple[str, ...] = tuple(ITEM_TYPES)
+#: conditions per benchmark: context_note needs a note (AVMeme: the meme's name); text_only needs a question
+BENCH_CONDITIONS: dict[str, tuple[str, ...]] = {name: task.conditions for name, task in REGISTRY.items()}
+
+
+def get_task(benchmark: str) -> Task:
+    """The registry entry of a benchmark; :class:`BenchFormatError` naming the known ones."""
+    if benchmark not in REGISTRY:
+        raise BenchFormatError(f"unknown benchmark {benchmark!r}; choose from {', '.join(BENCHMARKS)}")
+    return REGISTRY[benchmark]
+
+
+def is_bench_file(path: str | Path) -> bool:
+    """True when the file's first non-empty line is a JSON object naming a family benchmark."""
+    try:
+        with Path(path).open(encoding="utf-8-sig") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    return isinstance(record, dict) and record.get("benchmark") in BENCHMARKS
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def load_bench(
+    path: str | Path,
+    benchmark: str | None = None,
+    *,
+    media_root: str | Path | None = None,
+    check_media: bool = True,
+    skip_invalid: bool = False,
+    max_errors: int = MAX_ERRORS,
+) -> BenchSet:
+    """Load and validate a benchmark JSONL file (one task instance per line)."""
+    path = Path(path)
+    root = Path(media_root) if media_root is not None else None
+    if not path.is_file():
+        raise BenchFormatError(f"{path}: file not found")
+    if benchmark is not None:
+        get_task(benchmark)
+    errors: list[str] = []
+    items: list[BenchItem] = []
+    seen: dict[str, int] = {}
+    text = path.read_text(encoding="utf-8-sig")
+    if text.lstrip().startswith("["):
+        raise BenchFormatError(f"{path}: expected JSONL (one JSON object per line), got a JSON list")
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"line {lineno}: invalid JSON ({exc.msg})")
+            continue
+        if not isinstance(record, dict):
+            errors.append(f"line {lineno}: expected an object, got {type(record).__name__}")
+            continue
+        where = f"line {lineno} (id={record.get('id', '?')})"
+        name = record.get("benchmark")
+        if name not in ITEM_TYPES:
+            errors.append(f"{where}: field 'benchmark': {name!r} is not one of {', '.join(BENCHMARKS)}")
+            continue
+        benchmark = benchmark or name
+        if name != benchmark:
+            errors.append(f"{where}: field 'benchmark': {name!r} in a {benchmark} file")
+            continue
+        try:
+            item = ITEM_TYPES[name].model_validate(record)
+        except ValidationError as exc:
+            errors.append(f"{where}: {_field_errors(exc)}")
+            continue
+        if item.id in seen:
+            errors.append(f"{where}: field 'id' duplicates line {seen[item.id]}")
+            continue
+        if check_media:
+            missing = [f"field '{k}': file not found: {v}" for k, v in item.media_paths.items() if resolve_media(v, path, root) is None]
+            if missing:
+                errors.append(f"{where}: {'; '.join(missing)}")
+                continue
+        seen[item.id] = lineno
+        items.append(item)
+    if errors and not skip_invalid:
+        shown = "\n".join(f"  {path}: {e}" for e in errors[:max_errors])
+        more = f"\n  … and {len(errors) - max_errors} more" if len(errors) > max_errors else ""
+        raise BenchFormatError(f"{path}: {len(errors)} bad line(s):\n{shown}{more}")
+    if not items:
+        raise BenchFormatError(f"{path}: no valid benchmark items" + (f" ({len(errors)} skipped)" if errors else ""))
+    return BenchSet(path=path, benchmark=benchmark or items[0].benchmark, items=items, skipped=errors)
+
+
+
+def convert(benchmark: str, source: str | Path, *, media_dir: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Convert a released file of ``benchmark``; records plus errors (each naming the row)."""
+    task = get_task(benchmark)
+    if task.convert is None:
+        raise ConversionUnavailableError(
+            f"no converter for {task.title}: {task.release}; write the documented JSONL shape "
+            f"(README, 'Benchmark family') and check it with `kar bench validate FILE`"
+        )
+    return task.convert(source, media_dir=media_dir)
+
+
+def instruction(item: BenchItem) -> str | None:
+    """The task instruction shown after the media and context (None: plain explanation)."""
+    return item.instruction()
+
+
+def to_task_items(bench: BenchSet, media_root: str | Path | None = None) -> list[TaskItem]:
+    """Task items with their media files resolved (a missing file is a BenchFormatError naming it)."""
+    from agents.tasks import TaskItem
+
+    root = Path(media_root) if media_root is not None else None
+    out: list[TaskItem] = []
+    for item in bench.items:
+        files = {}
+        for key, value in item.media_paths.items():
+            found = resolve_media(value, bench.path, root)
+            if found is None:
+                raise BenchFormatError(f"{bench.path}: id={item.id}: field '{key}': file not found: {value}")
+            files[key] = found
+        context = item.explain_context()
+        allowed = BENCH_CONDITIONS[item.benchmark]
+        if "context_note" in allowed and not context.context_note:
+            allowed = tuple(c for c in allowed if c != "context_note")
+        out.append(TaskItem(
+            id=item.id, benchmark=item.benchmark, task=item.task, kind=item.run_kind, instruction=item.instruction(),
+            media_path=item.media_paths.get("image") or item.media_paths.get("video", ""),
+            image_file=files.get("image"), video_file=files.get("video"), audio_file=files.get("audio"),
+            language=item.language, context=context, conditions=allowed,
+        ))
+    return out
+
+
+@dataclass
+class Loaded:
+    """A benchmark read for running: its items and the runner they need.
+
+    ``runner`` is ``"ablation"`` (MemeBench items, :class:`agents.runner.AblationRunner`) or
+    ``"task"`` (family items, :class:`agents.tasks.TaskRunner`); ``conditions`` the conditions
+    that runner accepts.
+    """
+
+    benchmark: str
+    runner: str
+    items: list[Any]
+    conditions: tuple[str, ...]
+    bench: BenchSet | None = None
+    tasks: dict[str, int] = field(default_factory=dict)
+
+
+def load(
+    path: str | Path, *, media_root: str | Path | None = None, check_media: bool = True, limit: int | None = None
+) -> Loaded:
+    """Read any benchmark file for a run (``kar run``, the API's ablation jobs).
+
+    A JSONL whose lines name a family benchmark loads through its registry entry; anything
+    else is MemeBench.  :class:`~eval.records.DatasetError` names every bad item.
+    """
+    path = Path(path)
+    if path.is_file() and is_bench_file(path):
+        from agents.tasks import TASK_CONDITIONS
+
+        bench = load_bench(path, media_root=media_root, check_media=check_media)
+        items = to_task_items(bench, media_root)
+        return Loaded(bench.benchmark, "task", items[:limit] if limit else items, tuple(TASK_CONDITIONS), bench, bench.tasks)
+    from agents.pipeline import CONDITIONS
+
+    items = memebench.load_run_items(path, image_root=media_root, check_images=check_media, limit=limit)
+    return Loaded(memebench.NAME, "ablation", items, tuple(CONDITIONS))
+
+
+__all__ = [
+    "BENCHMARKS", "BENCH_CONDITIONS", "ITEM_TYPES", "REGISTRY", "BenchFormatError", "BenchItem", "BenchSet",
+    "ConversionUnavailableError", "DatasetError", "Loaded", "Task", "convert", "get_task", "instruction",
+    "is_bench_file", "load", "load_bench", "to_task_items",
+]

@@ -1,0 +1,89 @@
+"""MemeReaCon: Reddit memes read in their post and comment context.
+
+No data or scoring script of MemeReaCon is released, so the JSONL shape here is **ours**
+(docs/evaluation.md, "MemeReaCon"), there is no converter, and ``kar bench convert
+memereacon`` refuses.  Tasks: CMI-C (does the context explain the meme, CEM, or the meme
+enhance the context, MEC), CSAC-C as two labels (the comment's stance CSAC-S, its affect
+CSAC-A), PC-G and PI-G (generation, ROUGE-L against references).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from eval.tasks.base import BenchItem, Task, TaskKind, register, task_prompt
+
+if TYPE_CHECKING:
+    from agents.pipeline.state import ExplainContext
+
+
+#: MemeReaCon tasks: classification label sets and generation tasks
+MEMEREACON_LABELS: dict[str, tuple[str, ...]] = {
+    "CMI-C": ("CEM", "MEC"),  # context explains meme / meme enhances context
+    "CSAC-S": ("Support", "Deny", "Extension"),  # CSAC-C: the comment's stance
+    "CSAC-A": ("Consistent", "Inconsistent"),  # CSAC-C: literal affect vs intended meaning
+}
+
+
+MEMEREACON_GENERATION = ("PC-G", "PI-G")  # post-meme-comment connection; poster's intent
+
+
+class MemeReaConItem(BenchItem):
+    """A Reddit meme with its post (and, for CSAC, one top-level comment)."""
+
+    benchmark: Literal["memereacon"]
+    task: Literal["CMI-C", "CSAC-S", "CSAC-A", "PC-G", "PI-G"]
+    image: str = Field(min_length=1)
+    post_text: str
+    comment: str | None = None
+    comments: list[str] = Field(default_factory=list)
+    label: str | None = None
+    refs: list[str] = Field(default_factory=list, alias="references")
+
+    kind: ClassVar[dict[str, TaskKind]] = {t: "classify" for t in MEMEREACON_LABELS} | {
+        t: "generate" for t in MEMEREACON_GENERATION
+    }
+
+    @model_validator(mode="after")
+    def _task_fields(self) -> MemeReaConItem:
+        if self.task in MEMEREACON_LABELS:
+            labels = MEMEREACON_LABELS[self.task]
+            if self.label is None:
+                raise ValueError(f"field 'label': required for {self.task} (one of {', '.join(labels)})")
+            match = {lab.lower(): lab for lab in labels}.get(self.label.strip().lower())
+            if match is None:
+                raise ValueError(f"field 'label': {self.label!r} is not one of {', '.join(labels)}")
+            object.__setattr__(self, "label", match)
+            if self.task.startswith("CSAC") and not (self.comment or "").strip():
+                raise ValueError(f"field 'comment': required for {self.task}")
+        elif not [r for r in self.refs if r.strip()]:
+            raise ValueError(f"field 'references': {self.task} needs at least one reference text")
+        return self
+
+    @property
+    def label_set(self) -> tuple[str, ...]:
+        return MEMEREACON_LABELS.get(self.task, ())
+
+    @property
+    def references(self) -> list[str]:
+        return [r for r in self.refs if r.strip()]
+
+
+    def instruction(self) -> str | None:
+        return task_prompt(self.task).format(comment=self.comment or "")
+
+    def explain_context(self) -> ExplainContext:
+        from agents.pipeline.state import ExplainContext
+
+        return ExplainContext(post_text=self.post_text, top_comment=self.comment or "\n".join(self.comments[:5]) or None)
+
+
+TASK = register(Task(
+    name="memereacon", title="MemeReaCon", item_type=MemeReaConItem,
+    conditions=("vanilla", "cot", "search_cot", "kar", "text_only"),
+    release="its release file layout is not published where we could read it",
+    metrics={"CMI-C": "accuracy, macro-F1", "CSAC-S": "accuracy, macro-F1", "CSAC-A": "accuracy, macro-F1",
+             "PC-G": "ROUGE-L", "PI-G": "ROUGE-L"},
+))
