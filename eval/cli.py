@@ -187,10 +187,48 @@ def _pairs(values: list[str], flag: str) -> list[tuple[str, Path]]:
     return pairs
 
 
+def _judgment_pairs(values: list[str]) -> list[tuple[str, Path]]:
+    """``--judged`` for release judgments: NAME=FILE, a judgments.jsonl, or a judgments/ folder (names family/model)."""
+    from eval.tasks.drivelhub import judgment_files
+
+    pairs: list[tuple[str, Path]] = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if sep and name and path and not Path(value).exists():
+            pairs.append((name, Path(path)))
+        else:
+            pairs.extend(judgment_files(value))
+    return pairs
+
+
+def release_report(bench: Path, judged: list[str], out: Path | None, *, bootstrap: int, seed: int, json_out: bool) -> None:
+    """The ``kar report`` branch for the DrivelHub+ release: its table from judgments.jsonl files, plus CIs and repair/damage."""
+    from rich.console import Console as RichConsole
+
+    from eval.report.common import jsonable
+    from eval.report.release import build_release_report, release_table
+
+    try:
+        report = build_release_report(bench, _judgment_pairs(judged), n_boot=bootstrap, seed=seed)
+    except DatasetError as exc:
+        raise fail(str(exc)) from None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.json").write_text(json.dumps(jsonable(report), ensure_ascii=False, indent=1), "utf-8")
+    if json_out:
+        typer.echo(json.dumps(jsonable(report), ensure_ascii=False, indent=1))
+        return
+    RichConsole(width=240).print(release_table(report))
+    recomputed = sum(r["n_recomputed_totals"] for r in report["runs"].values())
+    if recomputed:
+        err.print(f"{recomputed} judge total(s) disagreed with their parts and were recomputed (metrics.json lists them)",
+                  highlight=False, markup=False)
+
+
 def report_command(
     bench: Annotated[Path, typer.Option("--bench", help="MemeBench benchmark file.")],
     judged: Annotated[list[str], typer.Option("--judged", help="NAME=FILE (NAME: condition or model/condition).")],
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Output folder (optional for a DrivelHub+ metadata.csv).")] = None,
     baseline: Annotated[str, typer.Option("--baseline", help="Baseline condition for repair/damage.")] = "vanilla",
     json_out: Annotated[bool, typer.Option("--json", help="Print metrics.json to stdout.")] = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip PNG plots.")] = False,
@@ -208,9 +246,16 @@ def report_command(
 
     A benchmark-family JSONL file (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K) as --bench
     switches to its tasks' metrics (accuracy/macro-F1/ROUGE-L/rubric); --judged then names
-    prediction files (or DrivelHub+ rubric-judged files)."""
+    prediction files (or DrivelHub+ rubric-judged files).  The DrivelHub+ release's metadata.csv as
+    --bench reads release judgments.jsonl files (--judged MODEL=FILE, FILE or a judgments/ folder)
+    and prints the release's table."""
     from eval.tasks import is_bench_file
+    from eval.tasks.drivelhub import is_metadata_csv
 
+    if is_metadata_csv(bench):
+        return release_report(bench, judged, out, bootstrap=bootstrap, seed=seed, json_out=json_out)
+    if out is None:
+        raise fail("--out is required (the folder the report is written to)")
     if is_bench_file(bench):
         from eval.benchmarks.cli import task_report
 

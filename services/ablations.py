@@ -1,4 +1,8 @@
-"""Ablation jobs of the API: the same :class:`agents.runner.AblationRunner` as ``kar run``, in the background.
+"""Ablation jobs of the API: the same runners as ``kar run``, in the background.
+
+The dataset is read by :func:`eval.tasks.load`, as ``kar run`` reads it, so a job runs any
+benchmark of the registry: MemeBench through :class:`agents.runner.AblationRunner`, a family
+JSONL (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K) through :class:`agents.tasks.TaskRunner`.
 
 A job runs in the API process (as an asyncio task sharing the app's pipeline, so it
 uses the same VLM concurrency limit and the same CultureBase) and writes the usual run
@@ -149,18 +153,20 @@ class AblationManager:
         return sorted(self.jobs.values(), key=lambda j: j.created_at, reverse=True)
 
     def start(self, dataset: str, conditions: list[str], limit: int | None, concurrency: int, resume_id: str | None = None) -> AblationJob:
-        from agents.runner import AblationRunner
+        from culturebase.settings import get_settings
         from eval.records import DatasetError
-        from eval.tasks.memebench import load_run_items
+        from eval.tasks import load
 
         if not self.vlm_configured:
             raise ApiError(503, "vlm_not_configured", "ablations need a VLM: set KAR_VLM_BASE_URLS and KAR_VLM_MODEL")
         path = self.resolve_dataset(dataset)
         try:
-            items = load_run_items(path, check_images=True, limit=limit)
-        except DatasetError as exc:  # every bad item, named relative to DATA_DIR/datasets
+            loaded = load(path, check_media=True, limit=limit)  # MemeBench or a family benchmark: the registry decides
+            loaded.check_conditions(conditions)
+        except (DatasetError, ValueError) as exc:  # every bad item, named relative to DATA_DIR/datasets
             message = str(exc).replace(str(self.datasets.resolve()) + os.sep, "")
             raise ApiError(422, "invalid_dataset", message) from None
+        items = loaded.items
         if resume_id is not None:
             job = self.get(resume_id)
             if job.status in ("queued", "running"):
@@ -172,7 +178,8 @@ class AblationManager:
         job.total = len(items) * len(conditions)
         self.jobs[job.id] = job
         self._save(job)
-        runner = AblationRunner(self.pipeline, self.job_dir(job.id), conditions, concurrency=concurrency, manifest={"api_job": job.id})
+        runner = loaded.runner(self.pipeline, self.job_dir(job.id), conditions, settings=get_settings(), concurrency=concurrency,
+                               manifest={"api_job": job.id})
         self.tasks[job.id] = asyncio.get_running_loop().create_task(self._run(job, runner, items, str(path)))
         return job
 

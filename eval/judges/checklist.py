@@ -29,8 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, TokenUsage, VisionLanguageModel, VLMError
+from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, TokenUsage, VisionLanguageModel
 from eval.tasks.memebench import BenchmarkItem, resolve_image
+from eval.judges.base import ask_valid, fill
 from eval.records import Prediction, RecordIndex, load_judged
 from eval.verdicts import (
     DIMENSIONS,
@@ -75,10 +76,7 @@ class JudgePrompts:
         return digest[:16]
 
 
-def _fill(template: str, **values: Any) -> str:
-    for key, value in values.items():
-        template = template.replace("{{" + key + "}}", str(value))
-    return template
+_fill = fill  # the one placeholder syntax of every judge prompt
 
 
 def format_checklist(item: BenchmarkItem) -> str:
@@ -238,38 +236,16 @@ class ChecklistJudge:
 
     async def judge(self, item: BenchmarkItem, response: str, image: bytes) -> JudgeOutcome:
         """Judge one response; never raises for judge failures (they become unscored)."""
-        messages = self.messages(item, response, image)
-        usage = TokenUsage()
-        calls = 0
-        error = "no reply"
-        raw: str | None = None
-        for _attempt in range(self.max_parse_retries + 1):
-            try:
-                result = await self.vlm.chat(messages, self.sampling)
-            except VLMError as exc:
-                return JudgeOutcome(
-                    unscored_evaluation(UNSCORED_JUDGE_ERROR, f"judge call failed: {exc}", raw_content=raw),
-                    usage,
-                    calls,
-                )
-            calls += 1
-            usage.add(result.usage)
-            raw = result.text
-            try:
-                return JudgeOutcome(parse_judge_reply(raw, item), usage, calls)
-            except ReplyParseError as exc:
-                error = str(exc)
-                counts = {f"n_{d}": len(item.checklist(d)) for d in DIMENSIONS}
-                messages = [
-                    *messages,
-                    ChatMessage("assistant", raw or ""),
-                    ChatMessage("user", _fill(self.prompts.repair, error=error, **counts)),
-                ]
-        return JudgeOutcome(
-            unscored_evaluation(UNSCORED_PARSE, f"unparseable after {calls} replies: {error}", raw_content=raw),
-            usage,
-            calls,
+        counts = {f"n_{d}": len(item.checklist(d)) for d in DIMENSIONS}
+        asked = await ask_valid(
+            self.vlm, self.messages(item, response, image), lambda raw: parse_judge_reply(raw, item),
+            max_retries=self.max_parse_retries, sampling=self.sampling,
+            repair=lambda error: _fill(self.prompts.repair, error=error, **counts),
         )
+        if asked.value is not None:
+            return JudgeOutcome(asked.value, asked.usage, asked.calls)
+        reason = UNSCORED_JUDGE_ERROR if asked.failure == "call" else UNSCORED_PARSE
+        return JudgeOutcome(unscored_evaluation(reason, asked.error or "no reply", raw_content=asked.raw), asked.usage, asked.calls)
 
 
 # -- cache ------------------------------------------------------------------------------------

@@ -4,15 +4,14 @@ reply after the re-asks is unscored (left out of the means, counted)."""
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, VisionLanguageModel, VLMError
+from agents.vlm.base import ChatMessage, ImageInput, VisionLanguageModel
+from eval.judges.base import ask_valid, fill, json_object
 from eval.records import ReferenceItem
 
 
@@ -24,10 +23,7 @@ PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 def parse_rubric(text: str) -> dict[str, int]:
     """The three 1–5 scores from a rubric reply (JSON, possibly fenced); ValueError otherwise."""
-    match = re.search(r"\{.*\}", text or "", flags=re.S)
-    if not match:
-        raise ValueError("no JSON object in the rubric reply")
-    payload = json.loads(match.group(0))
+    payload = json_object(text)
     scores: dict[str, int] = {}
     for key in RUBRIC_KEYS:
         value = payload.get(key)
@@ -50,27 +46,12 @@ async def rubric_score(
 ) -> dict[str, int] | None:
     """Rubric scores for one response; ``None`` when unparseable after retries or on judge error."""
     template = template or (PROMPT_DIR / "rubric.md").read_text(encoding="utf-8")
-    prompt = (
-        template.replace("{{references}}", "\n".join(f"- {r}" for r in item.references))
-        .replace("{{context}}", item.context or "(none)")
-        .replace("{{response}}", response)
-    )
+    prompt = fill(template, references="\n".join(f"- {r}" for r in item.references), context=item.context or "(none)",
+                  response=response)
     images = (ImageInput(image, Path(item.image_path).name),) if image else ()
-    messages = [ChatMessage("user", prompt, images=images)]
-    for _ in range(max_parse_retries + 1):
-        try:
-            result = await vlm.chat(messages, SamplingParams(temperature=0.0, json_mode=True))
-        except VLMError:
-            return None
-        try:
-            return parse_rubric(result.text)
-        except (ValueError, json.JSONDecodeError) as exc:
-            messages = [
-                *messages,
-                ChatMessage("assistant", result.text),
-                ChatMessage("user", f"Your reply could not be used ({exc}). Reply with only the JSON object."),
-            ]
-    return None
+    asked = await ask_valid(vlm, [ChatMessage("user", prompt, images=images)], parse_rubric, max_retries=max_parse_retries,
+                            repair=lambda problem: f"Your reply could not be used ({problem}). Reply with only the JSON object.")
+    return asked.value
 
 
 def summarize_rubric(scores: Sequence[dict[str, int] | None]) -> dict[str, Any]:

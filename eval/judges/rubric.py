@@ -1,63 +1,81 @@
 """The DrivelHub+ rubric judge: a video LLM scores an explanation against the human narrative.
 
-Scores are validated by pydantic within their ranges (Core Intent 0–5, Rhetorical Signal 0–3,
-Affective/Social 0–2, Grounding 0–2; penalties Hallucination 0–3, Literal-only 0–3,
-Vagueness 0–2).  A reply that is not JSON or is out of range is re-asked (the validation error
-is quoted back) up to ``max_retries`` times; after that the item is *unscored* (counted, never
-zero).  Total = positives − penalties, floored at 0, out of 12, computed by code.
+The rubric and its ranges are the release's (:data:`eval.tasks.drivelhub.RUBRIC`): Core Intent
+0–5, Rhetorical Signal 0–3, Affective or Social Meaning 0–2, Grounding 0–2; penalties
+Hallucination 0–3, Literal-only 0–3, Vague or Over-generalized 0–2.  A reply that is not JSON
+or is out of range is re-asked through :func:`eval.judges.base.ask_valid` (the validation error
+quoted back).  Total = positives − penalties, **no floor** (−8 … 12), computed by code.
+
+Each judged item becomes a row in the release's ``judgments.jsonl`` shape (the clip's
+metadata row, ``input_mode``, ``implicit_meaning``, then ``judge_aligned``,
+``judge_<rubric>``, ``judge_score_total``, ``judge_reason``); a failed judgment is
+``judge_aligned: null`` plus ``judge_error``, so the release's ``summarize_judgments.py`` reads
+our files and we read theirs (:func:`eval.tasks.drivelhub.read_judgments`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, VisionLanguageModel
+from agents.vlm.base import ChatMessage, ImageInput, VisionLanguageModel
+from eval.judges.base import ask_valid, fill, json_object
+from eval.tasks.drivelhub import MAX_TOTAL, MIN_TOTAL, PENALTIES, POSITIVE, RUBRIC, summarize, total
 
 PROMPT = Path(__file__).resolve().parent.parent / "prompts" / "drivelhub_rubric.md"
-POSITIVE = ("core_intent", "rhetorical_signal", "affective_social", "grounding")
-PENALTIES = ("hallucination", "literal_only", "vagueness")
-MAX_TOTAL = 12
+__all__ = ["MAX_TOTAL", "MIN_TOTAL", "PENALTIES", "POSITIVE", "RubricJudge", "RubricScores", "judge_all", "judged_row",
+           "parse_rubric_reply", "rubric_summary"]
 
 
 class RubricScores(BaseModel):
-    """One judge verdict; every score must lie within its range."""
+    """One judge verdict; every score must lie within its range (the release's names; our old names accepted)."""
 
     model_config = ConfigDict(extra="ignore")
     aligned: bool
     core_intent: int = Field(ge=0, le=5)
     rhetorical_signal: int = Field(ge=0, le=3)
-    affective_social: int = Field(ge=0, le=2)
+    affective_or_social_meaning: int = Field(ge=0, le=2, validation_alias=AliasChoices("affective_or_social_meaning", "affective_social"))
     grounding: int = Field(ge=0, le=2)
-    hallucination: int = Field(ge=0, le=3)
-    literal_only: int = Field(ge=0, le=3)
-    vagueness: int = Field(ge=0, le=2)
-    reason: str = ""
+    hallucination_penalty: int = Field(ge=0, le=3, validation_alias=AliasChoices("hallucination_penalty", "hallucination"))
+    literal_only_penalty: int = Field(ge=0, le=3, validation_alias=AliasChoices("literal_only_penalty", "literal_only"))
+    vague_or_overgeneralized_penalty: int = Field(ge=0, le=2, validation_alias=AliasChoices("vague_or_overgeneralized_penalty", "vagueness"))
+    reason: str = Field(default="", validation_alias=AliasChoices("reason", "reasoning_short"))
+
+    @field_validator("core_intent", "rhetorical_signal", "affective_or_social_meaning", "grounding", "hallucination_penalty",
+                     "literal_only_penalty", "vague_or_overgeneralized_penalty", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:  # "3" → 3, but 3.5 and true stay invalid
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        if isinstance(value, bool):
+            raise ValueError("must be an integer, not a boolean")
+        return value
 
     @property
     def total(self) -> int:
-        """Positives minus penalties, floored at 0 (out of 12)."""
-        return max(0, sum(getattr(self, k) for k in POSITIVE) - sum(getattr(self, k) for k in PENALTIES))
+        """Positives minus penalties, no floor (−8 … 12)."""
+        return total(self.model_dump())
 
 
 def parse_rubric_reply(text: str) -> RubricScores:
-    """The verdict in a reply (the first JSON object in it); ValueError/ValidationError otherwise."""
-    match = re.search(r"\{.*\}", text, re.DOTALL)
-    if not match:
-        raise ValueError("no JSON object in the reply")
-    data = json.loads(match.group(0))
-    if isinstance(data, dict):
-        for key, value in list(data.items()):  # "3" → 3, but 3.5 stays invalid
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                data[key] = int(value)
-    return RubricScores.model_validate(data)
+    """The verdict in a reply (the JSON object in it); ValueError (incl. pydantic's) otherwise."""
+    return RubricScores.model_validate(json_object(text))
+
+
+def judged_row(base: dict[str, Any], response: str | None, verdict: RubricScores | None, error: str | None = None) -> dict[str, Any]:
+    """A release judgments.jsonl row: the prediction row, then the judge's fields (or ``judge_aligned: null`` + ``judge_error``)."""
+    row = dict(base) | {"implicit_meaning": response or ""}
+    if verdict is None:
+        return row | {"judge_aligned": None, "judge_error": error or "no verdict"}
+    scores = verdict.model_dump()
+    row["judge_aligned"] = verdict.aligned
+    row.update({f"judge_{k}": scores[k] for k in RUBRIC})
+    return row | {"judge_score_total": verdict.total, "judge_reason": verdict.reason}
 
 
 @dataclass
@@ -68,10 +86,8 @@ class RubricJudge:
     max_retries: int = 2
 
     def prompt(self, narrative: str, response: str, transcript: str | None, timestamps: Sequence[float]) -> str:
-        template = PROMPT.read_text("utf-8")
-        return template.format(
-            narrative=narrative,
-            response=response,
+        return fill(
+            PROMPT.read_text("utf-8"), narrative=narrative, response=response,
             transcript=f"Transcript of the audio:\n{transcript}\n" if transcript else "",
             timestamps=", ".join(f"{t:.2f}" for t in timestamps) or "(no frames)",
         )
@@ -79,63 +95,39 @@ class RubricJudge:
     async def score(
         self, narrative: str, response: str, frames: Sequence[bytes] = (), timestamps: Sequence[float] = (),
         transcript: str | None = None,
-    ) -> dict[str, Any]:
-        """``{"scores": {...}, "total": int, "attempts": n}`` or ``{"scores": None, "error": ...}``."""
+    ) -> tuple[RubricScores | None, str | None, int]:
+        """``(verdict, None, attempts)`` or ``(None, error, attempts)``."""
         images = tuple(ImageInput(f, f"frame{i}") for i, f in enumerate(frames))
         messages = [ChatMessage("user", self.prompt(narrative, response, transcript, timestamps), images)]
-        problem = ""
-        for attempt in range(1, self.max_retries + 2):
-            result = await self.vlm.chat(messages, SamplingParams(temperature=0.0, json_mode=True))
-            try:
-                verdict = parse_rubric_reply(result.text)
-            except (ValueError, ValidationError) as exc:
-                problem = _brief(exc)
-                messages = [*messages, ChatMessage("assistant", result.text),
-                            ChatMessage("user", f"Your reply was invalid: {problem}. Reply again with the JSON object only, every score within its range.")]
-                continue
-            return {"scores": verdict.model_dump(), "total": verdict.total, "attempts": attempt}
-        return {"scores": None, "total": None, "attempts": self.max_retries + 1, "error": f"invalid after retries: {problem}"}
+        asked = await ask_valid(
+            self.vlm, messages, parse_rubric_reply, max_retries=self.max_retries,
+            repair=lambda problem: f"Your reply was invalid: {problem}. Reply again with the JSON object only, every score within its range.",
+        )
+        return asked.value, asked.error, asked.calls
 
 
-def _brief(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return str(exc)
-
-
-async def judge_all(
-    judge: RubricJudge, jobs: Sequence[dict[str, Any]], concurrency: int = 4
-) -> list[dict[str, Any]]:
-    """Score many items (``{id, narrative, response, frames, timestamps, transcript}``); order kept.
-    A call that fails is recorded as unscored with its error, never dropped."""
+async def judge_all(judge: RubricJudge, jobs: Sequence[dict[str, Any]], concurrency: int = 4) -> list[dict[str, Any]]:
+    """Score many items (``{row, narrative, response, frames, timestamps, transcript}``) into release rows; order kept.
+    A call that fails is recorded with ``judge_aligned: null`` and its ``judge_error``, never dropped."""
     limiter = asyncio.Semaphore(max(1, concurrency))
 
     async def one(job: dict[str, Any]) -> dict[str, Any]:
-        base = {"id": job["id"], "response": job.get("response")}
-        if not (job.get("response") or "").strip():
-            return base | {"evaluation": {"scores": None, "total": None, "error": "no response"}}
+        response = job.get("response")
+        if job.get("error"):
+            return judged_row(job["row"], response, None, job["error"])
+        if not (response or "").strip():
+            return judged_row(job["row"], response, None, "no response to judge")
         async with limiter:
             try:
-                verdict = await judge.score(job["narrative"], job["response"], job.get("frames", ()),
-                                            job.get("timestamps", ()), job.get("transcript"))
+                verdict, error, _ = await judge.score(job["narrative"], response, job.get("frames", ()),
+                                                      job.get("timestamps", ()), job.get("transcript"))
             except Exception as exc:  # recorded, not lost
-                verdict = {"scores": None, "total": None, "error": f"{type(exc).__name__}: {exc}"}
-        return base | {"evaluation": verdict}
+                verdict, error = None, f"{type(exc).__name__}: {exc}"
+        return judged_row(job["row"], response, verdict, error)
 
     return list(await asyncio.gather(*(one(job) for job in jobs)))
 
 
-def rubric_summary(records: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
-    """Means over scored items, aligned share over every item, unscored counted."""
-    n = len(records)
-    scored = [r["evaluation"]["scores"] for r in records if r and (r.get("evaluation") or {}).get("scores")]
-    totals = [max(0, sum(s[k] for k in POSITIVE) - sum(s[k] for k in PENALTIES)) for s in scored]
-    return {
-        "n": n,
-        "n_scored": len(scored),
-        "n_unscored": n - len(scored),
-        "total_mean": sum(totals) / len(totals) if totals else None,
-        "total_max": MAX_TOTAL,
-        "aligned_share": sum(bool(s["aligned"]) for s in scored) / n if n else None,
-        "dimension_means": {k: (sum(s[k] for s in scored) / len(scored) if scored else None) for k in (*POSITIVE, *PENALTIES)},
-    }
+def rubric_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The release's summary of judged rows (:func:`eval.tasks.drivelhub.summarize`)."""
+    return summarize(rows)

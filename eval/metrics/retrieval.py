@@ -225,3 +225,43 @@ def build_runs(
     scores, idx = search(narr, expl, k)
     lines += run_lines("n2v", [i.id for i in items], [i.id for i in answered], scores, idx, tag)
     return lines, skipped
+
+
+#: the release's retrieval output: its metric names, from ours, per direction
+RELEASE_MEASURES = {"recall@1": "R@1", "recall@5": "R@5", "recall@10": "R@10", "mrr": "RR", "ndcg@5": "nDCG@5", "ndcg@10": "nDCG@10"}
+RELEASE_DIRECTIONS = {"text_to_video": "n2v", "video_to_text": "v2n"}
+
+
+def qrels_from_release(release: Mapping[str, Mapping[str, int]], rows: Sequence[RunRow]) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Per-direction qrels of a run from the release's ``qrels.json`` (one file for both directions).
+
+    As the release builds them: every run query's relevant documents are those of the qrels
+    that the run holds (relevance > 0); a query absent from qrels.json, or left with none, has
+    itself as its only relevant document.  Also returned: ``query → document`` pairs the
+    qrels name for a file the run does not hold (dropped, as the release does, and listed)."""
+    from eval.tasks.drivelhub import relevant
+
+    pool = {r.doc for r in rows} | {r.query.partition(":")[2] or r.query for r in rows}
+    qrels: dict[str, dict[str, int]] = {}
+    dropped: set[str] = set()
+    for query in sorted({r.query for r in rows}):
+        file = query.partition(":")[2] if direction_of(query) != "all" else query
+        qrels[query] = relevant(release, file, pool)
+        dropped |= {f"{file} -> {d}" for d, rel in release.get(file, {}).items() if rel > 0 and d not in pool}
+    return qrels, sorted(dropped)
+
+
+def release_shape(result: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    """``{"text_to_video": {recall@1, …, ndcg@10}, "video_to_text": {…}}`` as the release's retrieval script writes it."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name, direction in RELEASE_DIRECTIONS.items():
+        metrics = result["directions"].get(direction, {}).get("metrics")
+        if metrics:
+            out[name] = {k: metrics[v] for k, v in RELEASE_MEASURES.items()}
+    return out
+
+
+def release_qrels(items: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """The release's ``qrels.json`` of the items: each clip relevant to itself plus its human-verified extra pairs."""
+    ids = {item.id for item in items}
+    return {item.id: {doc: 1 for doc in dict.fromkeys([item.id, *[e for e in item.extra_relevant if e in ids]])} for item in items}

@@ -94,3 +94,18 @@ def paired_bootstrap(base: np.ndarray, cond: np.ndarray, n_boot: int = 10_000, s
     lo, hi = np.quantile(means, [0.025, 0.975])
     p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
     return {"n": n, "delta": float(diff.mean()), "ci": [float(lo), float(hi)], "p": float(p)}
+
+
+def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> list[float | None]:
+    """Percentile 95% CI of a mean (items resampled with replacement); ``[None, None]`` without values or resamples."""
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n == 0 or n_boot <= 0:
+        return [None, None]
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot)
+    for start in range(0, n_boot, 1000):
+        stop = min(n_boot, start + 1000)
+        means[start:stop] = values[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return [float(lo), float(hi)]

@@ -27,7 +27,8 @@ from eval.metrics.tasks import (
     paired_pass_fail,
     paired_scores,
 )
-from eval.judges.rubric import MAX_TOTAL, PENALTIES, POSITIVE, rubric_summary
+from eval.report.common import jsonable
+from eval.judges.rubric import MAX_TOTAL, MIN_TOTAL, rubric_summary
 
 
 def _split_name(name: str) -> tuple[str, str]:
@@ -39,14 +40,18 @@ def _responses(records: Sequence[dict[str, Any]]) -> dict[str, str | None]:
     return {str(r["id"]): r.get("response") for r in records if r.get("id") is not None}
 
 
-def _rubric_totals(items: Sequence[BenchItem], records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, list[dict[str, Any] | None]]:
-    by_id = {str(r.get("id")): r for r in records}
-    aligned = [by_id.get(item.id) for item in items]
-    totals = []
-    for record in aligned:
-        scores = ((record or {}).get("evaluation") or {}).get("scores")
-        totals.append(max(0, sum(scores[k] for k in POSITIVE) - sum(scores[k] for k in PENALTIES)) if scores else 0)
-    return np.array(totals, dtype=float), aligned
+def _rubric_rows(items: Sequence[BenchItem], records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each item's judged row (release judgments shape, matched by ``file``, else ``id``); a missing one is a failed row."""
+    by_key: dict[str, dict[str, Any]] = {}
+    for r in records:
+        for key in (r.get("file"), r.get("id")):
+            if key is not None:
+                by_key.setdefault(str(key), r)
+    out = []
+    for item in items:
+        found = by_key.get(item.release_row()["file"]) or by_key.get(item.id)  # type: ignore[attr-defined]
+        out.append(found or {"file": item.id, "judge_aligned": None, "judge_error": "no judged row"})
+    return out
 
 
 def build_task_report(
@@ -77,20 +82,20 @@ def build_task_report(
         section: dict[str, Any] = {"kind": kind, "n": len(items), "runs": {}, "paired": {}, "items": {}}
         per_item: dict[str, np.ndarray] = {}
         for name, records in runs.items():
-            is_rubric = any("evaluation" in r for r in records)
+            is_rubric = any("judge_aligned" in r for r in records)
             if kind in ("mcq", "classify"):
                 rows = choice_outcomes(items, _responses(records))
                 section["runs"][name] = choice_metrics(items, rows)
                 per_item[name] = np.array([r["correct"] for r in rows], dtype=bool)
                 section["items"][name] = rows
             elif is_rubric:
-                totals, aligned = _rubric_totals(items, records)
-                summary = rubric_summary(aligned)
-                summary["total_mean_all_items"] = float(totals.mean()) if totals.size else None  # unscored = 0
-                section["runs"][name] = summary
+                rows = _rubric_rows(items, records)
+                section["runs"][name] = rubric_summary(rows)
                 section["metric"] = "rubric_total"
-                per_item[name] = totals
-                section["items"][name] = [{"id": i.id, "total": t} for i, t in zip(items, totals.tolist())]
+                per_item[name] = np.array([np.nan if r.get("judge_aligned") is None else r["judge_score_total"] for r in rows])
+                per_item[f"{name}\x00aligned"] = np.array([r.get("judge_aligned") is True for r in rows], dtype=bool)
+                section["items"][name] = [{"id": i.id, "total": r.get("judge_score_total"), "aligned": r.get("judge_aligned")}
+                                          for i, r in zip(items, rows)]
             else:
                 responses = _responses(records)
                 scores = generation_scores(items, responses)
@@ -109,6 +114,11 @@ def build_task_report(
                 continue
             if kind in ("mcq", "classify"):
                 section["paired"][name] = paired_pass_fail(per_item[base_name], per_item[name], n_boot, seed) | {"baseline": base_name}
+            elif section.get("metric") == "rubric_total":
+                both = ~np.isnan(per_item[base_name]) & ~np.isnan(per_item[name])  # Δ Total over the clips judged in both
+                section["paired"][name] = paired_scores(per_item[base_name][both], per_item[name][both], n_boot, seed) | {
+                    "baseline": base_name, "n_failed_either": int((~both).sum()),
+                    "aligned": paired_pass_fail(per_item[f"{base_name}\x00aligned"], per_item[f"{name}\x00aligned"], n_boot, seed)}
             else:
                 section["paired"][name] = paired_scores(per_item[base_name], per_item[name], n_boot, seed) | {"baseline": base_name}
                 sims = section.get("similarity_items", {})
@@ -154,9 +164,9 @@ def task_markdown(report: Mapping[str, Any]) -> str:
                     lines.append(f"| {name} vs {p['baseline']} | {_fmt(p['delta'])} [{_fmt(ci[0])}, {_fmt(ci[1])}] | "
                                  f"{_fmt(p['repair'])} | {_fmt(p['damage'])} | {ratio} | {_fmt(p['mcnemar_p'])} |")
         elif section.get("metric") == "rubric_total":
-            lines += [f"| run | Total (of {MAX_TOTAL}, scored) | Total (all items) | aligned | unscored |", "|---|---|---|---|---|"]
+            lines += [f"| run | N | Aligned % | Total ({MIN_TOTAL}…{MAX_TOTAL}) | failed |", "|---|---|---|---|---|"]
             for name, m in section["runs"].items():
-                lines.append(f"| {name} | {_fmt(m['total_mean'])} | {_fmt(m['total_mean_all_items'])} | {_fmt(m['aligned_share'])} | {m['n_unscored']} |")
+                lines.append(f"| {name} | {m['n']} | {_fmt(m['aligned_pct'], 1)} | {_fmt(m['score_total'])} | {m['n_failed']} |")
         else:
             lines += ["| run | ROUGE-L | embedding similarity | missing |", "|---|---|---|---|"]
             for name, m in section["runs"].items():
@@ -170,18 +180,6 @@ def task_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and np.isinf(value):
-        return "inf"
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def write_task_report(report: Mapping[str, Any], out: str | Path) -> dict[str, str]:
     """metrics.json (without per-item rows), report.md, items.csv (one row per item and run)."""
     out = Path(out)
@@ -189,7 +187,7 @@ def write_task_report(report: Mapping[str, Any], out: str | Path) -> dict[str, s
     slim = {k: v for k, v in report.items() if k != "tasks"} | {
         "tasks": {t: {k: v for k, v in s.items() if k != "items"} for t, s in report["tasks"].items()}
     }
-    (out / "metrics.json").write_text(json.dumps(_jsonable(slim), ensure_ascii=False, indent=1), "utf-8")
+    (out / "metrics.json").write_text(json.dumps(jsonable(slim), ensure_ascii=False, indent=1), "utf-8")
     (out / "report.md").write_text(task_markdown(report), "utf-8")
     with (out / "items.csv").open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
@@ -197,7 +195,7 @@ def write_task_report(report: Mapping[str, Any], out: str | Path) -> dict[str, s
         for task, section in report["tasks"].items():
             for name, rows in section["items"].items():
                 for row in rows:
-                    score = row.get("rouge_l", row.get("total"))
+                    score = row["rouge_l"] if "rouge_l" in row else row.get("total")
                     writer.writerow([task, name, row["id"], row.get("gold", ""), row.get("pred") or "",
                                      row.get("status", ""), row.get("correct", ""), "" if score is None else score])
     return {"metrics": str(out / "metrics.json"), "markdown": str(out / "report.md"), "items": str(out / "items.csv")}

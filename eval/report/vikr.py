@@ -20,6 +20,7 @@ from typing import Any
 from eval.tasks.memebench import BenchmarkItem
 from eval.metrics.stats import N_BOOTSTRAP
 from eval.metrics.vikr import STATES, breakdown, condition_metrics, paired_metrics, vikr_matrix
+from eval.report.common import jsonable
 from eval.verdicts import LAYERS
 
 Records = Sequence[dict[str, Any]]
@@ -91,21 +92,6 @@ def build_report(
     if reference is not None:
         report["reference"] = reference
     return report
-
-
-def jsonable(value: Any) -> Any:
-    """Infinities → the strings "inf"/"-inf", NaN → null, recursively."""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value
 
 
 # -- tables -------------------------------------------------------------------------------------

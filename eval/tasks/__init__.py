@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +62,9 @@ def get_task(benchmark: str) -> Task:
 
 
 def is_bench_file(path: str | Path) -> bool:
-    """True when the file's first non-empty line is a JSON object naming a family benchmark."""
+    """True for a family benchmark: a JSONL whose first line names one, or a DrivelHub+ metadata.csv."""
+    if drivelhub.is_metadata_csv(path):
+        return True
     try:
         with Path(path).open(encoding="utf-8-sig") as handle:
             for line in handle:
@@ -71,6 +74,30 @@ def is_bench_file(path: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return False
+
+
+def _lines(path: Path, errors: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The file's records with their line numbers (JSONL, or a DrivelHub+ metadata.csv read as released)."""
+    if drivelhub.is_metadata_csv(path):
+        records, rejected = drivelhub.convert(path, media_dir="")
+        errors.extend(rejected)
+        yield from enumerate(records, 2)
+        return
+    text = path.read_text(encoding="utf-8-sig")
+    if text.lstrip().startswith("["):
+        raise BenchFormatError(f"{path}: expected JSONL (one JSON object per line), got a JSON list")
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"line {lineno}: invalid JSON ({exc.msg})")
+            continue
+        if not isinstance(record, dict):
+            errors.append(f"line {lineno}: expected an object, got {type(record).__name__}")
+            continue
+        yield lineno, record
 
 
 def load_bench(
@@ -92,20 +119,7 @@ def load_bench(
     errors: list[str] = []
     items: list[BenchItem] = []
     seen: dict[str, int] = {}
-    text = path.read_text(encoding="utf-8-sig")
-    if text.lstrip().startswith("["):
-        raise BenchFormatError(f"{path}: expected JSONL (one JSON object per line), got a JSON list")
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append(f"line {lineno}: invalid JSON ({exc.msg})")
-            continue
-        if not isinstance(record, dict):
-            errors.append(f"line {lineno}: expected an object, got {type(record).__name__}")
-            continue
+    for lineno, record in _lines(path, errors):
         where = f"line {lineno} (id={record.get('id', '?')})"
         name = record.get("benchmark")
         if name not in ITEM_TYPES:
@@ -146,7 +160,7 @@ def convert(benchmark: str, source: str | Path, *, media_dir: str | None = None)
     if task.convert is None:
         raise ConversionUnavailableError(
             f"no converter for {task.title}: {task.release}; write the documented JSONL shape "
-            f"(README, 'Benchmark family') and check it with `kar bench validate FILE`"
+            f"(docs/evaluation.md) and check it with `kar bench validate FILE`"
         )
     return task.convert(source, media_dir=media_dir)
 
@@ -186,17 +200,50 @@ def to_task_items(bench: BenchSet, media_root: str | Path | None = None) -> list
 class Loaded:
     """A benchmark read for running: its items and the runner they need.
 
-    ``runner`` is ``"ablation"`` (MemeBench items, :class:`agents.runner.AblationRunner`) or
+    ``runner_kind`` is ``"ablation"`` (MemeBench items, :class:`agents.runner.AblationRunner`) or
     ``"task"`` (family items, :class:`agents.tasks.TaskRunner`); ``conditions`` the conditions
     that runner accepts.
     """
 
     benchmark: str
-    runner: str
+    runner_kind: str
     items: list[Any]
     conditions: tuple[str, ...]
     bench: BenchSet | None = None
     tasks: dict[str, int] = field(default_factory=dict)
+
+    def check_conditions(self, conditions: list[str]) -> None:
+        """A ValueError naming the conditions this benchmark's runner does not accept."""
+        bad = [c for c in conditions if c not in self.conditions]
+        if bad or not conditions:
+            raise ValueError(f"unknown condition(s) {', '.join(bad) or '(none)'}; choose from {', '.join(self.conditions)}")
+        misfit: dict[tuple[str, str], int] = {}
+        for item in self.items if self.runner_kind == "task" else ():
+            for condition in conditions:
+                if condition not in item.conditions:
+                    misfit[(item.benchmark, condition)] = misfit.get((item.benchmark, condition), 0) + 1
+        if misfit:
+            raise ValueError("; ".join(f"{c} does not apply to {b} ({n} items)" for (b, c), n in sorted(misfit.items())))
+
+    def runner(self, pipeline: Any, out_dir: str | Path, conditions: list[str], *, settings: Any, concurrency: int = 4,
+               manifest: dict[str, Any] | None = None, retry_failed: bool = False) -> Any:
+        """The runner these items need, its conditions checked against every item (ValueError naming them)."""
+        self.check_conditions(conditions)
+        manifest = dict(manifest or {})
+        if self.runner_kind == "ablation":
+            from agents.runner import AblationRunner
+
+            return AblationRunner(pipeline, Path(out_dir), conditions, concurrency=concurrency, manifest=manifest, retry_failed=retry_failed)
+        from agents.tasks import TaskRunner
+
+        runner = TaskRunner(pipeline, Path(out_dir), conditions, settings=settings, concurrency=concurrency, retry_failed=retry_failed,
+                            manifest=manifest | {"benchmark": self.benchmark, "tasks": self.tasks})
+        runner.check(self.items)
+        return runner
+
+    def pipeline_conditions(self, conditions: list[str]) -> list[str]:
+        """The pipeline conditions a run needs (``text_only`` runs the vanilla pipeline without media)."""
+        return list(dict.fromkeys("vanilla" if c == "text_only" else c for c in conditions))
 
 
 def load(

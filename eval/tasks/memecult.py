@@ -1,26 +1,30 @@
 """MemeCULT-1K: meme images with human reference explanations and a cultural context note.
 
-Two readers: :func:`load_memecult` reads a CSV into reference items for ``kar report-refs``,
-and :func:`convert_memecult` turns that CSV into MemeCULT JSONL for ``kar run``.
+**Nothing of MemeCULT-1K is released yet** (its repository says "coming soon"), so both shapes
+read here are ours, documented in docs/evaluation.md, and claim no release: the JSONL item
+(:class:`MemeCultItem`: ``image``, ``language``, ``context_note``, ``references``) that
+``kar run`` reads, and the CSV (:func:`load_memecult`: ``Filename, Language, Context,
+Explanation_1..N``) that ``kar report-refs`` reads.  There is no converter: ``kar bench
+convert memecult`` refuses, as for MemeReaCon, until a release exists.
 """
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
 from eval.records import DatasetError, ReferenceItem
-from eval.tasks.base import BenchItem, Task, TaskKind, dump_item, register
+from eval.tasks.base import BenchItem, Task, TaskKind, register
 
 if TYPE_CHECKING:
     from agents.pipeline.state import ExplainContext
 
 
 def load_memecult(path: str | Path, *, image_dir: str | Path | None = None) -> list[ReferenceItem]:
-    """MemeCULT-1K CSV: ``Filename, Language, Context, Explanation_1..3`` (empty explanations skipped)."""
+    """Our MemeCULT CSV shape (not a release's): ``Filename, Language, Context, Explanation_1..N`` (empty explanations skipped)."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: file not found")
@@ -80,32 +84,9 @@ class MemeCultItem(BenchItem):
         return ExplainContext(context_note=self.context_note)
 
 
-def convert_memecult(path: str | Path, *, image_dir: str | Path | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """The MemeCULT-1K CSV → MemeCULT JSONL records (image paths relative to the output file's folder)."""
-    items = load_memecult(path, image_dir=image_dir)
-    out = []
-    for item in items:
-        record = {
-            "benchmark": "memecult",
-            "task": "EXPLAIN-G",
-            "id": item.id,
-            "image": item.image_path,
-            "language": item.language,
-            "context_note": item.context,
-            "references": list(item.references),
-        }
-        out.append(dump_item(MemeCultItem.model_validate({k: v for k, v in record.items() if v is not None})))
-    return out, []
-
-
-def convert(source: str | Path, *, media_dir: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """The registry's converter: :func:`convert_memecult`."""
-    return convert_memecult(source, image_dir=media_dir)
-
-
 TASK = register(Task(
     name="memecult", title="MemeCULT-1K", item_type=MemeCultItem,
     conditions=("vanilla", "cot", "search_cot", "kar", "context_note"),
-    release="CSV", convert=convert,
+    release="nothing is released yet (its repository says 'coming soon'); the JSONL and CSV shapes are ours",
     metrics={"EXPLAIN-G": "ROUGE-L, embedding similarity, 1-5 rubric"},
 ))

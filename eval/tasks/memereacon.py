@@ -83,7 +83,7 @@ class MemeReaConItem(BenchItem):
 TASK = register(Task(
     name="memereacon", title="MemeReaCon", item_type=MemeReaConItem,
     conditions=("vanilla", "cot", "search_cot", "kar", "text_only"),
-    release="its release file layout is not published where we could read it",
+    release="no data or scoring script is released; the JSONL shape is ours",
     metrics={"CMI-C": "accuracy, macro-F1", "CSAC-S": "accuracy, macro-F1", "CSAC-A": "accuracy, macro-F1",
              "PC-G": "ROUGE-L", "PI-G": "ROUGE-L"},
 ))

@@ -1,8 +1,11 @@
-"""``kar run``: every condition over a MemeBench benchmark (traces, predictions, manifest; resumable).
+"""``kar run``: every condition over a benchmark (traces, predictions, manifest; resumable).
 
-The benchmark is read by ``eval.datasets.load_benchmark``, the loader ``kar judge`` and
-``kar report`` use: a file with a bad item stops here with every error listed, exit code 2,
-before anything is built or written.
+The file is read by :func:`eval.tasks.load`, the registry every command and the API's
+ablation jobs use: a MemeBench benchmark runs through :class:`agents.runner.AblationRunner`,
+a family JSONL (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K, or the DrivelHub+
+release's metadata.csv) through :class:`agents.tasks.TaskRunner` (video frames, audio, task
+prompts, ``text_only``; media settings ``KAR_MEDIA_*``, ``KAR_ASR_*``).  A file with a bad
+item stops here with every error listed, exit code 2, before anything is built or written.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.text import Text
 
 from agents.cli import _run, _settings, console
@@ -18,7 +22,7 @@ from culturebase.console import emit_json, fail, progress_bar
 
 
 def run_command(
-    dataset: Annotated[Path, typer.Option("--dataset", help="MemeBench benchmark JSON/JSONL file or folder, or a benchmark-family JSONL file.")],
+    dataset: Annotated[Path, typer.Option("--dataset", help="MemeBench benchmark JSON/JSONL file or folder, a benchmark-family JSONL file, or the DrivelHub+ metadata.csv.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder (traces, predictions, manifest); reruns resume.")],
     conditions: Annotated[str, typer.Option("--conditions", help="Comma-separated conditions.")] = "vanilla,cot,search_cot,kar",
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024, help="Items in flight.")] = 8,
@@ -38,35 +42,34 @@ def run_command(
 ) -> None:
     """Run conditions over a benchmark (MemeBench, or a MemeReaCon / AVMeme / DrivelHub+ / MemeCULT-1K JSONL): resumable traces and predictions."""
     from agents.factory import build_pipeline
-    from agents.pipeline import CONDITIONS
-    from agents.runner import AblationRunner
     from eval.records import DatasetError
-    from eval.tasks import is_bench_file
-    from eval.tasks.memebench import load_run_items
-    from services.cli.bench_run import run_bench
+    from eval.tasks import is_bench_file, load
 
-    if dataset.is_file() and is_bench_file(dataset):
-        # a MemeReaCon / AVMeme / DrivelHub+ / MemeCULT-1K JSONL: task prompts, media, text_only
-        return run_bench(dataset, out_dir, conditions, concurrency, limit, ocr, replay_only, retry_failed, json_out)
+    family = dataset.is_file() and is_bench_file(dataset)
     conds = [c.strip() for c in conditions.split(",") if c.strip()]
-    bad = [c for c in conds if c not in CONDITIONS]
-    if bad or not conds:
-        raise fail(f"unknown condition(s) {', '.join(bad) or '(none)'}; choose from {', '.join(CONDITIONS)}", 2)
     try:
-        items = load_run_items(dataset, image_root=image_root, check_images=check_images, limit=limit)
+        loaded = load(dataset, media_root=None if family else image_root, check_media=True if family else check_images, limit=limit)
     except DatasetError as exc:
+        if family:
+            raise fail(escape(str(exc)), 2) from None
         console.print(Text.assemble(("error:", "bold red"), " ", str(exc)), highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    try:
+        loaded.check_conditions(conds)
+    except ValueError as exc:
+        raise fail(escape(str(exc)), 2) from None
 
     async def main() -> Any:
         settings = _settings(search_replay_only=replay_only)
-        resources = build_pipeline(settings, conds, ocr_enabled=ocr, require_vlm=True)
+        resources = build_pipeline(settings, loaded.pipeline_conditions(conds), ocr_enabled=ocr, require_vlm=True)
         try:
-            runner = AblationRunner(
-                resources.pipeline, out_dir, conds, concurrency=concurrency,
-                manifest={"settings": settings.public_dict(), "notes": resources.notes}, retry_failed=retry_failed,
-            )
-            return await run_with_progress(runner, items, f"running {','.join(conds)}", len(conds), dataset, json_out)
+            try:
+                runner = loaded.runner(resources.pipeline, out_dir, conds, settings=settings, concurrency=concurrency,
+                                       manifest={"settings": settings.public_dict(), "notes": resources.notes}, retry_failed=retry_failed)
+            except ValueError as exc:
+                raise fail(escape(str(exc)), 2) from None
+            label = f"running {loaded.benchmark + ' ' if family else ''}{','.join(conds)}"
+            return await run_with_progress(runner, loaded.items, label, len(conds), dataset, json_out)
         finally:
             await resources.aclose()
 

@@ -24,7 +24,7 @@ def respond(request) -> FakeReply:
     text = request.user_text()
     if "You are the extraction step" in text:
         return FakeReply(text=json.dumps({"ocr_text": "", "visual_handle": "a shiba dog", "entities": [], "suggested_queries": []}))
-    if "Score it with this rubric" in text:
+    if "with this rubric" in text:
         return FakeReply(text=json.dumps(RUBRIC))
     if "the letter of your option" in text:
         return FakeReply(text="The clip is the doge meme. Answer: B")
@@ -119,12 +119,14 @@ def test_memereacon_and_memecult_on_images(server, tmp_path):
     assert tasks["PI-G"]["paired"]["cot"]["similarity"]["delta"] == pytest.approx(0.0, abs=1e-6)
     bad = runner.invoke(app, ["run", "--dataset", str(bench), "--out", str(tmp_path / "x"), "--conditions", "context_note"])
     assert bad.exit_code == 2 and "context_note does not apply to memereacon (3 items)" in bad.output
-    # MemeCULT-1K: the released CSV → our JSONL → the same runner → the reference metrics (kar report-refs)
+    # MemeCULT-1K (nothing released: our JSONL and our CSV) → the same runner → the reference metrics (kar report-refs)
     png(tmp_path / "img" / "m1.png", "blue")
     csv_path = tmp_path / "img" / "memecult.csv"
     csv_path.write_text("Filename,Language,Context,Explanation_1\nm1.png,en,a note,the poster mocks mondays\n", "utf-8")
-    mc = tmp_path / "img" / "mc.jsonl"
-    _kar("bench", "convert", "memecult", str(csv_path), "--out", str(mc), "--media-dir", ".")
+    refused = runner.invoke(app, ["bench", "convert", "memecult", str(csv_path), "--out", str(tmp_path / "x.jsonl")])
+    assert refused.exit_code == 2 and "no converter for MemeCULT-1K: nothing is released yet" in refused.output
+    mc = write_jsonl(tmp_path / "img" / "mc.jsonl", [memecult(0, id="m1.png", image="m1.png", language="en", context_note="a note",
+                                                              references=["the poster mocks mondays"])])
     _kar("run", "--dataset", str(mc), "--out", str(tmp_path / "mc"), "--conditions", "vanilla,context_note")
     note = _traces(tmp_path / "mc", "context_note")["m1.png"]["trace"]
     assert note["context"]["context_note"] == "a note" and "task" not in note  # the plain explanation prompts
@@ -147,11 +149,13 @@ def test_drivelhub_native_audio_rubric_and_retrieval(server, tmp_path, monkeypat
     _kar("run", "--dataset", str(bench), "--out", str(tmp_path / "dh"), "--conditions", "vanilla")
     assert len(server.audio_parts()) == 2 and server.audio_parts()[0]["input_audio"]["format"] == "wav"
     pred = tmp_path / "dh" / "predictions" / "vanilla.json"
-    result = _kar("judge", "rubric", "--bench", str(bench), "--pred", str(pred), "--out", str(tmp_path / "judged.json"), "--json")
+    result = _kar("judge", "rubric", "--bench", str(bench), "--pred", str(pred), "--out", str(tmp_path / "judged.jsonl"), "--json")
     summary = json.loads(result.stdout)
-    assert summary["n_scored"] == 2 and summary["total_mean"] == 8  # 4+2+1+2 − 1
-    report = _kar("report", "--bench", str(bench), "--judged", f"vanilla={tmp_path / 'judged.json'}", "--out", str(tmp_path / "r"), "--json")
-    assert json.loads(report.stdout)["tasks"]["NARRATIVE-G"]["runs"]["vanilla"]["total_mean_all_items"] == 8
+    assert summary["n_judged"] == 2 and summary["score_total"] == 8  # 4+2+1+2 − 1
+    rows = [json.loads(line) for line in (tmp_path / "judged.jsonl").read_text().splitlines()]
+    assert [r["file"] for r in rows] == ["v0.mp4", "v1.mp4"] and rows[0]["judge_score_total"] == 8 and rows[0]["input_mode"] == "full"
+    report = _kar("report", "--bench", str(bench), "--judged", f"vanilla={tmp_path / 'judged.jsonl'}", "--out", str(tmp_path / "r"), "--json")
+    assert json.loads(report.stdout)["tasks"]["NARRATIVE-G"]["runs"]["vanilla"]["score_total"] == 8
     _kar("retrieve", "--bench", str(bench), "--pred", str(pred), "--out", str(tmp_path / "trec"),
          "--embed-base-url", server.base_url, "--embed-model", "emb")
     metrics = json.loads(_kar("report-retrieval", "--run", str(tmp_path / "trec" / "run.trec"), "--qrels",

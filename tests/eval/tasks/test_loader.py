@@ -107,14 +107,10 @@ def test_convert_avmeme_from_the_mteb_card_rows(tmp_path):
     assert len(load_bench(tmp_path / "out.jsonl", check_media=False).items) == 2
 
 
-def test_convert_memecult_csv_and_unpublished_layouts(tmp_path):
+def test_convert_refuses_where_nothing_is_released(tmp_path):
     csv_path = tmp_path / "memecult.csv"
     csv_path.write_text("Filename,Language,Context,Explanation_1,Explanation_2\na.png,zh,三国,骂人,\nb.png,en,,joke,pun\n", "utf-8")
-    records, errors = convert("memecult", csv_path, media_dir="imgs")
-    assert not errors
-    assert records[0] == {"benchmark": "memecult", "task": "EXPLAIN-G", "id": "a.png", "image": "imgs/a.png", "language": "zh",
-                          "context_note": "三国", "references": ["骂人"]}
-    assert records[1]["references"] == ["joke", "pun"] and "context_note" not in records[1]
-    for name in ("memereacon", "drivelhub"):
-        with pytest.raises(ConversionUnavailableError, match="release file layout is not published"):
-            convert(name, csv_path)
+    with pytest.raises(ConversionUnavailableError, match="MemeCULT-1K: nothing is released yet"):
+        convert("memecult", csv_path)
+    with pytest.raises(ConversionUnavailableError, match="MemeReaCon: no data or scoring script is released; the JSONL shape is ours"):
+        convert("memereacon", csv_path)

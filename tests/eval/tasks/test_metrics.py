@@ -10,7 +10,7 @@ import pytest
 from eval.tasks.avmeme import AVMemeItem
 from eval.tasks.memereacon import MemeReaConItem
 from eval.metrics.tasks import choice_metrics, choice_outcomes, macro_f1, paired_pass_fail, rouge_l
-from eval.judges.rubric import RubricJudge, RubricScores, parse_rubric_reply, rubric_summary
+from eval.judges.rubric import RubricJudge, RubricScores, judged_row, parse_rubric_reply, rubric_summary
 from agents.vlm.base import ChatResult
 from tests.eval.tasks.benchkit import avmeme, memereacon
 
@@ -65,16 +65,24 @@ def test_repair_damage_on_pass_fail():
     assert same["damage"] == 0 and same["ratio_status"] == "undefined" and same["mcnemar_p"] == 1.0
 
 
-def test_rubric_total_and_ranges():
-    s = RubricScores(aligned=True, core_intent=5, rhetorical_signal=3, affective_social=2, grounding=2,
-                     hallucination=0, literal_only=0, vagueness=0)
+def test_rubric_total_has_no_floor_and_ranges_are_the_releases():
+    s = RubricScores(aligned=True, core_intent=5, rhetorical_signal=3, affective_or_social_meaning=2, grounding=2,
+                     hallucination_penalty=0, literal_only_penalty=0, vague_or_overgeneralized_penalty=0)
     assert s.total == 12
-    low = parse_rubric_reply('{"aligned": false, "core_intent": 1, "rhetorical_signal": 0, "affective_social": 0,'
-                             ' "grounding": 1, "hallucination": 3, "literal_only": 2, "vagueness": "1"}')
-    assert low.total == 0  # 2 − 6 floored at 0
-    with pytest.raises(Exception, match="core_intent"):
-        parse_rubric_reply('{"aligned": true, "core_intent": 6, "rhetorical_signal": 0, "affective_social": 0,'
-                           ' "grounding": 0, "hallucination": 0, "literal_only": 0, "vagueness": 0}')
+    low = parse_rubric_reply('{"aligned": false, "core_intent": 1, "rhetorical_signal": 0, "affective_or_social_meaning": 0,'
+                             ' "grounding": 1, "hallucination_penalty": 3, "literal_only_penalty": 2, "vague_or_overgeneralized_penalty": "1"}')
+    assert low.total == -4  # 2 − 6, kept negative as the release keeps it
+    worst = RubricScores(aligned=False, core_intent=0, rhetorical_signal=0, affective_or_social_meaning=0, grounding=0,
+                         hallucination_penalty=3, literal_only_penalty=3, vague_or_overgeneralized_penalty=2)
+    assert worst.total == -8
+    old_names = parse_rubric_reply('{"aligned": false, "core_intent": 1, "rhetorical_signal": 0, "affective_social": 0,'
+                                   ' "grounding": 1, "hallucination": 3, "literal_only": 2, "vagueness": 1}')
+    assert old_names == low
+    with pytest.raises(ValueError, match="core_intent"):
+        parse_rubric_reply('{"aligned": true, "core_intent": 6, "rhetorical_signal": 0, "affective_or_social_meaning": 0,'
+                           ' "grounding": 0, "hallucination_penalty": 0, "literal_only_penalty": 0, "vague_or_overgeneralized_penalty": 0}')
+    with pytest.raises(ValueError, match="grounding"):
+        parse_rubric_reply(GOOD.replace('"grounding": 2', '"grounding": true'))
 
 
 class ScriptedVLM:
@@ -89,17 +97,22 @@ class ScriptedVLM:
         return ChatResult(self.replies.pop(0), "judge")
 
 
-GOOD = ('{"aligned": true, "core_intent": 4, "rhetorical_signal": 2, "affective_social": 1, "grounding": 2,'
-        ' "hallucination": 1, "literal_only": 0, "vagueness": 0, "reason": "ok"}')
+GOOD = ('{"aligned": true, "core_intent": 4, "rhetorical_signal": 2, "affective_or_social_meaning": 1, "grounding": 2,'
+        ' "hallucination_penalty": 1, "literal_only_penalty": 0, "vague_or_overgeneralized_penalty": 0, "reason": "ok"}')
 
 
-def test_rubric_judge_reasks_on_out_of_range_then_unscored():
+def test_rubric_judge_reasks_on_out_of_range_then_fails_in_the_release_row_shape():
     vlm = ScriptedVLM([GOOD.replace('"core_intent": 4', '"core_intent": 9'), GOOD])
-    verdict = asyncio.run(RubricJudge(vlm, max_retries=2).score("narr", "resp"))
-    assert verdict["total"] == 8 and verdict["attempts"] == 2
+    verdict, error, attempts = asyncio.run(RubricJudge(vlm, max_retries=2).score("narr", "resp"))
+    assert verdict.total == 8 and error is None and attempts == 2
     assert "core_intent" in vlm.calls[1][-1].text  # the error is quoted back
     never = ScriptedVLM(["not json"] * 3)
-    verdict = asyncio.run(RubricJudge(never, max_retries=2).score("narr", "resp"))
-    assert verdict["scores"] is None and "invalid after retries" in verdict["error"] and len(never.calls) == 3
-    summary = rubric_summary([{"evaluation": {"scores": parse_rubric_reply(GOOD).model_dump()}}, {"evaluation": verdict}])
-    assert summary["n_scored"] == 1 and summary["n_unscored"] == 1 and summary["total_mean"] == 8 and summary["aligned_share"] == 0.5
+    verdict, error, attempts = asyncio.run(RubricJudge(never, max_retries=2).score("narr", "resp"))
+    assert verdict is None and "unparseable after 3 replies" in error and len(never.calls) == 3
+    good = judged_row({"file": "a.mp4", "annotation": "narr", "input_mode": "full"}, "resp", parse_rubric_reply(GOOD))
+    bad = judged_row({"file": "b.mp4", "annotation": "narr", "input_mode": "full"}, "resp", None, error)
+    assert good["judge_score_total"] == 8 and good["judge_affective_or_social_meaning"] == 1 and good["judge_reason"] == "ok"
+    assert bad["judge_aligned"] is None and bad["judge_error"] == error and not any(k.startswith("judge_core") for k in bad)
+    summary = rubric_summary([good, bad])
+    assert summary["n"] == 2 and summary["n_judged"] == 1 and summary["n_failed"] == 1
+    assert summary["score_total"] == 8 and summary["aligned_pct"] == 100.0

@@ -1,0 +1,28 @@
+"""What every report shares: one JSON conversion (numpy scalars to Python, NaN → null,
+±inf → "inf"/"-inf" with its sign) so no report writes the invalid token ``NaN``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def jsonable(value: Any) -> Any:
+    """A value safe for strict JSON, recursively."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    return value
