@@ -41,6 +41,7 @@ class TaskItem:
     language: str | None = None
     context: ExplainContext = field(default_factory=ExplainContext)
     conditions: tuple[str, ...] = TASK_CONDITIONS  # the conditions that make sense for this item
+    audio_only: bool = False  # a video whose frames give the answer away: its audio (or transcript) only
 
     @property
     def image_path(self) -> str:  # the prediction record's media path (AblationRunner writes it)
@@ -179,11 +180,15 @@ class TaskRunner(AblationRunner):
             extras["text_only"] = True
             extras["media"] = {"kind": "none", "text_only": True}
         elif bundle is not None:
-            extras["frames"] = [f.jpeg for f in bundle.frames]
+            if item.audio_only:  # no frames, no OCR of them: the audio (native or transcribed) alone
+                extras["audio_only"] = True
+            else:
+                extras["frames"] = [f.jpeg for f in bundle.frames]
             if bundle.audio_wav:
                 extras["audio"] = bundle.audio_wav
-            extras["media"] = bundle.trace() | {"prepare_s": round(prep_s, 4)}
-            extras["context"] = media_context(bundle)
+            extras["media"] = bundle.trace() | {"prepare_s": round(prep_s, 4)} | ({"audio_only": True} if item.audio_only else {})
+            extras["context"] = media_context(bundle) if not item.audio_only else (
+                {"transcript": bundle.transcript} if bundle.transcript else {})
         else:
             extras["media"] = {"kind": "image", "path": item.media_path, "prepare_s": round(prep_s, 4)}
         pipeline_condition = "vanilla" if condition == "text_only" else condition

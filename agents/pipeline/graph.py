@@ -126,11 +126,13 @@ def _media_parts(state: PipelineState) -> tuple[tuple[ImageInput, ...], tuple[Au
     """What the VLM sees: nothing (text only), the video frames, or the image; plus native audio."""
     if state.get("text_only"):
         return (), ()
+    audio = (AudioInput(state["audio"], "wav"),) if state.get("audio") else ()
+    if state.get("audio_only"):
+        return (), audio
     if state.get("frames"):
         images = tuple(ImageInput(f, f"frame{i}") for i, f in enumerate(state["frames"]))
     else:
         images = (ImageInput(state["image"], state.get("image_name") or "image"),)
-    audio = (AudioInput(state["audio"], "wav"),) if state.get("audio") else ()
     return images, audio
 
 
@@ -200,7 +202,7 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
     async def extract(state: PipelineState) -> dict[str, Any]:
         update: dict[str, Any] = {"timings": {}, "notes": []}
         ocr_text = ""
-        if cfg.ocr_enabled and deps.ocr is not None:
+        if cfg.ocr_enabled and deps.ocr is not None and not state.get("audio_only"):
             started = time.perf_counter()
             try:
                 if state.get("frames"):  # a video: OCR every sampled frame, each line once

@@ -19,7 +19,7 @@ from agents.pipeline.graph import PipelineDeps, build_graph
 from agents.pipeline.state import CONDITIONS, ExplainContext, ExplainResult, PipelineState, StageEvent
 
 #: state keys a caller may add for video / task items (see PipelineState)
-EXTRA_INPUTS = frozenset({"frames", "audio", "text_only", "task", "media"})
+EXTRA_INPUTS = frozenset({"frames", "audio", "text_only", "audio_only", "task", "media"})
 
 STAGE_FIELDS = {
     "answer": ("response",),

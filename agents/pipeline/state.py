@@ -46,6 +46,7 @@ class PipelineState(TypedDict, total=False):
     frames: list[bytes]  # video frames in time order (sent instead of ``image``)
     audio: bytes | None  # WAV sent natively as an input_audio part
     text_only: bool  # send no media at all (the text-only ablation)
+    audio_only: bool  # send the audio alone (no image, no frames, no OCR of them)
     task: dict[str, Any] | None  # {"kind", "instruction"}: answer this task instead of the plain explanation
     media: dict[str, Any] | None  # how the media were prepared (recorded in the trace)
     # stage outputs

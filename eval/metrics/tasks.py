@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from eval.metrics.answers import Parsed, parse_choice, parse_label
-from eval.tasks.avmeme import AVMemeItem
 from eval.tasks.base import BenchItem
 from eval.metrics.stats import bootstrap_transition, mcnemar_exact
 from eval.metrics.vikr import repair_damage, transition_counts
@@ -73,8 +72,6 @@ def _groups(items: Sequence[BenchItem]) -> dict[str, list[str]]:
     for item in items:
         for name, value in item.group_values().items():
             keys.setdefault(name, []).append(value)
-    if items and isinstance(items[0], AVMemeItem):
-        keys["split"] = []  # an item may be in several splits: handled apart
     return keys
 
 
@@ -97,16 +94,15 @@ def choice_metrics(items: Sequence[BenchItem], rows: Sequence[dict[str, Any]]) -
         out["per_class"] = _per_class(rows, items[0].label_set)
     breakdowns: dict[str, dict[str, Any]] = {}
     for name, values in _groups(items).items():
-        if name == "split":
-            continue
         breakdowns[name] = {}
         for value in sorted(set(values)):
             mask = np.array([v == value for v in values])
             breakdowns[name][value] = {"n": int(mask.sum()), "accuracy": float(correct[mask].mean())}
-    if items and isinstance(items[0], AVMemeItem):
+    splits = sorted({s for item in items for s in item.split_values()})  # an item may be in several splits
+    if splits:
         breakdowns["split"] = {}
-        for split in sorted({s for item in items for s in item.splits}):  # type: ignore[attr-defined]
-            mask = np.array([split in item.splits for item in items])  # type: ignore[attr-defined]
+        for split in splits:
+            mask = np.array([split in item.split_values() for item in items])
             breakdowns["split"][split] = {"n": int(mask.sum()), "accuracy": float(correct[mask].mean())}
     out["breakdowns"] = breakdowns
     return out

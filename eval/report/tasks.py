@@ -28,6 +28,7 @@ from eval.metrics.tasks import (
     paired_scores,
 )
 from eval.report.common import jsonable
+from eval.tasks import get_task
 from eval.judges.rubric import MAX_TOTAL, MIN_TOTAL, rubric_summary
 
 
@@ -126,6 +127,9 @@ def build_task_report(
                     section["paired"][name]["similarity"] = paired_scores(sims[base_name], sims[name], n_boot, seed)
         section.pop("similarity_items", None)
         report["tasks"][task] = section
+    combine = get_task(bench.benchmark).combine
+    if combine is not None:
+        report["combined"] = combine(tasks, {t: s["items"] for t, s in report["tasks"].items()})
     return report
 
 
@@ -176,6 +180,14 @@ def task_markdown(report: Mapping[str, Any]) -> str:
             for name, p in section["paired"].items():
                 ci = p.get("ci") or [None, None]
                 lines.append(f"| {name} vs {p['baseline']} | {_fmt(p['delta'])} [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(p.get('p'))} |")
+        lines.append("")
+    csac = (report.get("combined") or {}).get("CSAC-C")
+    if csac and csac["runs"]:
+        lines += [f"## CSAC-C ({csac['n_comments']} comments asked both stance and affect)", "",
+                  "| run | pairs: accuracy | pairs: macro-F1 (6 labels) | stance: accuracy | stance: macro-F1 |", "|---|---|---|---|---|"]
+        for name, m in csac["runs"].items():
+            lines.append(f"| {name} | {_fmt(m['pairs']['accuracy'])} | {_fmt(m['pairs']['macro_f1'])} | "
+                         f"{_fmt(m['stance']['accuracy'])} | {_fmt(m['stance']['macro_f1'])} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -191,7 +191,7 @@ def to_task_items(bench: BenchSet, media_root: str | Path | None = None) -> list
             id=item.id, benchmark=item.benchmark, task=item.task, kind=item.run_kind, instruction=item.instruction(),
             media_path=item.media_paths.get("image") or item.media_paths.get("video", ""),
             image_file=files.get("image"), video_file=files.get("video"), audio_file=files.get("audio"),
-            language=item.language, context=context, conditions=allowed,
+            language=item.language, context=context, conditions=allowed, audio_only=getattr(item, "audio_only", False),
         ))
     return out
 

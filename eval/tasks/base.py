@@ -191,6 +191,8 @@ class Task:
     release: str
     convert: Converter | None = None
     metrics: dict[str, str] = field(default_factory=dict)  # task → what it is scored with
+    #: scores across tasks (``{task: items}``, ``{task: {run: per-item rows}}``) → extra report sections
+    combine: Callable[[dict[str, list[BenchItem]], dict[str, dict[str, list[dict[str, Any]]]]], dict[str, Any]] | None = None
 
 
 REGISTRY: dict[str, Task] = {}

@@ -162,3 +162,19 @@ def test_drivelhub_native_audio_rubric_and_retrieval(server, tmp_path, monkeypat
                               str(tmp_path / "trec" / "qrels.trec"), "--json").stdout)
     assert set(metrics["directions"]) == {"v2n", "n2v"} and metrics["directions"]["v2n"]["n_queries"] == 2
     assert re.match(r"v2n:dh0 Q0 dh0 1 ", (tmp_path / "trec" / "run.trec").read_text())
+
+
+def test_avmeme_visual_cheat_items_run_on_audio_alone(server, tmp_path, monkeypatch):
+    from culturebase.settings import get_settings
+
+    monkeypatch.setenv("KAR_MEDIA_AUDIO", "native")
+    get_settings.cache_clear()
+    for i in range(2):
+        make_clip(tmp_path / f"v{i}.mp4", 1.5, text="DOGE")
+    bench = write_jsonl(tmp_path / "av.jsonl", [avmeme(0, question="Question zero?"), avmeme(1, question="Question one?", visual_cheat=True)])
+    _kar("run", "--dataset", str(bench), "--out", str(tmp_path / "run"), "--conditions", "vanilla")
+    chats = {("one" if "Question one?" in r.user_text() else "zero"): r for r in server.requests if r.path.endswith("/chat/completions")}
+    assert len(chats["zero"].image_urls()) >= 3 and not chats["one"].image_urls()  # the frames give it away: none are sent
+    assert len(server.audio_parts()) == 2  # both clips' audio reaches the model
+    traces = _traces(tmp_path / "run", "vanilla")
+    assert traces["av1"]["trace"]["media"]["audio_only"] is True and "audio_only" not in traces["av0"]["trace"]["media"]

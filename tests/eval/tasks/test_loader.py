@@ -98,11 +98,18 @@ def test_convert_avmeme_from_the_mteb_card_rows(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "avmeme.parquet")
     records, errors = convert("avmeme", tmp_path / "avmeme.parquet", media_dir="clips")
     assert [r["id"] for r in records] == ["abc", "abc#2"]
-    assert records[0] | {} == records[0] and records[0]["answer"] == "B" and records[0]["sound_category"] == "speech"
-    assert records[0]["video"] == "clips/abc.mp4" and records[0]["language"] == "ja" and "language" not in records[1]
-    assert records[1]["sound_category"] == "sound_effect"
+    first = records[0]
+    assert first["options"][ord(first["answer"]) - 65] == "anger"  # options shuffled (seed 0), the letter follows the answer
+    assert sorted(first["options"]) == sorted(["joy", "anger", "fear", "calm"]) and first["option_seed"] == 0
+    assert [["joy", "anger", "fear", "calm"][i] for i in first["option_order"]] == first["options"]
+    assert first["sound_category"] == "speech" and first["sound_category_raw"] == "noisy_speech"
+    assert first["video"] == "clips/abc.mp4" and first["language"] == "ja" and "language" not in records[1]
+    assert records[1]["options"][ord(records[1]["answer"]) - 65] == "anime"  # "A" was the release's first option
+    assert records[1]["sound_category"] == "sound_effect" and records[0]["splits"] == ["meme-full", "meme-main"]
     assert len(errors) == 2 and "row 2 (video_id=bad): field 'answer': 'z' is not among" in errors[0]
     assert "unknown sound category 'noise'" in errors[1]
+    again, _ = convert("avmeme", tmp_path / "avmeme.parquet", media_dir="clips")
+    assert again == records  # the same seed, the same order
     (tmp_path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert len(load_bench(tmp_path / "out.jsonl", check_media=False).items) == 2
 

@@ -116,3 +116,26 @@ def test_rubric_judge_reasks_on_out_of_range_then_fails_in_the_release_row_shape
     summary = rubric_summary([good, bad])
     assert summary["n"] == 2 and summary["n_judged"] == 1 and summary["n_failed"] == 1
     assert summary["score_total"] == 8 and summary["aligned_pct"] == 100.0
+
+
+def test_csac_c_reports_both_scorings_named(tmp_path):
+    from eval.report.tasks import build_task_report, task_markdown
+    from eval.tasks import load_bench
+    from tests.eval.tasks.benchkit import write_jsonl
+
+    lines = []
+    for i, (stance, affect) in enumerate([("Support", "Consistent"), ("Deny", "Inconsistent"), ("Extension", "Consistent")]):
+        lines.append(memereacon(i, "CSAC-S", id=f"s{i}", comment=f"comment {i}", label=stance))
+        lines.append(memereacon(i, "CSAC-A", id=f"a{i}", comment=f"comment {i}", label=affect))
+    bench = load_bench(write_jsonl(tmp_path / "mr.jsonl", lines), check_media=False)
+    # stance right on s0, s1; affect right on a0, a2: both right only on comment 0
+    run = [{"id": "s0", "response": "Answer: Support"}, {"id": "s1", "response": "Answer: Deny"}, {"id": "s2", "response": "Answer: Deny"},
+           {"id": "a0", "response": "Answer: Consistent"}, {"id": "a1", "response": "Answer: Consistent"}, {"id": "a2", "response": "Answer: Consistent"}]
+    report = build_task_report(bench, {"vanilla": run}, n_boot=0)
+    csac = report["combined"]["CSAC-C"]
+    assert csac["n_comments"] == 3
+    pairs, stance = csac["runs"]["vanilla"]["pairs"], csac["runs"]["vanilla"]["stance"]
+    assert pairs["scoring"] == "six stance × affect pairs" and pairs["accuracy"] == pytest.approx(1 / 3)
+    assert stance["scoring"] == "stance alone" and stance["accuracy"] == pytest.approx(2 / 3)
+    assert pairs["macro_f1"] < stance["macro_f1"]
+    assert "## CSAC-C (3 comments asked both stance and affect)" in task_markdown(report)
