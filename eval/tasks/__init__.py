@@ -14,13 +14,16 @@ MemeCap        :mod:`eval.tasks.memecap`                       the test split JS
 :func:`load` is what every command and the API's ablation jobs call: it reads a benchmark
 file (MemeBench JSON/JSONL/folder, or a family JSONL) and returns its run items with the kind
 of runner they need.  Nothing outside this package branches on the benchmark.  Adding a
-benchmark: one module here (item type + :func:`~eval.tasks.base.register`), its import below,
-its tests and prompt files.
+benchmark: one module here (its item type and a :func:`~eval.tasks.base.register` call; the
+package imports every module in it), plus its tests and prompt files (docs/evaluation.md,
+"Adding a benchmark").
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from dataclasses import dataclass, field
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from eval.records import DatasetError
-# the registry's order is the import order: each module registers its benchmark
-from eval.tasks import memereacon  # noqa: I001
-from eval.tasks import avmeme, drivelhub, memecult  # noqa: F401
-from eval.tasks import memebench, memecap  # noqa: F401
+from eval.tasks import memebench  # noqa: F401  (MemeBench: the default of load())
 from eval.tasks.base import (
     REGISTRY,
     BenchFormatError,
@@ -48,6 +48,11 @@ from eval.tasks.base import (
 if TYPE_CHECKING:
     from agents.tasks import TaskItem
 
+# every module of this package is imported, and each family benchmark registers itself: adding one is adding a module
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "base"):
+    importlib.import_module(f"{__name__}.{_module}")
+from eval.tasks import drivelhub  # noqa: E402  (imported above; named for load_bench's metadata.csv)
+
 ITEM_TYPES: dict[str, type[BenchItem]] = {name: task.item_type for name, task in REGISTRY.items()}
 BENCHMARKS: tuple[str, ...] = tuple(ITEM_TYPES)
 #: conditions per benchmark: context_note needs a note (AVMeme: the meme's name); text_only needs a question
@@ -57,7 +62,7 @@ BENCH_CONDITIONS: dict[str, tuple[str, ...]] = {name: task.conditions for name, 
 def get_task(benchmark: str) -> Task:
     """The registry entry of a benchmark; :class:`BenchFormatError` naming the known ones."""
     if benchmark not in REGISTRY:
-        raise BenchFormatError(f"unknown benchmark {benchmark!r}; choose from {', '.join(BENCHMARKS)}")
+        raise BenchFormatError(f"unknown benchmark {benchmark!r}; choose from {', '.join(REGISTRY)}")
     return REGISTRY[benchmark]
 
 
@@ -70,7 +75,7 @@ def is_bench_file(path: str | Path) -> bool:
             for line in handle:
                 if line.strip():
                     record = json.loads(line)
-                    return isinstance(record, dict) and record.get("benchmark") in BENCHMARKS
+                    return isinstance(record, dict) and record.get("benchmark") in REGISTRY
     except (OSError, ValueError):
         return False
     return False
@@ -122,15 +127,15 @@ def load_bench(
     for lineno, record in _lines(path, errors):
         where = f"line {lineno} (id={record.get('id', '?')})"
         name = record.get("benchmark")
-        if name not in ITEM_TYPES:
-            errors.append(f"{where}: field 'benchmark': {name!r} is not one of {', '.join(BENCHMARKS)}")
+        if name not in REGISTRY:
+            errors.append(f"{where}: field 'benchmark': {name!r} is not one of {', '.join(REGISTRY)}")
             continue
         benchmark = benchmark or name
         if name != benchmark:
             errors.append(f"{where}: field 'benchmark': {name!r} in a {benchmark} file")
             continue
         try:
-            item = ITEM_TYPES[name].model_validate(record)
+            item = REGISTRY[name].item_type.model_validate(record)
         except ValidationError as exc:
             errors.append(f"{where}: {_field_errors(exc)}")
             continue
@@ -184,7 +189,7 @@ def to_task_items(bench: BenchSet, media_root: str | Path | None = None) -> list
                 raise BenchFormatError(f"{bench.path}: id={item.id}: field '{key}': file not found: {value}")
             files[key] = found
         context = item.explain_context()
-        allowed = BENCH_CONDITIONS[item.benchmark]
+        allowed = REGISTRY[item.benchmark].conditions
         if "context_note" in allowed and not context.context_note:
             allowed = tuple(c for c in allowed if c != "context_note")
         out.append(TaskItem(
