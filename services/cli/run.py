@@ -28,7 +28,7 @@ def run_command(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024, help="Items in flight.")] = 8,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Only the first N items.")] = None,
     image_root: Annotated[
-        Optional[Path], typer.Option("--image-root", help="Folder image paths are relative to (then the benchmark's folder).")
+        Optional[Path], typer.Option("--image-root", help="Folder media paths are relative to (then the benchmark's folder).")
     ] = None,
     check_images: Annotated[
         bool, typer.Option("--check-images/--no-check-images", help="Fail up front when an item's image is missing.")
@@ -48,7 +48,7 @@ def run_command(
     family = dataset.is_file() and is_bench_file(dataset)
     conds = [c.strip() for c in conditions.split(",") if c.strip()]
     try:
-        loaded = load(dataset, media_root=None if family else image_root, check_media=True if family else check_images, limit=limit)
+        loaded = load(dataset, media_root=image_root, check_media=True if family else check_images, limit=limit)
     except DatasetError as exc:
         if family:
             raise fail(escape(str(exc)), 2) from None
