@@ -112,3 +112,26 @@ async def test_ablations_need_a_vlm(make_client):
         _dataset(Path(services.settings.data_dir))
         r = await client.post("/v1/ablations", json={"dataset": "bench.json"}, headers=rw())
         assert r.status_code == 503 and r.json()["error"]["code"] == "vlm_not_configured"
+
+
+async def test_ablation_job_runs_a_family_benchmark_through_the_registry(api):
+    """The API loads through eval.tasks.load as kar run does: a MemeReaCon JSONL runs with its task prompts."""
+    from tests.eval.tasks.benchkit import memereacon, png, write_jsonl
+
+    client, services = api
+    root = Path(services.settings.data_dir) / "datasets"
+    png(root / "m0.png")
+    write_jsonl(root / "mr.jsonl", [memereacon(0, "CMI-C"), memereacon(0, "PI-G")])
+    r = await client.post("/v1/ablations", json={"dataset": "mr.jsonl", "conditions": ["vanilla"]}, headers=rw())
+    assert r.status_code == 202, r.text
+    job = r.json()
+    for _ in range(200):
+        job = (await client.get(f"/v1/ablations/{job['id']}")).json()
+        if job["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.05)
+    assert job["status"] == "succeeded" and job["summary"]["ran"] == 2, job
+    traces = [json.loads(line) for line in (await client.get(f"/v1/ablations/{job['id']}/traces/vanilla")).text.splitlines()]
+    assert {t["trace"]["task"]["task"] for t in traces} == {"CMI-C", "PI-G"}  # the task runner: each item's task prompt
+    bad = await client.post("/v1/ablations", json={"dataset": "mr.jsonl", "conditions": ["vanilla", "context_note"]}, headers=rw())
+    assert bad.status_code == 422 and "context_note does not apply to memereacon (2 items)" in bad.json()["error"]["message"]
