@@ -61,7 +61,7 @@ class RunItem:
     ``source_id`` is the id exactly as the benchmark file wrote it (an int stays an int
     in the predictions, so the release's own scripts match them); ``id`` is its string
     form, the key of traces and resumes.  Benchmark files are read and validated by the
-    caller (``eval.datasets.load_benchmark``; the ``kar run`` command and the ablation API
+    caller (``eval.tasks.memebench.load_benchmark`` through ``eval.tasks.load``; ``kar run`` and the ablation API
     turn its items into these with :meth:`from_record`).
     """
 

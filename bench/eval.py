@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval.tasks.memebench import load_benchmark
+from eval.tasks.memebench import load_benchmark  # noqa: E402
 from eval.records import load_judged  # noqa: E402
 from eval.report.vikr import build_report, write_report  # noqa: E402
 from eval.verdicts import DIMENSIONS, evaluation_from_item_results  # noqa: E402
