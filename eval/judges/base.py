@@ -5,7 +5,8 @@ validated verdict or raises :class:`ValueError` (pydantic's ``ValidationError`` 
 ``json.JSONDecodeError`` are ValueErrors) naming what is wrong.  An invalid reply is re-asked
 ``max_retries`` times with the reason; after that, or when the call itself fails, the result
 is *unscored* with its error, never a silent 0 or 1 (as inspect_ai's model-graded scorers).
-Prompt templates use one placeholder syntax, ``{{name}}`` (:func:`fill`).
+Every prompt template of ``eval/prompts`` (judges and task instructions) uses one placeholder
+syntax, ``{{name}}`` (:func:`fill`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ T = TypeVar("T")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.I)
 
 
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
 def fill(template: str, **values: Any) -> str:
-    """``{{name}}`` placeholders replaced by the values (anything else left as written)."""
-    for key, value in values.items():
-        template = template.replace("{{" + key + "}}", str(value))
-    return template
+    """``{{name}}`` placeholders replaced by the values in one pass (a value is never re-read as a
+    placeholder; an unknown placeholder and any other brace are left as written)."""
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
 
 
 def json_object(text: str | None) -> dict[str, Any]:

@@ -124,7 +124,7 @@ class AVMemeItem(BenchItem):
 
     def instruction(self) -> str | None:
         options = "\n".join(f"{LETTERS[i]}. {text}" for i, text in enumerate(self.options))
-        return task_prompt("mcq").format(question=self.question, options=options)
+        return task_prompt("mcq", question=self.question, options=options)
 
     def explain_context(self) -> ExplainContext:
         from agents.pipeline.state import ExplainContext

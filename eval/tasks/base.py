@@ -167,9 +167,15 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: str | Path) -> int:
 
 
 @lru_cache(maxsize=32)
-def task_prompt(name: str) -> str:
-    """A task instruction template from ``eval/prompts/tasks/NAME.md`` (``{x}`` placeholders)."""
+def _task_template(name: str) -> str:
     return (TASK_PROMPTS / f"{name}.md").read_text("utf-8")
+
+
+def task_prompt(name: str, **values: Any) -> str:
+    """A task instruction from ``eval/prompts/tasks/NAME.md``, its ``{{x}}`` placeholders filled."""
+    from eval.judges.base import fill
+
+    return fill(_task_template(name), **values)
 
 
 Converter = Callable[..., tuple[list[dict[str, Any]], list[str]]]

@@ -79,7 +79,7 @@ class MemeReaConItem(BenchItem):
 
 
     def instruction(self) -> str | None:
-        return task_prompt(self.task).format(comment=self.comment or "")
+        return task_prompt(self.task, comment=self.comment or "")
 
     def explain_context(self) -> ExplainContext:
         from agents.pipeline.state import ExplainContext
