@@ -16,8 +16,6 @@ from eval.records import ReferenceItem
 
 
 RUBRIC_KEYS = ("fluency", "cultural_correctness", "humor_relevance")
-
-
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 

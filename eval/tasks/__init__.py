@@ -158,7 +158,6 @@ def load_bench(
     return BenchSet(path=path, benchmark=benchmark or items[0].benchmark, items=items, skipped=errors)
 
 
-
 def convert(benchmark: str, source: str | Path, *, media_dir: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Convert a released file of ``benchmark``; records plus errors (each naming the row)."""
     task = get_task(benchmark)

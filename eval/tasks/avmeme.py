@@ -44,8 +44,6 @@ AVMEME_QUESTION_TYPES = (
 AVMEME_SOUND_CATEGORIES = ("speech", "song", "music", "sound_effect")
 #: the five raw sound categories of the release and the four groups the paper reports
 SOUND_GROUPS = {"clean_speech": "speech", "noisy_speech": "speech", "song": "song", "music": "music", "sound_effect": "sound_effect"}
-
-
 AVMEME_SPLITS = ("meme-full", "meme-main")
 
 

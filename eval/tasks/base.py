@@ -165,7 +165,6 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: str | Path) -> int:
     return n
 
 
-
 @lru_cache(maxsize=32)
 def _task_template(name: str) -> str:
     return (TASK_PROMPTS / f"{name}.md").read_text("utf-8")

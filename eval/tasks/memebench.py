@@ -22,20 +22,10 @@ if TYPE_CHECKING:
     from agents.runner import RunItem
 
 NAME = "memebench"
-
-
 LAYER_KINDS = "an object, a list, a string or null"
-
-
 CHECKLIST_TEXT_KEYS = ("text", "item", "requirement", "description")
-
-
 LANGUAGE_KEYS = ("language", "lang")
-
-
 DOMAIN_KEYS = ("domain", "category")
-
-
 MAX_REPORTED_ERRORS = 20
 
 

@@ -77,7 +77,6 @@ class MemeReaConItem(BenchItem):
     def references(self) -> list[str]:
         return [r for r in self.refs if r.strip()]
 
-
     def instruction(self) -> str | None:
         return task_prompt(self.task, comment=self.comment or "")
 
