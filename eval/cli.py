@@ -16,7 +16,7 @@ from rich.progress import (
     Progress,
 )
 
-from culturebase.console import progress_bar
+from services.cli.console import progress_bar
 from eval.datasets import DatasetError, load_benchmark, load_judged, load_predictions
 
 err = Console(stderr=True)

@@ -12,8 +12,9 @@ from typing import Any
 
 from rich.markup import escape
 
-from agents.cli import _run, _settings
-from culturebase.console import fail
+from services.cli.console import run_async as _run
+from services.cli.console import settings_with as _settings
+from services.cli.console import fail
 
 
 def run_bench(

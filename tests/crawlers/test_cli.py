@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from crawlers.cli import crawl_command, crawl_jobs_app
+from services.cli.crawl import crawl_command, crawl_jobs_app
 from culturebase.settings import Settings, get_settings
 
 app = typer.Typer()

@@ -69,9 +69,9 @@ def test_import_partial_exits_3_and_reports_lines(tmp_path, tiny_bge_m3_path):
         (["get", "x"], {"KAR_HNSW_EF": "0"}, "invalid settings"),
     ],
 )
-def test_bad_input_is_one_line_error_with_nonzero_exit(tmp_path, args, env, message):
+def test_bad_input_is_one_line_error_with_exit_2(tmp_path, args, env, message):
     res = kar("kb", "--kb", str(tmp_path / "kb"), *args, env=env)
-    assert res.exit_code == 1
+    assert res.exit_code == 2  # bad input or usage (the exit-code table of `kar --help`)
     assert message in res.stderr and res.stderr.strip().count("\n") <= 1, res.stderr
 
 
