@@ -145,11 +145,12 @@ def _finish(job: CrawlJob, json_out: bool, cancelled: bool = False, kb_flag: str
             f"{seconds(c.get('elapsed_s', 0))}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         if job.error:
-            err.print(f"reason: {job.error}", markup=False, highlight=False)
+            err.print(f"reason: {job.error}", markup=False, highlight=False, soft_wrap=True)
         if job.status == "succeeded":
-            err.print(f"next: kar kb stats{kb_flag}", markup=False, highlight=False)
+            err.print(f"next: kar kb stats{kb_flag}", markup=False, highlight=False, soft_wrap=True)
     if cancelled:
         raise typer.Exit(ExitCode.CANCELLED)
     if job.status == "failed":
@@ -207,13 +208,13 @@ def crawl_command(
     try:
         if spider in SPIDERS:  # said before the job starts (an unknown spider is refused by start below)
             target = str(kb) if kb is not None else (manager.settings.qdrant_url or str(manager.settings.kb_path))
-            err.print(describe_start(spider, list(start_url or []), list(category or []), limit) + f"; into {target}", markup=False, highlight=False)
+            err.print(describe_start(spider, list(start_url or []), list(category or []), limit) + f"; into {target}", markup=False, highlight=False, soft_wrap=True)
         job = manager.start(spider, start_urls=start_url or [], limit=limit, kb_path=kb, options=options, scrapy_settings=scrapy_settings)
         if detach:
             if json_out:
                 emit_json(job.to_dict())
             else:
-                out.print(job.id, markup=False, highlight=False)
+                out.print(job.id, markup=False, highlight=False, soft_wrap=True)
             return
         try:
             job = _follow(manager, job, show=not json_out)
@@ -249,7 +250,7 @@ def list_jobs(
         table.add_row(*(escape(x) for x in (j.id, j.spider, j.status, str(j.counters.get("items_stored", 0)), str(j.counters.get("pages_fetched", 0)), j.error or "")))
     out.print(table)
     if not jobs:
-        out.print("no crawl jobs yet: start one with `kar crawl knowyourmeme --limit 20`", markup=False, highlight=False)
+        out.print("no crawl jobs yet: start one with `kar crawl knowyourmeme --limit 20`", markup=False, highlight=False, soft_wrap=True)
 
 
 def _one(action: str, job_id: str, json_out: bool, **kw: Any) -> None:

@@ -129,7 +129,7 @@ def explain_command(
                     if note.startswith("no web evidence"):
                         from services.cli.console import err
 
-                        err.print(f"[yellow]warning:[/] {escape(note)}")
+                        err.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
             from agents.runner import _bounded
 
             work = await _bounded(data)  # decoded once: OCR and the VLM's copy start from the bounded copy

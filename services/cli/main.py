@@ -66,20 +66,57 @@ def _root(
     what grounding repairs and breaks. Every setting is a KAR_* variable (env or ./.env); `kar config` lists them."""
 
 
+def examples(*commands: str) -> str:
+    """An ``Examples:`` epilog (one paragraph per command; a ``# comment`` after a command is not part of it)."""
+    return "Examples:\n\n" + "\n\n".join(f"  {c}" for c in commands)
+
+
+# the evaluation commands keep their code in eval/ and services/cli/run.py for now; their examples live here
+RUN_EXAMPLES = examples(
+    "kar run --dataset examples/bench_sample.json --out runs/qwen7b --conditions vanilla,search_cot,kar",
+    "kar run --dataset memebench/ --out runs/qwen7b --limit 20 --replay-only",
+)
+JUDGE_EXAMPLES = examples(
+    "kar judge --bench examples/bench_sample.json --pred runs/qwen7b/predictions/kar.json --out runs/qwen7b/judged/kar.json",
+    "kar judge merge runs/a/judged/kar.json runs/b/judged/kar.json --out runs/merged/kar.json --names gemini,gpt",
+)
+REPORT_EXAMPLES = examples(
+    "kar report --bench examples/bench_sample.json --judged vanilla=runs/qwen7b/judged/vanilla.json "
+    "--judged kar=runs/qwen7b/judged/kar.json --out runs/qwen7b/report",
+)
+SUB_EXAMPLES = {
+    (judge_app, "merge"): examples("kar judge merge judged_gemini.json judged_gpt.json --out merged.json --bench examples/bench_sample.json"),
+    (bench_app, "validate"): examples("kar bench validate drivelhub.jsonl --media-root media/"),
+    (bench_app, "convert"): examples("kar bench convert memecult memecult.csv --out memecult.jsonl"),
+}
+
 app.command("explain", rich_help_panel=EXPLAIN, epilog=EXPLAIN_EXAMPLES)(explain_command)
 
 app.add_typer(kb_app, name="kb", rich_help_panel=KB)
 app.command("crawl", rich_help_panel=KB, epilog=CRAWL_EXAMPLES)(crawl_command)
 app.add_typer(crawl_jobs_app, name="crawl-jobs", rich_help_panel=KB)
 
-app.command("run", rich_help_panel=BENCH)(run_command)
-app.add_typer(judge_app, name="judge", rich_help_panel=BENCH)
-judge_app.command("rubric")(rubric_command)
-app.command("report", rich_help_panel=BENCH)(report_command)
-app.command("report-refs", rich_help_panel=BENCH)(reference_command)
-app.add_typer(bench_app, name="bench", rich_help_panel=BENCH)
-app.command("retrieve", rich_help_panel=BENCH)(retrieve_command)
-app.command("report-retrieval", rich_help_panel=BENCH)(report_retrieval_command)
+app.command("run", rich_help_panel=BENCH, epilog=RUN_EXAMPLES)(run_command)
+app.add_typer(judge_app, name="judge", rich_help_panel=BENCH, epilog=JUDGE_EXAMPLES)
+judge_app.command("rubric", epilog=examples("kar judge rubric --bench drivelhub.jsonl --pred runs/d/predictions/kar.json --out runs/d/rubric.json"))(rubric_command)
+app.command("report", rich_help_panel=BENCH, epilog=REPORT_EXAMPLES)(report_command)
+app.command(
+    "report-refs", rich_help_panel=BENCH,
+    epilog=examples("kar report-refs --dataset memecult.csv --pred vanilla=runs/m/predictions/vanilla.json --pred kar=runs/m/predictions/kar.json --out runs/m/refs"),
+)(reference_command)
+app.add_typer(bench_app, name="bench", rich_help_panel=BENCH, epilog=examples("kar bench validate drivelhub.jsonl", "kar bench convert avmeme avmeme_rows.json --out avmeme.jsonl"))
+app.command(
+    "retrieve", rich_help_panel=BENCH,
+    epilog=examples("kar retrieve --bench drivelhub.jsonl --pred runs/d/predictions/kar.json --out runs/d/retrieval"),
+)(retrieve_command)
+app.command(
+    "report-retrieval", rich_help_panel=BENCH,
+    epilog=examples("kar report-retrieval --run runs/d/retrieval/run.trec --qrels runs/d/retrieval/qrels.trec --out runs/d/retrieval"),
+)(report_retrieval_command)
+for (group, name), text in SUB_EXAMPLES.items():
+    for info in group.registered_commands:
+        if info.name == name and not info.epilog:
+            info.epilog = text
 
 app.command("serve", rich_help_panel=SERVICE, epilog=SERVE_EXAMPLES)(serve_command)
 app.command("config", rich_help_panel=SERVICE, epilog=CONFIG_EXAMPLES)(config_command)

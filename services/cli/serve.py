@@ -63,7 +63,7 @@ def serve_command(
     import uvicorn
 
     where = settings.qdrant_url or str(settings.kb_path)
-    err.print(f"CultureKAR API on http://{host}:{port} (docs at /docs, {workers} worker(s), CultureBase {where})", markup=False, highlight=False)
+    err.print(f"CultureKAR API on http://{host}:{port} (docs at /docs, {workers} worker(s), CultureBase {where})", markup=False, highlight=False, soft_wrap=True)
     uvicorn.run(
         "services.app:create_app",
         factory=True,
