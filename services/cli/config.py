@@ -81,7 +81,7 @@ def config_command(
     if json_out:
         emit_json({r["name"]: {"value": r["value"], "source": r["source"], **({"note": r["note"]} if r["note"] else {})} for r in rows})
         return
-    table = Table("setting", "value", "from", show_edge=False, pad_edge=False)
+    table = Table("setting", "value", "from", box=None, pad_edge=False)
     for r in rows:
         value = _shown(r["value"]) + (f"  ({r['note']})" if r["note"] else "")
         table.add_row(escape(r["name"]), escape(value), escape(r["source"]))
