@@ -74,6 +74,7 @@ def import_cmd(
             f"{len(report.rejected)} rejected); CultureBase now holds {total}",
             highlight=False,
             markup=False,
+            soft_wrap=True,
         )
         for r in report.rejected:
             console.print(f"  line {r.line}: {r.reason}", highlight=False, soft_wrap=True, markup=False)
