@@ -18,8 +18,8 @@ from retrieval.websearch.local import LocalCorpusSearch
 __all__ = ["EvidenceStatus", "evidence_status"]
 
 EMPTY_CORPUS_FIX = (
-    "`kar kb import` adds entities, not pages: crawl pages first (`kar crawl knowyourmeme --limit 50`) "
-    "or use Tavily (KAR_SEARCH_BACKEND=tavily, KAR_TAVILY_API_KEY=tvly-...)"
+    "crawl pages first (`kar crawl knowyourmeme --limit 50`; `kar kb import` adds entities, not pages) "
+    "or use KAR_SEARCH_BACKEND=tavily with KAR_TAVILY_API_KEY"
 )
 
 
@@ -63,8 +63,7 @@ def evidence_status(search: WebSearch | None, backend: str | None = None) -> Evi
         n = corpus_chunks(inner.kb)
         if n == 0:
             reason = (
-                "the local search corpus is empty (0 crawled page chunks), so web searches return no evidence; "
-                + EMPTY_CORPUS_FIX
+                "the local search corpus is empty (0 crawled pages), so searches return nothing: " + EMPTY_CORPUS_FIX
             )
             if replay_only:  # a frozen rerun: the cache answers, the corpus is not asked
                 return EvidenceStatus(name, True, "replay-only: searches come from the cache; " + reason, 0, True)

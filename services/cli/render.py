@@ -28,8 +28,8 @@ def seconds(value: float | None) -> str:
 
 
 def timings_line(timings: Mapping[str, float]) -> str:
-    """``ocr 1.20 s · ground 85 ms · total 1.40 s`` (total last)."""
-    parts = [f"{k} {seconds(v)}" for k, v in timings.items() if k != "total"]
+    """``ocr 1.20 s · ground 85 ms · total 1.40 s`` (total last; stages that took no time, i.e. did not run, left out)."""
+    parts = [f"{k} {seconds(v)}" for k, v in timings.items() if k != "total" and v]
     if "total" in timings:
         parts.append(f"total {seconds(timings['total'])}")
     return " · ".join(parts)
