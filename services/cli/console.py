@@ -18,7 +18,6 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -169,8 +168,3 @@ def settings_with(**overrides: Any) -> Any:
     if not overrides:
         return settings
     return Settings.model_validate({**settings.model_dump(), **overrides})
-
-
-def escaped(text: Any) -> str:
-    """``text`` safe to print through rich markup."""
-    return escape(str(text))

@@ -213,7 +213,7 @@ def print_stats(stats: dict, kb_path: Path) -> None:
     summary = Table(title=escape(f"CultureBase {stats.get('backend') or kb_path}"), title_justify="left",
                     show_header=False, box=None, pad_edge=False)
     summary.add_column(style="bold")
-    summary.add_column()
+    summary.add_column(overflow="fold")  # a long path or reason is wrapped, never cut
     storage = stats.get("storage")
     if isinstance(storage, dict):  # the layout, and why it is read-only
         storage = storage.get("describe", "") + (f"; read-only: {storage['read_only']}" if storage.get("read_only") else "")

@@ -18,9 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 from tests.conftest import REPO
 from tests.crawlers.crawl_fixture_server import FixtureServer
