@@ -73,7 +73,7 @@ ApiKeyOption = Annotated[
 
 JsonOption = Annotated[
     bool,
-    typer.Option("--json", help="Print machine-readable JSON on stdout (human output goes to stderr)."),
+    typer.Option("--json", help="Print machine-readable JSON on stdout instead of text (errors and progress stay on stderr)."),
 ]
 
 
