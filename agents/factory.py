@@ -15,6 +15,9 @@ from agents.pipeline.graph import PipelineConfig, PipelineDeps
 from agents.pipeline.pipeline import KARPipeline
 from agents.pipeline.state import RETRIEVAL_CONDITIONS
 
+#: the conditions whose prompts carry web evidence (an empty backend is said up front)
+SEARCH_CONDITIONS = frozenset({"search_cot", "kar"})
+
 if TYPE_CHECKING:  # pragma: no cover
     from culturebase.settings import Settings
     from retrieval.knowledge_base import KnowledgeBase
@@ -118,6 +121,13 @@ def build_pipeline(
 
                 search = build_search(settings, kb, lock=lock)
             describe["search_backend"] = settings.search_backend if search is not None else "none"
+            if any(c in SEARCH_CONDITIONS for c in conditions):
+                from retrieval.websearch import evidence_status
+
+                evidence = evidence_status(search, settings.search_backend)
+                describe["evidence"] = evidence.to_dict()
+                if not evidence.available:
+                    notes.append(f"no web evidence: {evidence.reason}")
             describe["search_cache"] = str(settings.resolved_search_cache_path) if search is not None else None
             describe["search_replay_only"] = settings.search_replay_only
             if ocr == "settings":

@@ -1,12 +1,15 @@
 """The one settings class of CultureKAR (environment prefix ``KAR_``).
 
 Every component reads its configuration from :class:`Settings`; nothing else reads
-environment variables.  Lists may be given as JSON (``["a","b"]``) or comma-separated
-(``a,b``).  ``kar config --json`` prints the effective values (secrets masked).
+environment variables.  Values come from, highest first: the environment, a ``.env`` file in the
+working directory, the defaults below.  Lists may be given as JSON (``["a","b"]``) or comma-separated
+(``a,b``).  ``kar config`` prints every ``KAR_*`` name with its effective value and where it came
+from (secrets masked); ``docs/settings.md`` is generated from this class (``kar config --markdown``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,11 +19,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 CommaList = Annotated[list[str], NoDecode]
 
+#: the dotenv file read from the working directory (below the environment, above the defaults)
+ENV_FILE = ".env"
+
 
 class Settings(BaseSettings):
     """All settings, grouped by component. Field descriptions feed the README table."""
 
-    model_config = SettingsConfigDict(env_prefix="KAR_", env_file=None, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="KAR_", env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore")
 
     # -- data -------------------------------------------------------------------------
     data_dir: Path = Field(Path("data"), description="Folder for run state: job databases, caches, logs.")
@@ -253,8 +259,31 @@ class Settings(BaseSettings):
         return out
 
 
+def env_name(field: str) -> str:
+    """``vlm_model`` → ``KAR_VLM_MODEL``."""
+    return f"KAR_{field.upper()}"
+
+
+def setting_sources(environ: Mapping[str, str] | None = None, env_file: Path | str | None = ENV_FILE) -> dict[str, str]:
+    """Where each setting's value comes from: ``env``, ``.env`` or ``default`` (the order Settings reads them)."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    env_keys = {k.upper() for k in environ}
+    dotenv_keys: set[str] = set()
+    if env_file is not None and Path(env_file).is_file():
+        from dotenv import dotenv_values
+
+        dotenv_keys = {k.upper() for k, v in dotenv_values(env_file, encoding="utf-8").items() if v is not None}
+    sources: dict[str, str] = {}
+    for name in Settings.model_fields:
+        key = env_name(name)
+        sources[name] = "env" if key in env_keys else ".env" if key in dotenv_keys else "default"
+    return sources
+
+
 def settings_table() -> str:
-    """The README's settings table (markdown), generated from the field descriptions."""
+    """The table of every setting (markdown), generated from the field descriptions (docs/settings.md)."""
     rows = ["| variable | default | what it does |", "|---|---|---|"]
     for name, info in Settings.model_fields.items():
         default = info.default_factory() if info.default_factory is not None else info.default  # type: ignore[call-arg]
@@ -264,11 +293,11 @@ def settings_table() -> str:
             shown = ",".join(default) or "(empty)"
         else:
             shown = str(default)
-        rows.append(f"| `KAR_{name.upper()}` | `{shown}` | {info.description} |")
+        rows.append(f"| `{env_name(name)}` | `{shown}` | {info.description} |")
     return "\n".join(rows)
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read once from the environment."""
+    """The process-wide settings, read once from the environment and ``.env``."""
     return Settings()

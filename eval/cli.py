@@ -16,7 +16,7 @@ from rich.progress import (
     Progress,
 )
 
-from culturebase.console import progress_bar
+from services.cli.console import progress_bar
 from eval.records import DatasetError, load_judged, load_predictions
 from eval.tasks.memebench import load_benchmark
 

@@ -195,8 +195,8 @@ class OpenAICompatibleVLM:
             urls, model, key = settings.vlm_base_urls, settings.vlm_model, settings.vlm_api_key
             if not urls or not model:
                 raise VLMNotConfiguredError(
-                    "No VLM configured: set KAR_VLM_BASE_URLS (e.g. http://localhost:8000/v1 for "
-                    "`vllm serve Qwen/Qwen2.5-VL-7B-Instruct`) and KAR_VLM_MODEL (and KAR_VLM_API_KEY if needed)."
+                    "No VLM configured: set KAR_VLM_BASE_URLS (e.g. http://localhost:8001/v1 for "
+                    "`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8001`) and KAR_VLM_MODEL (and KAR_VLM_API_KEY if needed)."
                 )
             concurrency = settings.vlm_concurrency
             sampling = SamplingParams(

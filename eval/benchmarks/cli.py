@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from culturebase.console import emit_json
+from services.cli.console import emit_json
 from eval.records import DatasetError, load_predictions
 
 err = Console(stderr=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from retrieval.websearch.base import CacheMissError, SearchError, SearchNotConfiguredError, SearchResult, WebSearch
 from retrieval.websearch.cache import CachedSearch
+from retrieval.websearch.evidence import EvidenceStatus, evidence_status
 from retrieval.websearch.local import LocalCorpusSearch
 from retrieval.websearch.tavily import TavilySearch
 
@@ -37,6 +38,7 @@ def build_search(
 __all__ = [
     "CacheMissError",
     "CachedSearch",
+    "EvidenceStatus",
     "LocalCorpusSearch",
     "SearchError",
     "SearchNotConfiguredError",
@@ -44,4 +46,5 @@ __all__ = [
     "TavilySearch",
     "WebSearch",
     "build_search",
+    "evidence_status",
 ]

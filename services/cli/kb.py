@@ -6,21 +6,31 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from services.cli.common import console, emit_json, fail, progress_bar, user_errors
+from services.cli.console import ExitCode, console, emit_json, fail, out, progress_bar, user_errors
+from services.cli.options import JsonOption, KbOption
+from services.cli.render import mapping_table, skipped_routes
 
-kb_app = typer.Typer(help="CultureBase: the knowledge base of cultural entities.", no_args_is_help=True)
+kb_app = typer.Typer(
+    help="CultureBase: the knowledge base of cultural entities (import, search, stats, export, reindex).",
+    no_args_is_help=True,
+    epilog="Examples:\n\n  kar kb import examples/culturebase_sample.jsonl\n\n  kar kb search \"Zhuge Liang\" --kb data/demo/culturebase",
+)
 _state: dict[str, Path | None] = {"kb": None}
 
 
 @kb_app.callback()
-def _kb_options(
-    kb: Annotated[Optional[Path], typer.Option("--kb", help="CultureBase folder (overrides KAR_KB_PATH).")] = None,
-) -> None:
+def _kb_options(kb: KbOption = None) -> None:
+    """CultureBase: the knowledge base of cultural entities (import, search, stats, export, reindex)."""
     _state["kb"] = kb
+
+
+def _use_kb(kb: Path | None) -> None:
+    """``--kb`` given after the subcommand wins over one given before it (``kar kb --kb DIR stats``)."""
+    if kb is not None:
+        _state["kb"] = kb
 
 
 def _settings():  # type: ignore[no-untyped-def]
@@ -38,12 +48,17 @@ def _open(create: bool = True):  # type: ignore[no-untyped-def]
     return KnowledgeBase.open(_settings(), create=create)
 
 
-@kb_app.command("import")
+@kb_app.command(
+    "import",
+    epilog="Examples:\n\n  kar kb import examples/culturebase_sample.jsonl\n\n  kar kb import kb_entries.json --kb data/culturebase --json",
+)
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="Our JSONL, or the MemeBench release's kb_entries.json.")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")] = False,
+    file: Annotated[Path, typer.Argument(help="Our JSONL, or the MemeBench release's kb_entries.json.", show_default=False)],
+    json_out: JsonOption = False,
+    kb: KbOption = None,
 ) -> None:
     """Import entities; rejected lines are reported with line numbers and reasons (exit 3 if any)."""
+    _use_kb(kb)
     with user_errors():
         with _open() as kb:
             entities, report = kb.validate_file(file)
@@ -59,6 +74,7 @@ def import_cmd(
             f"{len(report.rejected)} rejected); CultureBase now holds {total}",
             highlight=False,
             markup=False,
+            soft_wrap=True,
         )
         for r in report.rejected:
             console.print(f"  line {r.line}: {r.reason}", highlight=False, soft_wrap=True, markup=False)
@@ -67,42 +83,54 @@ def import_cmd(
         for p in report.image_problems:
             console.print(f"  line {p.line}: image {p.image}: {p.reason}", highlight=False, soft_wrap=True, markup=False)
     if report.rejected:
-        raise typer.Exit(3)
+        raise typer.Exit(ExitCode.PARTIAL)
 
 
-@kb_app.command("export")
+@kb_app.command("export", epilog="Examples:\n\n  kar kb export --out culturebase.jsonl\n\n  kar kb export --lang zh > zh.jsonl")
 def export_cmd(
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output JSONL file (default: stdout).")] = None,
-    lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language.")] = None,
+    out_file: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="Output JSONL file (default: stdout).", show_default=False)
+    ] = None,
+    lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language (e.g. en, zh).", show_default=False)] = None,
+    kb: KbOption = None,
 ) -> None:
-    """Export every entity as JSONL."""
+    """Export every entity as JSONL (the format `kar kb import` reads)."""
     import sys
 
-    with user_errors(), _open(create=False) as kb:
-        if out is None:
-            n = kb.export(sys.stdout, language=lang)
+    _use_kb(kb)
+    with user_errors(), _open(create=False) as base:
+        if out_file is None:
+            n = base.export(sys.stdout, language=lang)
         else:
-            tmp = out.with_name(out.name + ".tmp")
+            tmp = out_file.with_name(out_file.name + ".tmp")
             with tmp.open("w", encoding="utf-8") as fh:
-                n = kb.export(fh, language=lang)
-            tmp.replace(out)
+                n = base.export(fh, language=lang)
+            tmp.replace(out_file)
     console.print(f"exported {n} entities", highlight=False)
 
 
-@kb_app.command("search")
+@kb_app.command(
+    "search",
+    epilog="Examples:\n\n  kar kb search \"Zhuge Liang\" --top-k 3\n\n  kar kb search --image examples/images/doge_such_culture.png --json",
+)
 def search_cmd(
-    text: Annotated[Optional[str], typer.Argument(help="Text to ground (it serves as every cue route).")] = None,
-    image: Annotated[
-        Optional[Path], typer.Option("--image", help="An image (meme) to match against entity images by perceptual hash.")
+    text: Annotated[
+        Optional[str], typer.Argument(help="Text to ground (it serves as every cue route).", show_default=False)
     ] = None,
-    lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language.")] = None,
-    top_k: Annotated[int, typer.Option("--top-k", min=1, max=100)] = 5,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    image: Annotated[
+        Optional[Path],
+        typer.Option("--image", help="An image (meme) to match against entity images by perceptual hash.", show_default=False),
+    ] = None,
+    lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language (e.g. en, zh).", show_default=False)] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=100, help="Entities shown.")] = 5,
+    json_out: JsonOption = False,
+    kb_dir: KbOption = None,
 ) -> None:
     """Search CultureBase with the same grounding retriever the pipeline uses (text, an image, or both)."""
+    _use_kb(kb_dir)
     text = text or ""
     if not text.strip() and image is None:
-        raise fail("search text is empty (give a search text or --image PATH)")
+        raise fail("search text is empty (give a search text or --image PATH)", ExitCode.USAGE)
     with user_errors():
         from retrieval.grounding import EntityGrounder, GroundingCues
 
@@ -113,7 +141,7 @@ def search_cmd(
             try:
                 data = image.read_bytes()
             except OSError as exc:
-                raise fail(f"cannot read --image {image}: {exc.strerror or exc}") from None
+                raise fail(f"cannot read --image {image}: {exc.strerror or exc}", ExitCode.USAGE) from None
         with _open(create=False) as kb:
             grounder = EntityGrounder(
                 kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k,
@@ -125,7 +153,7 @@ def search_cmd(
                 try:
                     query = kb.image_route.hash_query(data)
                 except Exception as exc:  # not an image PIL can read
-                    raise fail(f"--image {image} is not a readable image: {exc}") from None
+                    raise fail(f"--image {image} is not a readable image: {exc}", ExitCode.USAGE) from None
                 cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
                 cues.image = query
                 full = grounder.ground(cues, language=lang)
@@ -153,38 +181,61 @@ def search_cmd(
         if image is not None:
             cells.insert(-1, "" if h.get("image_distance") is None else f"{h['image_distance']}/128")
         table.add_row(*(escape(c) for c in cells))
-    Console().print(table)
+    out.print(table)
     if not hits:
-        Console().print("no entity found", highlight=False)
+        out.print("no entity found", highlight=False)
     if indexed_images == 0:
-        Console().print(
+        out.print(
             "no entity image is indexed: import entities with `image`/`images` fields or run `kar crawl memegen`",
             markup=False, highlight=False,
         )
-    skipped = {r: why for r, why in result.routes.items() if why != "ran" and not why.startswith("ran ")}
-    for route, why in skipped.items():
-        Console().print(f"route {route}: {why}", markup=False, highlight=False)
+    for route, why in skipped_routes(result.routes).items():
+        out.print(f"route {route}: {why}", markup=False, highlight=False)
 
 
-@kb_app.command("stats")
-def stats_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Entity counts by language and site, corpus size, backend and embedder."""
-    with user_errors(), _open(create=False) as kb:
-        stats = kb.store.stats()
+@kb_app.command("stats", epilog="Examples:\n\n  kar kb stats\n\n  kar kb stats --kb data/demo/culturebase --json")
+def stats_cmd(json_out: JsonOption = False, kb: KbOption = None) -> None:
+    """Entity counts by language and site, corpus size, entity images, backend, storage and embedder."""
+    _use_kb(kb)
+    with user_errors(), _open(create=False) as base:
+        stats = base.store.stats()
         from retrieval.image_route import image_stats
 
-        stats["entity_images"] = image_stats(kb.store, kb.image_route)
+        stats["entity_images"] = image_stats(base.store, base.image_route)
     if json_out:
         emit_json(stats)
-    else:
-        from rich.markup import escape
+        return
+    print_stats(stats, _settings().kb_path)
 
-        for key, value in stats.items():
-            if key == "storage" and isinstance(value, dict):  # one line: the layout, and why it is read-only
-                value = value.get("describe", "") + (f"; read-only: {value['read_only']}" if value.get("read_only") else "")
-            if key == "entity_images":
-                value = _images_line(value)
-            Console().print(escape(f"{key}: {value}"), highlight=False, soft_wrap=True)
+
+def print_stats(stats: dict, kb_path: Path) -> None:
+    """``kar kb stats`` as text: a summary table, then entities by language and by site."""
+    summary = Table(title=escape(f"CultureBase {stats.get('backend') or kb_path}"), title_justify="left",
+                    show_header=False, box=None, pad_edge=False)
+    summary.add_column(style="bold")
+    summary.add_column(overflow="fold")  # a long path or reason is wrapped, never cut
+    storage = stats.get("storage")
+    if isinstance(storage, dict):  # the layout, and why it is read-only
+        storage = storage.get("describe", "") + (f"; read-only: {storage['read_only']}" if storage.get("read_only") else "")
+    emb = stats.get("embedder") or {}
+    embedder = f"{emb.get('name')} ({emb.get('dim')}-d dense"
+    embedder += ", sparse lexical weights)" if emb.get("sparse") else "; no sparse lexical weights, so the sparse route never runs)"
+    lexical = stats.get("lexical_index")
+    rows = [
+        ("entities", f"{stats['entities']:,}"),
+        ("crawled page chunks", f"{stats.get('corpus_chunks', 0):,}" + ("" if stats.get("corpus_chunks") else "  (local web search has nothing to search: see `kar crawl`)")),
+        ("entity images", _images_line(stats["entity_images"]) if "entity_images" in stats else "-"),
+        ("embedder", embedder),
+        ("lexical index", "-" if lexical is None else "yes" if lexical else "no (run `kar kb reindex`)"),
+        ("storage", str(storage or "-")),
+    ]
+    for label, value in rows:
+        summary.add_row(escape(label), escape(value))
+    out.print(summary)
+    if stats.get("by_language"):
+        out.print(mapping_table("entities by language", stats["by_language"], "language", "entities"))
+    if stats.get("by_site"):
+        out.print(mapping_table("entities by site", stats["by_site"], "site", "entities"))
 
 
 def _images_line(s: dict) -> str:
@@ -196,60 +247,69 @@ def _images_line(s: dict) -> str:
     return line
 
 
-@kb_app.command("reindex-images")
-def reindex_images_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+@kb_app.command("reindex-images", epilog="Example:\n\n  kar kb reindex-images --kb data/culturebase")
+def reindex_images_cmd(json_out: JsonOption = False, kb: KbOption = None) -> None:
     """Hash (and with KAR_IMAGE_EMBEDDER, embed) every entity image again into fresh image collections."""
-    with user_errors(), _open(create=False) as kb:
-        route = kb.image_route
+    _use_kb(kb)
+    with user_errors(), _open(create=False) as base:
+        route = base.image_route
         if route is None:
             raise fail("no image route: settings are missing")
         counts = route.rebuild()
     if json_out:
         emit_json(counts)
     else:
-        Console().print(", ".join(f"{k} {v}" for k, v in counts.items()), highlight=False)
+        out.print(", ".join(f"{k} {v}" for k, v in counts.items()), highlight=False, markup=False)
 
 
-@kb_app.command("get")
-def get_cmd(entity_id: Annotated[str, typer.Argument()]) -> None:
+@kb_app.command("get", epilog="Example:\n\n  kar kb get doge --kb data/demo/culturebase")
+def get_cmd(
+    entity_id: Annotated[str, typer.Argument(help="Entity id (as `kar kb search --json` shows it).", show_default=False)],
+    kb: KbOption = None,
+) -> None:
     """Print one entity as JSON."""
-    with user_errors(), _open(create=False) as kb:
-        entity = kb.store.get(entity_id)
+    _use_kb(kb)
+    with user_errors(), _open(create=False) as base:
+        entity = base.store.get(entity_id)
     if entity is None:
         raise fail(f"no entity with id {entity_id!r}")
     emit_json(entity.model_dump(mode="json"))
 
 
-@kb_app.command("delete")
+@kb_app.command("delete", epilog="Example:\n\n  kar kb delete doge rickroll")
 def delete_cmd(
-    entity_ids: Annotated[list[str], typer.Argument(help="Entity ids to delete.")],
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    entity_ids: Annotated[list[str], typer.Argument(help="Entity ids to delete.", show_default=False)],
+    json_out: JsonOption = False,
+    kb: KbOption = None,
 ) -> None:
     """Delete entities by id (exit 1 if none of them existed)."""
-    with user_errors(), _open(create=False) as kb:
-        deleted = kb.store.delete(entity_ids)
-        if kb.image_route is not None:
-            kb.image_route.delete_entities(entity_ids)
-        total = kb.store.count()
+    _use_kb(kb)
+    with user_errors(), _open(create=False) as base:
+        deleted = base.store.delete(entity_ids)
+        if base.image_route is not None:
+            base.image_route.delete_entities(entity_ids)
+        total = base.store.count()
     if json_out:
         emit_json({"deleted": deleted, "requested": len(entity_ids), "total_entities": total})
     if not deleted:
         raise fail(f"no entity with id {', '.join(entity_ids)}")
     if not json_out:
-        console.print(f"deleted {deleted} of {len(entity_ids)}; {total} left", highlight=False)
+        console.print(f"deleted {deleted} of {len(entity_ids)}; {total} left", highlight=False, markup=False)
 
 
-@kb_app.command("reindex")
+@kb_app.command("reindex", epilog="Examples:\n\n  kar kb reindex\n\n  KAR_EMBEDDER=bge-m3 kar kb reindex --re-embed --kb data/culturebase")
 def reindex_cmd(
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: JsonOption = False,
     re_embed: Annotated[
         bool, typer.Option("--re-embed", help="Re-embed even when the configured embedder built the KB.")
     ] = False,
+    kb: KbOption = None,
 ) -> None:
     """Rebuild CultureBase with the current settings and swap it in atomically.
 
     Stored vectors are reused when the configured embedder built the KB (storage/index settings
     changed, or an older layout is migrated); otherwise every entity is re-embedded."""
+    _use_kb(kb)
     with user_errors():
         from retrieval.embedders import build_embedder
         from retrieval.knowledge_base import KnowledgeBase
@@ -263,8 +323,9 @@ def reindex_cmd(
         emit_json(result)
     else:
         how = "stored vectors reused" if result.get("reused_vectors") else "re-embedded"
-        Console().print(  # a console on the current stdout (as stats/search use)
+        out.print(
             f"reindexed {result['entities']} entities and {result['corpus_chunks']} corpus chunks ({how}): "
             f"{result['from']} → {result['to']}",
             highlight=False,
+            markup=False,
         )

@@ -17,8 +17,10 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from agents.cli import _run, _settings, console
-from culturebase.console import emit_json, fail, progress_bar
+from services.cli.console import console
+from services.cli.console import run_async as _run
+from services.cli.console import settings_with as _settings
+from services.cli.console import emit_json, fail, progress_bar
 
 
 def run_command(

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
+from agents.factory import SEARCH_CONDITIONS
 from services.deps import ExplainCaller, Services
 from services.errors import ApiError
 from services.images import CheckedImage, check_url, validate_image
@@ -181,7 +182,16 @@ def _public(result: Any, image: CheckedImage, services: KarServices) -> dict[str
     payload = result.to_dict()
     payload.pop("image_path", None)
     payload["image"] = {"format": image.format, "width": image.width, "height": image.height, "bytes": image.source_bytes}
-    payload["notes"] = list(services.notes) + list(result.trace.get("notes") or [])
+    notes = [n for n in services.notes if not n.startswith("no web evidence")] + list(result.trace.get("notes") or [])
+    if result.condition in SEARCH_CONDITIONS:
+        # asked per answer, not at startup: a crawl job may have filled the local corpus since
+        from retrieval.websearch import evidence_status
+
+        evidence = evidence_status(services.search, services.settings.search_backend)
+        payload["trace"].setdefault("models", {})["evidence"] = evidence.to_dict()
+        if not evidence.available:
+            notes.insert(0, f"no web evidence: {evidence.reason}")
+    payload["notes"] = notes
     if result.response is None and result.error is None:
         payload["message"] = "no explanation was generated: " + NO_VLM_HELP
     return payload

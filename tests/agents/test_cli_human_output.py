@@ -16,6 +16,8 @@ from bench.caption_images import find_font, render  # noqa: E402
 
 
 def test_explain_human_output_shows_entities_routes_and_searches(env, tmp_path):  # noqa: F811
+    if find_font(cjk=True) is None:
+        pytest.skip("no CJK font (install fonts-wqy-microhei)")
     image = render("我从未见过\n有如此厚颜无耻之人", tmp_path / "wang_lang.png")
     result = CliRunner().invoke(app, ["explain", str(image)])
     assert result.exit_code == 0, result.output
@@ -25,7 +27,8 @@ def test_explain_human_output_shows_entities_routes_and_searches(env, tmp_path):
     assert "[caption 1.00 · " in entity_lines[0]  # the winning route and the others' scores, brackets kept
     assert "caption: 我从未见过有如此厚颜无耻之人 ≈ 我从未见过有如此厚颜无耻之人" in out
     assert any(line.strip().startswith("[Search: 王司徒") for line in out.splitlines()), out
-    assert "route sparse: skipped" in out  # the trace says which routes did not run
+    assert "route caption" not in out  # routes that ran are not listed
+    assert "route sparse" not in out  # a route this embedder never runs is said once, by `kar kb stats`
 
 
 @pytest.mark.parametrize(
@@ -53,3 +56,14 @@ def test_kb_search_human_output_keeps_brackets(sample_kb_copy):
     assert "[ocr] such wow" in res.stdout  # the query, shown in the title
     rows = [line for line in res.stdout.splitlines() if "Doge" in line]
     assert rows and "lexical" in rows[0] and "yes" in rows[0]
+
+
+def test_explain_human_output_shows_seconds_with_units(env):  # noqa: F811
+    from tests.agents.conftest import IMAGES
+
+    result = CliRunner().invoke(app, ["explain", str(IMAGES / "doge_such_culture.png")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.stdout.splitlines() if x.startswith("timings:"))
+    assert "{" not in line and "total " in line
+    parts = line.removeprefix("timings: ").split("; tokens:")[0].split(" · ")
+    assert parts and all(p.split()[-1] in ("ms", "s") or p.endswith(" s") for p in parts), line

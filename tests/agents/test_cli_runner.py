@@ -14,7 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agents.cli import explain_command
+from services.cli.explain import explain_command
 from agents.pipeline import KARPipeline, PipelineConfig, PipelineDeps
 from agents.runner import AblationRunner, read_done
 from eval.tasks.memebench import load_run_items as load_items
@@ -67,9 +67,9 @@ def test_explain_without_vlm_shows_retrieval_and_says_no_explanation(env):
 
 def test_explain_without_vlm_refuses_baseline_conditions(env):
     result = CliRunner().invoke(app, ["explain", str(IMAGES / "doge_such_culture.png"), "--condition", "vanilla"])
-    assert result.exit_code == 1 and "needs a VLM" in result.output
+    assert result.exit_code == 2 and "needs a VLM" in result.output  # missing configuration: bad usage
     result = CliRunner().invoke(app, ["explain", "missing.png"])
-    assert result.exit_code == 1 and "missing.png" in result.output
+    assert result.exit_code == 2 and "missing.png" in result.output
 
 
 def test_explain_with_a_vlm_over_http(env):

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from crawlers.cli import crawl_command, crawl_jobs_app
+from services.cli.crawl import crawl_command, crawl_jobs_app
 from culturebase.settings import Settings, get_settings
 
 app = typer.Typer()
@@ -76,3 +76,43 @@ def test_kar_crawl_reports_a_blocked_job_and_bad_input(server, kar_env):
     assert bad.exit_code == 2 and "unknown spider 'wikipedia'" in bad.output
     missing = runner.invoke(app, ["crawl-jobs", "status", "nope"])
     assert missing.exit_code == 2 and "no crawl job 'nope'" in missing.output
+
+
+def test_kar_crawl_prints_start_and_limit_then_ctrl_c_cancels_with_exit_130(server, kar_env):
+    """A real `kar crawl` process: it says where it starts and how far it goes, and SIGINT cancels the job (exit 130)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server.delay_s, server.delay_match = 0.3, "/memes/synth-"
+    env = {**os.environ, "KAR_EMBEDDER_FACTORY": "hash_embedder:build"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "crawl", "knowyourmeme", "--start-url", f"{server.url}/synthetic/page/1",
+         "--kb", str(kar_env / "kb"), "--set", "KAR_EMBEDDER_FACTORY=hash_embedder:build", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith(f"crawling knowyourmeme from {server.url}/synthetic/page/1; no limit"), first
+        deadline = time.monotonic() + 60
+        while len(server.requests("/memes/synth-")) < 3:  # the job is crawling entries
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    record = json.loads(stdout)
+    assert record["status"] == "cancelled" and record["resumable"]
+
+
+def test_kar_crawl_with_a_limit_says_so(server, kar_env):
+    result = CliRunner().invoke(app, ["crawl", "knowyourmeme", "--start-url", f"{server.url}/memes/doge", "--limit", "1",
+                                      "--kb", str(kar_env / "kb"), "--set", "KAR_EMBEDDER_FACTORY=hash_embedder:build"])
+    assert result.exit_code == 0, result.output
+    assert f"crawling knowyourmeme from {server.url}/memes/doge; limit 1 entity pages; into {kar_env / 'kb'}" in result.stderr
+    assert "next: kar kb stats --kb" in result.stderr

@@ -31,11 +31,25 @@ def test_secrets_are_masked(monkeypatch):
     assert public["tavily_api_key"] == "***" and "abc" not in str(public)
 
 
-def test_readme_lists_every_setting_with_the_generated_table():
-    readme = (REPO / "README.md").read_text("utf-8")
-    assert settings_table() in readme, "README settings table is stale: run `kar config --markdown`"
+def test_docs_list_every_setting_with_the_generated_table():
+    doc = (REPO / "docs" / "settings.md").read_text("utf-8")
+    assert settings_table() in doc, "docs/settings.md is stale: regenerate its table with `kar config --markdown`"
     for name in Settings.model_fields:
-        assert f"KAR_{name.upper()}" in readme
+        assert f"KAR_{name.upper()}" in doc
+
+
+def test_dotenv_sits_between_the_environment_and_the_defaults(tmp_path, monkeypatch):
+    from culturebase.settings import setting_sources
+
+    monkeypatch.delenv("KAR_VLM_MODEL", raising=False)
+    monkeypatch.delenv("KAR_SEARCH_RESULTS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("KAR_VLM_MODEL=from-dotenv\nKAR_SEARCH_RESULTS=3\nOTHER=x\n")
+    monkeypatch.setenv("KAR_SEARCH_RESULTS", "7")
+    s = Settings()
+    assert s.vlm_model == "from-dotenv" and s.search_results == 7
+    sources = setting_sources()
+    assert (sources["vlm_model"], sources["search_results"], sources["hnsw_m"]) == (".env", "env", "default")
 
 
 def test_readme_starts_with_the_two_commands():

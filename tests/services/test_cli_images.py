@@ -52,9 +52,9 @@ def test_import_then_search_by_image(tmp_path):
     assert not [h for h in json.loads(res.stdout)["hits"] if h["passes_tau"] and h["route"] == "image"]
 
     broken = kar("kb", "search", "--image", str(f), env=env)
-    assert broken.exit_code == 1 and "is not a readable image" in broken.stderr
+    assert broken.exit_code == 2 and "is not a readable image" in broken.stderr
     missing = kar("kb", "search", "--image", str(tmp_path / "nope.png"), env=env)
-    assert missing.exit_code == 1 and "cannot read --image" in missing.stderr
+    assert missing.exit_code == 2 and "cannot read --image" in missing.stderr
 
 
 def test_image_search_on_a_kb_without_images_says_so(tmp_path):

@@ -69,9 +69,9 @@ def test_import_partial_exits_3_and_reports_lines(tmp_path, tiny_bge_m3_path):
         (["get", "x"], {"KAR_HNSW_EF": "0"}, "invalid settings"),
     ],
 )
-def test_bad_input_is_one_line_error_with_nonzero_exit(tmp_path, args, env, message):
+def test_bad_input_is_one_line_error_with_exit_2(tmp_path, args, env, message):
     res = kar("kb", "--kb", str(tmp_path / "kb"), *args, env=env)
-    assert res.exit_code == 1
+    assert res.exit_code == 2  # bad input or usage (the exit-code table of `kar --help`)
     assert message in res.stderr and res.stderr.strip().count("\n") <= 1, res.stderr
 
 
@@ -101,3 +101,34 @@ def test_export_to_file(sample_kb_copy, tmp_path):
     assert res.exit_code == 0
     rows = [json.loads(x) for x in out.read_text("utf-8").splitlines()]
     assert rows and all(r["language"] == "zh" for r in rows)
+
+
+def test_kb_option_after_the_subcommand_wins(sample_kb_copy, tmp_path):
+    after = kar("kb", "search", "Doge", "--kb", str(sample_kb_copy), "--json")
+    assert after.exit_code == 0, after.output and json.loads(after.stdout)["hits"][0]["name"] == "Doge"
+    empty = tmp_path / "empty-kb"
+    both = kar("kb", "--kb", str(empty), "stats", "--kb", str(sample_kb_copy), "--json")
+    assert json.loads(both.stdout)["entities"] > 150  # the one after the subcommand
+
+
+def test_stats_human_output_is_text_not_python(sample_kb_copy):
+    res = kar("kb", "stats", "--kb", str(sample_kb_copy), env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    text = res.stdout
+    assert "{" not in text and "'" not in text.replace("'s", "")  # no dict reprs
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.strip():
+            rows.setdefault(line.split()[0], line.split()[1:])  # the first row of that name
+    assert rows["entities"][0] == "172"
+    assert rows["en"][0].isdigit() and rows["zh"][0].isdigit()  # the by-language table
+    assert int(rows["en"][0]) + int(rows["zh"][0]) <= 172
+    assert "no sparse lexical weights, so the sparse route never runs" in text  # said once, here
+
+
+def test_search_human_output_does_not_repeat_the_standing_sparse_note(sample_kb_copy):
+    res = kar("kb", "search", "Zhuge Liang", "--kb", str(sample_kb_copy), env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "诸葛亮" in res.stdout and "route sparse" not in res.stdout
+    as_json = json.loads(kar("kb", "search", "Zhuge Liang", "--kb", str(sample_kb_copy), "--json").stdout)
+    assert as_json["routes"]["sparse"].startswith("skipped")  # still in the machine-readable form

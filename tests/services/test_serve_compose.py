@@ -8,7 +8,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from services.serve import serve_command
+from services.cli.serve import serve_command
 
 REPO = Path(__file__).resolve().parents[2]
 

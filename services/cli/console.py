@@ -1,0 +1,170 @@
+"""The terminal side of every ``kar`` command: one stderr console, one ``fail``, one exit-code
+table, JSON on stdout, progress bars, and the mapping from the project's errors to exit codes.
+
+Human output goes to stderr (``err``) or, for tables a user reads, to stdout (``out``); ``--json``
+output is one document on stdout.  Data shown through rich is escaped (rich reads ``[text]`` as
+markup).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import IntEnum
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+__all__ = [
+    "EXIT_CODES",
+    "ExitCode",
+    "console",
+    "emit_json",
+    "err",
+    "exit_codes_text",
+    "fail",
+    "out",
+    "progress_bar",
+    "run_async",
+    "settings_with",
+    "user_error",
+    "user_errors",
+]
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every ``kar`` command."""
+
+    OK = 0
+    FAILED = 1  # something failed while running: a busy/locked store, a server error, a failed job or item
+    USAGE = 2  # bad input or usage: an unknown name, a missing/invalid file, invalid or missing settings
+    PARTIAL = 3  # an import stored some records and rejected others (listed with line numbers)
+    CANCELLED = 130  # stopped with Ctrl-C (a crawl job is cancelled; what it stored is kept)
+
+
+EXIT_CODES: dict[int, str] = {
+    ExitCode.OK: "success",
+    ExitCode.FAILED: "runtime failure (store busy or locked, server error, failed job or item)",
+    ExitCode.USAGE: "bad input or usage (unknown name, missing or invalid file, missing or invalid KAR_* setting)",
+    ExitCode.PARTIAL: "partial import (some lines rejected; each is listed)",
+    ExitCode.CANCELLED: "cancelled with Ctrl-C",
+}
+
+
+def exit_codes_text() -> str:
+    """The exit-code table as plain lines (the root help and the README show it)."""
+    return "\n".join(f"{int(code):>3}  {text}" for code, text in EXIT_CODES.items())
+
+
+err = Console(stderr=True)
+console = err  # the name older modules import
+out = Console(soft_wrap=True)
+
+
+class RateColumn(ProgressColumn):
+    """Items per second (entities/s during an import)."""
+
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f}/s" if speed else "-/s", style="progress.data.speed")
+
+
+def emit_json(data: Any) -> None:
+    """Write one JSON document to stdout."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, code: int = ExitCode.FAILED) -> typer.Exit:
+    """Print ``error: message`` on one line to stderr (data shown as is) and return the Exit to raise."""
+    err.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+    return typer.Exit(int(code))
+
+
+def progress_bar(transient: bool = True, disable: bool = False) -> Progress:
+    """A rich progress bar with count, rate (items/s), elapsed time and ETA (on stderr)."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=transient,
+        disable=disable,
+    )
+
+
+def user_error(exc: BaseException) -> tuple[str, int] | None:
+    """The one-line message and exit code of a user-facing error (None: not one of ours)."""
+    from pydantic import ValidationError
+
+    from agents.vlm import VLMNotConfiguredError
+    from culturebase.store import StoreError
+    from retrieval.embedders import EmbedderUnavailableError
+    from retrieval.knowledge_base import ImportFileError, format_validation_error
+    from retrieval.websearch import SearchNotConfiguredError
+
+    if isinstance(exc, (VLMNotConfiguredError, SearchNotConfiguredError, EmbedderUnavailableError, ImportFileError)):
+        return str(exc), ExitCode.USAGE
+    if isinstance(exc, ValidationError):
+        return f"invalid settings: {format_validation_error(exc)}", ExitCode.USAGE
+    if isinstance(exc, StoreError):
+        return str(exc), ExitCode.FAILED
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+        return f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), ExitCode.USAGE
+    if isinstance(exc, OSError):
+        return f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), ExitCode.FAILED
+    return None
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the project's user-facing exceptions into a one-line error and its exit code;
+    Ctrl-C exits 130."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except KeyboardInterrupt:
+        raise fail("cancelled", ExitCode.CANCELLED) from None
+    except Exception as exc:
+        known = user_error(exc)
+        if known is None:
+            raise
+        raise fail(*known) from None
+
+
+def run_async(coro: Any) -> Any:
+    """Run a command's coroutine; user-facing errors become one line and their exit code."""
+    with user_errors():
+        return asyncio.run(coro)
+
+
+def settings_with(**overrides: Any) -> Any:
+    """The process settings with the command line's values applied (``None`` values are ignored).
+
+    Keys are Settings field names (``kb_path``, ``vlm_model`` ...); the copy is validated again, so a
+    bad value on the command line is the same error as a bad ``KAR_*`` value."""
+    from culturebase.settings import Settings, get_settings
+
+    settings = get_settings()
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if not overrides:
+        return settings
+    return Settings.model_validate({**settings.model_dump(), **overrides})

@@ -1,0 +1,151 @@
+"""``kar explain IMG``: one image through the pipeline, with the trace shown as text (or JSON).
+
+Only terminal work lives here: settings from the command line, ``agents.factory.build_pipeline``,
+the pipeline's async API, and printing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+
+from services.cli.console import ExitCode, emit_json, fail, out, run_async, settings_with
+from services.cli.options import ApiKeyOption, BaseUrlOption, JsonOption, KbOption, ModelOption, kb_override, vlm_overrides
+from services.cli.render import skipped_routes, timings_line
+
+NO_VLM_HELP = (
+    "No explanation was generated: no VLM is configured. Give --base-url and --model (or set KAR_VLM_BASE_URLS, an "
+    "OpenAI-compatible base URL such as http://localhost:8001/v1 for `vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8001`, "
+    "and KAR_VLM_MODEL; plus KAR_VLM_API_KEY if the server needs one)."
+)
+
+EXAMPLES = """\
+Examples:
+
+  kar explain examples/images/doge_such_culture.png
+
+  kar explain meme.png --condition kar --base-url http://localhost:8001/v1 --model Qwen/Qwen2.5-VL-7B-Instruct --json
+"""
+
+
+def print_explain(result: Any, notes: list[str]) -> None:
+    """Human output of ``kar explain``; every piece of data is escaped (rich would eat ``[text]`` as markup)."""
+    from retrieval.grounding import route_summary
+
+    t = result.trace
+    out.rule(f"[bold]{escape(t['condition'])}[/]  {escape(str(result.image_path))}")
+    if t.get("ocr") is not None:
+        out.print("[bold]OCR[/]:", escape((t["ocr"].get("text") or "(no text found)").replace("\n", " / ")))
+    ex = t.get("extraction")
+    if ex and ex.get("format") != "ocr_only":
+        out.print("[bold]Visual handle[/]:", escape(ex.get("visual_handle") or "(none)"))
+        for e in ex.get("entities") or []:
+            out.print(escape(f"  entity guess: {e['name']} ({e.get('source') or '?'}, {e.get('confidence')})"))
+        if ex.get("parse_errors"):
+            out.print("[yellow]extraction parse problems[/]:", escape("; ".join(ex["parse_errors"])))
+    g = t.get("grounding")
+    if g is not None:
+        out.print(f"[bold]CultureBase[/] (τ = {g['tau']:.3f}):")
+        if not g["hits"]:
+            best = g["candidates"][0] if g["candidates"] else None
+            out.print(escape("  no entity passed τ" + (f" (best: {best['name']} {best['score']:.3f})" if best else "")))
+        for h in g["hits"]:
+            src = h["sources"][0]["url"] if h.get("sources") else ""
+            out.print(escape(f"  {h['score']:.3f}  {h['name']} — {h.get('source_work') or ''}  [{route_summary(h)}] {src}"))
+            if h.get("matched_caption"):
+                out.print(escape(f"         caption: {h['matched_caption']['line']} ≈ {h['matched_caption']['catchphrase']}"))
+        for route, why in skipped_routes(g.get("routes")).items():
+            out.print(f"[dim]{escape(f'  route {route}: {why}')}[/]")
+    if t.get("queries"):
+        out.print("[bold]Searches[/]:")
+        for s in t.get("searches") or []:
+            out.print(escape(f"  [Search: {s['query']}]") + (f"  [red]{escape(s['error']['message'])}[/]" if s.get("error") else ""))
+            for i, r in enumerate(s.get("results") or [], start=1):
+                out.print(escape(f"    {i}. {r['title']}  {r['url']}"))
+            if not s.get("results") and not s.get("error"):
+                out.print("    (no results)", markup=False)
+    out.print(f"[dim]{escape('timings: ' + timings_line(t['timings']) + '; tokens: ' + str(t['usage']['total_tokens']))}[/]")
+    if result.error:
+        out.print(f"[bold red]failed at {escape(result.error['stage'])}[/]: {escape(result.error['message'])}")
+    elif result.response is None:
+        out.print(f"[bold yellow]{escape(NO_VLM_HELP)}[/]")
+    else:
+        out.rule("explanation")
+        out.print(result.response, markup=False)
+    for note in notes:
+        if result.response is None and not result.error and note.startswith("No VLM configured"):
+            continue  # already said above, with the fix
+        out.print(f"[dim]note: {escape(note)}[/]")
+
+
+def explain_command(
+    image: Annotated[Path, typer.Argument(help="Image file (PNG/JPEG/WebP/GIF).", show_default=False)],
+    condition: Annotated[
+        str, typer.Option("--condition", "-c", help="vanilla, cot, search_cot, kar or context_note (all but kar need a VLM).")
+    ] = "kar",
+    kb: KbOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    context_note: Annotated[Optional[str], typer.Option("--context-note", help="A cultural context note for the image.")] = None,
+    post_text: Annotated[Optional[str], typer.Option("--post-text", help="Text of the post the image came with.")] = None,
+    top_comment: Annotated[Optional[str], typer.Option("--top-comment", help="The post's top comment.")] = None,
+    language: Annotated[
+        Optional[str], typer.Option("--language", help="Explanation language: en or zh (default: en).", show_default=False)
+    ] = None,
+    ocr: Annotated[
+        Optional[bool], typer.Option("--ocr/--no-ocr", help="Run OCR (default: KAR_OCR_ENABLED, on).", show_default=False)
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Explain one image and show the trace: OCR, grounded entities, searches, evidence, timings.
+
+    Without a VLM the default condition (kar) still runs OCR + grounding + search and says that no
+    explanation was generated (exit 0); the other conditions need a VLM (exit 2)."""
+    from agents.factory import build_pipeline
+    from agents.pipeline import CONDITIONS, ExplainContext
+
+    if condition not in CONDITIONS:
+        raise fail(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}", ExitCode.USAGE)
+    try:
+        data = image.read_bytes()
+    except OSError as exc:
+        raise fail(f"{image}: {exc.strerror or exc}", ExitCode.USAGE) from None
+    context = ExplainContext(post_text=post_text, top_comment=top_comment, context_note=context_note)
+
+    async def main() -> tuple[Any, list[str]]:
+        settings = settings_with(**kb_override(kb), **vlm_overrides(model, base_url, api_key))
+        resources = build_pipeline(settings, (condition,), ocr_enabled=ocr)
+        try:
+            pipeline = resources.pipeline
+            if pipeline.deps.vlm is None and condition != "kar":
+                # without a VLM only the retrieval side can run; never pretend another condition ran
+                raise fail(f"condition {condition} needs a VLM. {NO_VLM_HELP}", ExitCode.USAGE)
+            if not json_out:  # said before the work starts, not discovered in the trace afterwards
+                for note in resources.notes:
+                    if note.startswith("no web evidence"):
+                        from services.cli.console import err
+
+                        err.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
+            from agents.runner import _bounded
+
+            work = await _bounded(data)  # decoded once: OCR and the VLM's copy start from the bounded copy
+            result = await pipeline.explain(work, condition, context, item_id=image.stem, language=language, image_path=str(image))
+            return result, resources.notes
+        finally:
+            await resources.aclose()
+
+    result, notes = run_async(main())
+    if json_out:
+        payload = result.to_dict()
+        payload["notes"] = notes
+        if result.response is None and result.error is None:
+            payload["message"] = NO_VLM_HELP
+        emit_json(payload)
+    else:
+        print_explain(result, [n for n in notes if not n.startswith("no web evidence")])
+    if result.error is not None:
+        raise typer.Exit(ExitCode.FAILED)

@@ -1,0 +1,94 @@
+"""Options that mean the same on every ``kar`` command, defined once.
+
+A command takes them as ``Annotated`` parameters and turns them into settings overrides::
+
+    def explain(..., kb: KbOption = None, model: ModelOption = None, base_url: BaseUrlOption = None,
+                api_key: ApiKeyOption = None) -> None:
+        settings = settings_with(**kb_override(kb), **vlm_overrides(model, base_url, api_key))
+
+Each one defaults to its ``KAR_*`` setting, so env (or ``.env``) stays the default and the command
+line wins.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+__all__ = [
+    "ApiKeyOption",
+    "BaseUrlOption",
+    "JsonOption",
+    "KbOption",
+    "ModelOption",
+    "kb_override",
+    "vlm_overrides",
+]
+
+KbOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--kb",
+        metavar="DIR",
+        help="CultureBase folder (default: KAR_KB_PATH, data/culturebase). Ignored with KAR_QDRANT_URL.",
+        show_default=False,
+    ),
+]
+
+ModelOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        metavar="ID",
+        help="VLM model id served at the base URL(s) (default: KAR_VLM_MODEL).",
+        show_default=False,
+        rich_help_panel="Model",
+    ),
+]
+
+BaseUrlOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--base-url",
+        metavar="URL",
+        help="OpenAI-compatible base URL of the VLM, e.g. http://localhost:8001/v1; repeat for replicas "
+        "(default: KAR_VLM_BASE_URLS).",
+        show_default=False,
+        rich_help_panel="Model",
+    ),
+]
+
+ApiKeyOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--api-key",
+        metavar="KEY",
+        help="API key of the VLM server (default: KAR_VLM_API_KEY; prefer the env var, a flag shows in `ps`).",
+        show_default=False,
+        rich_help_panel="Model",
+    ),
+]
+
+JsonOption = Annotated[
+    bool,
+    typer.Option("--json", help="Print machine-readable JSON on stdout instead of text (errors and progress stay on stderr)."),
+]
+
+
+def kb_override(kb: Path | None) -> dict[str, Any]:
+    """Settings overrides for ``--kb``."""
+    return {"kb_path": kb} if kb is not None else {}
+
+
+def vlm_overrides(model: str | None, base_urls: list[str] | None, api_key: str | None) -> dict[str, Any]:
+    """Settings overrides for ``--model``, ``--base-url`` and ``--api-key`` (unset ones are left out)."""
+    updates: dict[str, Any] = {}
+    if model:
+        updates["vlm_model"] = model
+    if base_urls:
+        updates["vlm_base_urls"] = list(base_urls)
+    if api_key:
+        updates["vlm_api_key"] = api_key
+    return updates

@@ -1,0 +1,54 @@
+"""Human output helpers: seconds with units, mappings as tables, route notes said once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["mapping_table", "seconds", "skipped_routes", "timings_line", "STANDING_SKIP"]
+
+#: a route that never runs with this KB's embedder: said once by `kar kb stats`, not under every query
+STANDING_SKIP = "the embedder has no sparse lexical weights"
+
+
+def seconds(value: float | None) -> str:
+    """``0.84 s``, ``12 ms``, ``1 min 05 s``."""
+    if value is None:
+        return "-"
+    v = float(value)
+    if v < 1:
+        return f"{v * 1000:.0f} ms"
+    if v < 60:
+        return f"{v:.2f} s"
+    minutes, rest = divmod(v, 60)
+    return f"{int(minutes)} min {rest:02.0f} s"
+
+
+def timings_line(timings: Mapping[str, float]) -> str:
+    """``ocr 1.20 s · ground 85 ms · total 1.40 s`` (total last; stages that took no time, i.e. did not run, left out)."""
+    parts = [f"{k} {seconds(v)}" for k, v in timings.items() if k != "total" and v]
+    if "total" in timings:
+        parts.append(f"total {seconds(timings['total'])}")
+    return " · ".join(parts)
+
+
+def skipped_routes(routes: Mapping[str, str] | None) -> dict[str, str]:
+    """Grounding routes that did not run for this query (a route the embedder can never run is left out)."""
+    return {
+        r: why
+        for r, why in (routes or {}).items()
+        if why != "ran" and not why.startswith("ran ") and STANDING_SKIP not in why
+    }
+
+
+def mapping_table(title: str, data: Mapping[str, Any], key: str = "name", value: str = "count") -> Table:
+    """A two-column table of a mapping (``by_language: {'en': 88}`` becomes rows ``en | 88``)."""
+    table = Table(title=escape(title), title_justify="left", box=None, pad_edge=False)
+    table.add_column(escape(key))
+    table.add_column(escape(value), justify="right")
+    for k, v in data.items():
+        table.add_row(escape(str(k)), escape(f"{v:,}" if isinstance(v, int) else str(v)))
+    return table
