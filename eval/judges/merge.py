@@ -124,3 +124,16 @@ def merge_files(
             }
         )
     return merged
+
+
+def merged_summary(merged: list[dict[str, Any]], items: list[BenchmarkItem] | None) -> dict[str, Any]:
+    """Success, coverage and unscored count of merged judge records (no benchmark: the union of both files is the denominator)."""
+    from types import SimpleNamespace
+
+    from eval.metrics.vikr import condition_metrics, vikr_matrix
+
+    rows: Any = items
+    if rows is None:
+        rows = [SimpleNamespace(id=r["id"], image_path=r["image_path"], language=None, domain=None) for r in merged]
+    metrics = condition_metrics(vikr_matrix(rows, merged))
+    return {"n": metrics["n"], "n_unscored": metrics["n_unscored"], "success": metrics["success"], "coverage": metrics["coverage"]}

@@ -131,3 +131,53 @@ async def judge_all(judge: RubricJudge, jobs: Sequence[dict[str, Any]], concurre
 def rubric_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The release's summary of judged rows (:func:`eval.tasks.drivelhub.summarize`)."""
     return summarize(rows)
+
+
+def prediction_rows(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Predictions by item: ours ``{id, response}`` or the release's rows ``{file, implicit_meaning, input_mode, error}``."""
+    from eval.records import load_predictions, read_records
+
+    records = read_records(path)
+    if records and all("file" in r and "implicit_meaning" in r for r in records):
+        return {str(r["file"]): {"response": r.get("implicit_meaning"), "error": r.get("error"), "row": r} for r in records}
+    return {p.id: {"response": p.response} for p in load_predictions(path) if p.id is not None}
+
+
+def rubric_jobs(
+    dataset: Any, predictions: dict[str, dict[str, Any]], *, settings: Any, media_root: Path | None,
+    frames: int, input_mode: str,
+) -> list[dict[str, Any]]:
+    """One judge job per clip: the release row, the narrative, the response and the clip's frames
+    (a clip without a prediction, or whose video cannot be read, is a job with its ``error``)."""
+    from agents.media import MediaError, prepare_video
+    from eval.tasks import resolve_media
+
+    jobs = []
+    for item in dataset.items:
+        base = item.release_row()
+        found = predictions.get(item.id) or predictions.get(base["file"]) or {}
+        mode = str((found.get("row") or {}).get("input_mode") or input_mode)
+        row = base | {k: v for k, v in (found.get("row") or {}).items() if not k.startswith("judge_")} | {
+            "input_mode": mode, "remove_audio": mode == "without-audio", "remove_vision": mode == "without-vision"}
+        job: dict[str, Any] = {"row": row, "narrative": item.narrative, "response": found.get("response"),
+                               "error": found.get("error") or (None if found else "no prediction for this clip")}
+        video = resolve_media(item.video, dataset.path, media_root)
+        if not job["error"] and (job["response"] or "").strip():
+            try:
+                media = prepare_video(video, settings=settings, frames=frames, audio_mode="none") if video else None
+            except MediaError as exc:
+                job["error"] = f"media: {exc}"
+                media = None
+            if media is not None:
+                job["frames"] = [f.jpeg for f in media.frames]
+                job["timestamps"] = [f.t for f in media.frames]
+        jobs.append(job)
+    return jobs
+
+
+def write_rows(rows: Sequence[dict[str, Any]], out: Path) -> None:
+    """Judged rows as JSONL (the release's judgments.jsonl shape)."""
+    import json
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")

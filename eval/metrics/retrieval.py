@@ -265,3 +265,26 @@ def release_qrels(items: Sequence[Any]) -> dict[str, dict[str, int]]:
     """The release's ``qrels.json`` of the items: each clip relevant to itself plus its human-verified extra pairs."""
     ids = {item.id for item in items}
     return {item.id: {doc: 1 for doc in dict.fromkeys([item.id, *[e for e in item.extra_relevant if e in ids]])} for item in items}
+
+
+def build_encoder(settings: Any, embed_base_url: str | None, embed_model: str | None, api_key: str | None) -> tuple[Any, str]:
+    """``encode(texts) -> array`` from an OpenAI-compatible /v1/embeddings endpoint, else the configured embedder."""
+    if embed_base_url:
+        if not embed_model:
+            raise DatasetError("--embed-base-url needs --embed-model (the embedding model id served there)")
+        from openai import OpenAI
+
+        client = OpenAI(base_url=embed_base_url, api_key=api_key or "EMPTY", max_retries=2)
+
+        def remote(texts: list[str]) -> Any:
+            rows: list[list[float]] = []
+            for start in range(0, len(texts), 64):
+                reply = client.embeddings.create(model=embed_model, input=texts[start:start + 64])
+                rows += [d.embedding for d in sorted(reply.data, key=lambda d: d.index)]
+            return np.asarray(rows, dtype=np.float32)
+
+        return remote, f"openai-compatible:{embed_model}"
+    from retrieval.embedders import build_embedder
+
+    embedder = build_embedder(settings)
+    return (lambda texts: np.asarray(embedder.encode_documents(texts).dense, dtype=np.float32)), getattr(embedder, "name", "embedder")

@@ -211,3 +211,24 @@ def write_task_report(report: Mapping[str, Any], out: str | Path) -> dict[str, s
                     writer.writerow([task, name, row["id"], row.get("gold", ""), row.get("pred") or "",
                                      row.get("status", ""), row.get("correct", ""), "" if score is None else score])
     return {"metrics": str(out / "metrics.json"), "markdown": str(out / "report.md"), "items": str(out / "items.csv")}
+
+
+def load_task_runs(bench_path: Path, pairs: Sequence[tuple[str, Path]], *, skip_invalid: bool = False) -> tuple[BenchSet, dict[str, list[dict[str, Any]]]]:
+    """The benchmark-family file and each named prediction (or rubric-judged) file, validated."""
+    from eval.records import load_predictions, read_records
+    from eval.tasks import load_bench
+
+    bench = load_bench(bench_path, check_media=False, skip_invalid=skip_invalid)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for name, path in pairs:
+        records = read_records(path)
+        if not any("judge_aligned" in r for r in records):
+            load_predictions(path)  # validates ids/responses with file/item/field errors
+        runs[name] = records
+    return bench, runs
+
+
+def slim_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The task report without its per-item rows (what ``--json`` prints)."""
+    return {k: v for k, v in report.items() if k != "tasks"} | {
+        "tasks": {t: {k: v for k, v in s.items() if k != "items"} for t, s in report["tasks"].items()}}

@@ -276,6 +276,18 @@ def judgment_files(path: str | Path) -> list[tuple[str, Path]]:
     return [(name, path)]
 
 
+def judgment_pairs(values: Sequence[str]) -> list[tuple[str, Path]]:
+    """``--judged`` for release judgments: NAME=FILE, a judgments.jsonl, or a judgments/ folder (names family/model)."""
+    pairs: list[tuple[str, Path]] = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if sep and name and path and not Path(value).exists():
+            pairs.append((name, Path(path)))
+        else:
+            pairs.extend(judgment_files(value))
+    return pairs
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The release's table row: N (every row), Aligned % and each rubric mean over the judged rows, Total last."""
     judged = [r for r in rows if r.get("judge_aligned") is not None]

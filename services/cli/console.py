@@ -35,6 +35,7 @@ __all__ = [
     "console",
     "emit_json",
     "err",
+    "examples",
     "exit_codes_text",
     "fail",
     "out",
@@ -68,6 +69,11 @@ EXIT_CODES: dict[int, str] = {
 def exit_codes_text() -> str:
     """The exit-code table as plain lines (the root help and the README show it)."""
     return "\n".join(f"{int(code):>3}  {text}" for code, text in EXIT_CODES.items())
+
+
+def examples(*commands: str) -> str:
+    """An ``Examples:`` help epilog (one paragraph per command; a ``# comment`` after a command is not part of it)."""
+    return "Examples:\n\n" + "\n\n".join(f"  {c}" for c in commands)
 
 
 err = Console(stderr=True)
@@ -120,7 +126,9 @@ def user_error(exc: BaseException) -> tuple[str, int] | None:
     from retrieval.knowledge_base import ImportFileError, format_validation_error
     from retrieval.websearch import SearchNotConfiguredError
 
-    if isinstance(exc, (VLMNotConfiguredError, SearchNotConfiguredError, EmbedderUnavailableError, ImportFileError)):
+    from eval.records import DatasetError
+
+    if isinstance(exc, (DatasetError, VLMNotConfiguredError, SearchNotConfiguredError, EmbedderUnavailableError, ImportFileError)):
         return str(exc), ExitCode.USAGE
     if isinstance(exc, ValidationError):
         return f"invalid settings: {format_validation_error(exc)}", ExitCode.USAGE

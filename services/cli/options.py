@@ -23,7 +23,13 @@ __all__ = [
     "JsonOption",
     "KbOption",
     "ModelOption",
+    "dataset_option",
+    "BenchAlias",
+    "ImageRootOption",
+    "MediaRootAlias",
+    "ImageDirAlias",
     "kb_override",
+    "pick",
     "vlm_overrides",
 ]
 
@@ -92,3 +98,42 @@ def vlm_overrides(model: str | None, base_urls: list[str] | None, api_key: str |
     if api_key:
         updates["vlm_api_key"] = api_key
     return updates
+
+
+def dataset_option(help: str) -> Any:
+    """The ``--dataset FILE`` option of every evaluation command (``--bench``, its old name, is a hidden alias: ``BenchAlias``)."""
+    return Annotated[Optional[Path], typer.Option("--dataset", metavar="FILE", help=help + " (required)", show_default=False)]
+
+
+#: the old name of ``--dataset`` (judge, report, retrieve, judge rubric): still accepted, not shown in help
+BenchAlias = Annotated[Optional[Path], typer.Option("--bench", hidden=True)]
+
+ImageRootOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--image-root",
+        metavar="DIR",
+        help="Folder the dataset's media paths (images, videos, audio) are relative to (default: the dataset's folder).",
+        show_default=False,
+    ),
+]
+
+#: old names of ``--image-root`` (bench validate and judge rubric: --media-root; report-refs: --image-dir), hidden
+MediaRootAlias = Annotated[Optional[Path], typer.Option("--media-root", hidden=True)]
+ImageDirAlias = Annotated[Optional[Path], typer.Option("--image-dir", hidden=True)]
+
+
+def pick(flag: str, value: Any, required: bool = False, **aliases: Any) -> Any:
+    """The value of ``flag`` or of one of its hidden old names (``bench=...`` is ``--bench``); two different
+    values, or none for a required option, are a usage error (exit 2)."""
+    from services.cli.console import ExitCode, fail
+
+    given = {flag: value} if value is not None else {}
+    given |= {f"--{name.replace('_', '-')}": v for name, v in aliases.items() if v is not None}
+    if len({str(v) for v in given.values()}) > 1:
+        raise fail(f"{' and '.join(given)} name the same option ({flag}); give it once", ExitCode.USAGE)
+    if not given:
+        if required:
+            raise fail(f"missing option {flag}", ExitCode.USAGE)
+        return None
+    return next(iter(given.values()))

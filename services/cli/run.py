@@ -6,6 +6,10 @@ a family JSONL (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K, or the DrivelH
 release's metadata.csv) through :class:`agents.tasks.TaskRunner` (video frames, audio, task
 prompts, ``text_only``; media settings ``KAR_MEDIA_*``, ``KAR_ASR_*``).  A file with a bad
 item stops here with every error listed, exit code 2, before anything is built or written.
+
+A search condition (``search_cot``, ``kar``) whose backend has nothing to search (an empty local
+corpus, ``KAR_SEARCH_BACKEND=none``) is refused with exit code 2 unless ``--allow-no-evidence`` is
+given; the manifest records the evidence status either way.
 """
 
 from __future__ import annotations
@@ -14,73 +18,120 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
-from services.cli.console import console
-from services.cli.console import run_async as _run
-from services.cli.console import settings_with as _settings
-from services.cli.console import emit_json, fail, progress_bar
+from services.cli.console import ExitCode, emit_json, err, examples, fail, progress_bar, run_async, settings_with
+from services.cli.options import (
+    ApiKeyOption,
+    BaseUrlOption,
+    BenchAlias,
+    ImageRootOption,
+    JsonOption,
+    KbOption,
+    ModelOption,
+    dataset_option,
+    kb_override,
+    pick,
+    vlm_overrides,
+)
+
+RunDataset = dataset_option(
+    "MemeBench benchmark JSON/JSONL file or folder, a benchmark-family JSONL file, or the DrivelHub+ metadata.csv"
+)
+
+RUN_EXAMPLES = examples(
+    "kar run --dataset examples/bench_sample.json --out runs/qwen7b --conditions vanilla,search_cot,kar "
+    "--model Qwen/Qwen2.5-VL-7B-Instruct --base-url http://localhost:8001/v1",
+    "kar run --dataset memebench/ --out runs/qwen7b --conditions vanilla,cot --limit 20",
+    "kar run --dataset memebench/ --out runs/novidence --conditions vanilla,kar --allow-no-evidence  # KB grounding only",
+)
+
+#: the conditions that search the web (their evidence must exist, or the run is refused)
+SEARCH_CONDITIONS = ("search_cot", "kar")
+
+
+def evidence_refusal(describe: dict[str, Any], conditions: list[str]) -> str | None:
+    """Why the run must not start (a search condition whose backend has nothing to search), or None."""
+    evidence = describe.get("evidence")
+    searching = [c for c in conditions if c in SEARCH_CONDITIONS]
+    if not searching or not evidence or evidence.get("available", True):
+        return None
+    return (f"{', '.join(searching)} would run without web evidence: {evidence.get('reason')}; "
+            "or pass --allow-no-evidence to run them anyway (the manifest records it)")
 
 
 def run_command(
-    dataset: Annotated[Path, typer.Option("--dataset", help="MemeBench benchmark JSON/JSONL file or folder, a benchmark-family JSONL file, or the DrivelHub+ metadata.csv.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder (traces, predictions, manifest); reruns resume.")],
+    dataset: RunDataset = None,
     conditions: Annotated[str, typer.Option("--conditions", help="Comma-separated conditions.")] = "vanilla,cot,search_cot,kar",
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024, help="Items in flight.")] = 8,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Only the first N items.")] = None,
-    image_root: Annotated[
-        Optional[Path], typer.Option("--image-root", help="Folder media paths are relative to (then the benchmark's folder).")
-    ] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Only the first N items (default: all).", show_default=False)] = None,
+    image_root: ImageRootOption = None,
     check_images: Annotated[
         bool, typer.Option("--check-images/--no-check-images", help="Fail up front when an item's image is missing.")
     ] = True,
-    ocr: Annotated[Optional[bool], typer.Option("--ocr/--no-ocr", help="Run OCR (default: KAR_OCR_ENABLED).")] = None,
-    replay_only: Annotated[Optional[bool], typer.Option("--replay-only/--no-replay-only", help="Fail searches that miss the cache.")] = None,
+    ocr: Annotated[Optional[bool], typer.Option("--ocr/--no-ocr", help="Run OCR (default: KAR_OCR_ENABLED).", show_default=False)] = None,
+    replay_only: Annotated[
+        Optional[bool], typer.Option("--replay-only/--no-replay-only", help="Fail searches that miss the cache (default: KAR_SEARCH_REPLAY_ONLY).", show_default=False)
+    ] = None,
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Run failed items (response null) once more; the new attempt is appended.")
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+    allow_no_evidence: Annotated[
+        bool, typer.Option("--allow-no-evidence", help="Run search_cot/kar even when the search backend has nothing to search.")
+    ] = False,
+    kb: KbOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    json_out: JsonOption = False,
+    bench: BenchAlias = None,
 ) -> None:
     """Run conditions over a benchmark (MemeBench, or a MemeReaCon / AVMeme / DrivelHub+ / MemeCULT-1K JSONL): resumable traces and predictions."""
     from agents.factory import build_pipeline
     from eval.records import DatasetError
     from eval.tasks import is_bench_file, load
 
+    dataset = pick("--dataset", dataset, required=True, bench=bench)
+    assert dataset is not None
     family = dataset.is_file() and is_bench_file(dataset)
     conds = [c.strip() for c in conditions.split(",") if c.strip()]
     try:
         loaded = load(dataset, media_root=image_root, check_media=True if family else check_images, limit=limit)
-    except DatasetError as exc:
-        if family:
-            raise fail(escape(str(exc)), 2) from None
-        console.print(Text.assemble(("error:", "bold red"), " ", str(exc)), highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    try:
         loaded.check_conditions(conds)
-    except ValueError as exc:
-        raise fail(escape(str(exc)), 2) from None
+    except (DatasetError, ValueError) as exc:
+        raise fail(str(exc), ExitCode.USAGE) from None
+    command_line = {"model": model, "base_urls": list(base_url or []) or None, "api_key_given": bool(api_key),
+                    "kb": str(kb) if kb is not None else None, "allow_no_evidence": allow_no_evidence}
 
     async def main() -> Any:
-        settings = _settings(search_replay_only=replay_only)
+        settings = settings_with(search_replay_only=replay_only, **kb_override(kb), **vlm_overrides(model, base_url, api_key))
         resources = build_pipeline(settings, loaded.pipeline_conditions(conds), ocr_enabled=ocr, require_vlm=True)
         try:
+            describe = dict(resources.pipeline.describe)
+            refusal = evidence_refusal(describe, conds)
+            if refusal and not allow_no_evidence:
+                raise fail(refusal, ExitCode.USAGE)
+            if refusal:
+                err.print(Text.assemble(("warning:", "bold yellow"), " ", refusal.split("; or pass")[0]), highlight=False, soft_wrap=True)
+            manifest = {"settings": settings.public_dict(), "notes": resources.notes, "command_line": command_line,
+                        "evidence": describe.get("evidence")}
             try:
                 runner = loaded.runner(resources.pipeline, out_dir, conds, settings=settings, concurrency=concurrency,
-                                       manifest={"settings": settings.public_dict(), "notes": resources.notes}, retry_failed=retry_failed)
+                                       manifest=manifest, retry_failed=retry_failed)
             except ValueError as exc:
-                raise fail(escape(str(exc)), 2) from None
+                raise fail(str(exc), ExitCode.USAGE) from None
             label = f"running {loaded.benchmark + ' ' if family else ''}{','.join(conds)}"
             return await run_with_progress(runner, loaded.items, label, len(conds), dataset, json_out)
         finally:
             await resources.aclose()
 
-    emit_run_summary(_run(main()), json_out)
+    emit_run_summary(run_async(main()), json_out)
 
 
 async def run_with_progress(runner: Any, items: list[Any], label: str, n_conditions: int, dataset: Path, json_out: bool) -> Any:
     """Run every item under every condition with the shared progress bar (hidden for --json off a terminal)."""
-    with progress_bar(disable=json_out and not console.is_terminal) as bar:
+    with progress_bar(disable=json_out and not err.is_terminal) as bar:
         task = bar.add_task(label, total=len(items) * n_conditions)
         return await runner.run(items, progress=lambda done, total: bar.update(task, completed=done), dataset=str(dataset))
 
@@ -90,7 +141,7 @@ def emit_run_summary(summary: Any, json_out: bool) -> None:
     if json_out:
         emit_json(summary.to_dict())
     else:
-        console.print(
+        err.print(
             Text(
                 f"{summary.ran} ran, {summary.skipped} already done, {summary.failed} failed (response null); "
                 f"predictions in {Path(summary.out_dir) / 'predictions'}"

@@ -1,4 +1,4 @@
-"""kar judge / kar judge merge / kar report through typer's CliRunner."""
+"""kar judge / kar judge run / kar judge merge / kar report through typer's CliRunner (services/cli/judge.py, report.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from eval.cli import judge_app, report_command
+from services.cli.judge import judge_app
+from services.cli.report import report_command
 from eval.verdicts import evaluation_from_vector
 from tests.eval.evalkit import judge_reply_for_prompt, make_item, official_eval, write_bench
 from tests.fakes.openai_server import FakeOpenAIServer, FakeReply

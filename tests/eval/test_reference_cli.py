@@ -19,7 +19,7 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner
 
-from eval.cli import reference_command, report_command
+from services.cli.report import reference_command, report_command
 from eval.verdicts import evaluation_from_vector
 from tests.eval.evalkit import make_item, write_bench
 from tests.fakes.openai_server import FakeOpenAIServer, FakeReply

@@ -83,7 +83,7 @@ def test_example_parser_rejects_a_bad_example():
     with pytest.raises(UsageError):
         parse(["explain", "img.png", "--no-such-flag"])
     with pytest.raises(UsageError):
-        parse(["run", "--out", "x"])  # --dataset is required
+        parse(["run", "--dataset", "x"])  # --out is required
 
 
 def test_root_help_groups_by_journey_and_prints_exit_codes():

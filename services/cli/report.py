@@ -1,0 +1,240 @@
+"""``kar report`` and ``kar report-refs``: coverage, Success and repair/damage with CIs (MemeBench),
+each benchmark family's metrics, the DrivelHub+ release's table, and reference-based metrics.
+
+The reports are built by :mod:`eval.report`; these commands read the flags and print.  Bad input is
+one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from services.cli.console import ExitCode, emit_json, err, examples, fail, progress_bar, user_errors
+from services.cli.judge import JudgeBaseUrlOption, JudgeModelOption, judge_settings
+from services.cli.options import BenchAlias, ImageDirAlias, ImageRootOption, JsonOption, dataset_option, pick
+
+ReportDataset = dataset_option(
+    "MemeBench benchmark file, a benchmark-family JSONL file, or the DrivelHub+ release's metadata.csv"
+)
+RefsDataset = dataset_option("MemeCULT CSV or MemeCap JSON with reference explanations")
+
+REPORT_EXAMPLES = examples(
+    "kar report --dataset examples/bench_sample.json --judged vanilla=runs/qwen7b/judged/vanilla.json "
+    "--judged kar=runs/qwen7b/judged/kar.json --out runs/qwen7b/report",
+    "kar report --dataset drivelhub/metadata.csv --judged drivelhub/judgments/",
+)
+REFS_EXAMPLES = examples(
+    "kar report-refs --dataset memecult.csv --pred vanilla=runs/m/predictions/vanilla.json "
+    "--pred kar=runs/m/predictions/kar.json --out runs/m/refs",
+)
+
+
+def pairs(values: list[str], flag: str) -> list[tuple[str, Path]]:
+    """``NAME=FILE`` values of a repeatable flag (anything else is a usage error)."""
+    found = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise fail(f"{flag} expects NAME=FILE, got {value!r}", ExitCode.USAGE)
+        found.append((name, Path(path)))
+    return found
+
+
+def release_report(dataset: Path, judged: list[str], out: Path | None, *, bootstrap: int, seed: int, json_out: bool) -> None:
+    """The DrivelHub+ release's table from judgments.jsonl files, plus CIs and repair/damage."""
+    from eval.report.common import jsonable
+    from eval.report.release import build_release_report, release_table
+    from eval.tasks.drivelhub import judgment_pairs
+
+    with user_errors():
+        report = build_release_report(dataset, judgment_pairs(judged), n_boot=bootstrap, seed=seed)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.json").write_text(json.dumps(jsonable(report), ensure_ascii=False, indent=1), "utf-8")
+    if json_out:
+        emit_json(jsonable(report))
+        return
+    Console(width=240).print(release_table(report))
+    recomputed = sum(r["n_recomputed_totals"] for r in report["runs"].values())
+    if recomputed:
+        err.print(f"{recomputed} judge total(s) disagreed with their parts and were recomputed (metrics.json lists them)",
+                  highlight=False, markup=False)
+
+
+def task_report(dataset: Path, named: list[tuple[str, Path]], out: Path, *, baseline: str, bootstrap: int, seed: int,
+                json_out: bool, similarity: bool = False) -> None:
+    """The report of a benchmark-family file: each task's metrics (accuracy, macro-F1, ROUGE-L, rubric)."""
+    from eval.report.common import jsonable
+    from eval.report.tasks import build_task_report, load_task_runs, slim_report, task_markdown, write_task_report
+
+    with user_errors():
+        bench, runs = load_task_runs(dataset, named)
+        encoder = None
+        if similarity:
+            from culturebase.settings import get_settings
+            from eval.metrics.reference import CachingEncoder
+            from retrieval.embedders import build_embedder
+
+            encoder = CachingEncoder(build_embedder(get_settings()))
+        report = build_task_report(bench, runs, baseline=baseline, n_boot=bootstrap, seed=seed, encoder=encoder)
+        write_task_report(report, out)
+    if json_out:
+        emit_json(jsonable(slim_report(report)))
+    else:
+        err.print(escape(task_markdown(report)), highlight=False)
+        err.print(escape(f"wrote metrics.json, report.md, items.csv to {out}"), highlight=False)
+
+
+def report_command(
+    judged: Annotated[list[str], typer.Option("--judged", help="NAME=FILE (NAME: condition or model/condition); repeat per run.")],
+    dataset: ReportDataset = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (optional for a DrivelHub+ metadata.csv).", show_default=False)] = None,
+    baseline: Annotated[str, typer.Option("--baseline", help="Baseline condition for repair/damage.")] = "vanilla",
+    json_out: JsonOption = False,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip PNG plots.")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Bootstrap resamples (0 = none).")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    human: Annotated[Optional[list[str]], typer.Option("--human", help="COND=FILE human labels (judge-file format).", show_default=False)] = None,
+    judge_file: Annotated[
+        Optional[list[str]], typer.Option("--judge-file", help="JUDGE:COND=FILE single-judge files for reliability.", show_default=False)
+    ] = None,
+    similarity: Annotated[
+        bool, typer.Option("--similarity", help="Benchmark-family generation tasks: add the embedding similarity to the references.")
+    ] = False,
+    bench: BenchAlias = None,
+) -> None:
+    """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report.
+
+    A benchmark-family JSONL file (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K) as --dataset
+    switches to its tasks' metrics (accuracy/macro-F1/ROUGE-L/rubric); --judged then names
+    prediction files (or DrivelHub+ rubric-judged files).  The DrivelHub+ release's metadata.csv as
+    --dataset reads release judgments.jsonl files (--judged MODEL=FILE, FILE or a judgments/ folder)
+    and prints the release's table."""
+    from eval.tasks import is_bench_file
+    from eval.tasks.drivelhub import is_metadata_csv
+
+    dataset = pick("--dataset", dataset, required=True, bench=bench)
+    if is_metadata_csv(dataset):
+        return release_report(dataset, judged, out, bootstrap=bootstrap, seed=seed, json_out=json_out)
+    if out is None:
+        raise fail("--out is required (the folder the report is written to)", ExitCode.USAGE)
+    if is_bench_file(dataset):
+        return task_report(dataset, pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed,
+                           json_out=json_out, similarity=similarity)
+    from eval.metrics.reliability import judge_reliability
+    from eval.records import load_judged
+    from eval.report.common import jsonable
+    from eval.report.vikr import build_report, leaderboard_markdown, write_report
+    from eval.tasks.memebench import load_benchmark
+
+    judged_pairs = pairs(judged, "--judged")
+    human_pairs = pairs(human or [], "--human")
+    judge_pairs = []
+    for key, path in pairs(judge_file or [], "--judge-file"):
+        judge_name, sep, condition = key.partition(":")
+        if not sep:
+            raise fail(f"--judge-file expects JUDGE:COND=FILE, got {key!r}", ExitCode.USAGE)
+        judge_pairs.append((judge_name, condition, path))
+    with user_errors():
+        items = load_benchmark(dataset, check_images=False)
+        judged_records = {name: load_judged(path) for name, path in judged_pairs}
+        reliability = None
+        if human_pairs or judge_pairs:
+            per_judge: dict[str, dict[str, Any]] = {}
+            for judge_name, condition, path in judge_pairs:
+                per_judge.setdefault(judge_name, {})[condition] = load_judged(path)
+            reliability = judge_reliability(items, {name: load_judged(path) for name, path in human_pairs}, per_judge)
+    with progress_bar(transient=False) as progress:
+        task = progress.add_task("report", total=2 if no_plots else 3)
+        report = build_report(items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability)
+        progress.update(task, advance=1)
+        files = write_report(report, out, plots=not no_plots)
+        progress.update(task, completed=progress.tasks[0].total)
+    if json_out:
+        emit_json(jsonable(report))
+    else:
+        err.print(leaderboard_markdown(report), highlight=False, markup=False)
+        err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
+
+
+def reference_command(
+    pred: Annotated[list[str], typer.Option("--pred", help="NAME=FILE predictions {id, image_path, response}; repeat per run.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")],
+    dataset: RefsDataset = None,
+    baseline: Annotated[
+        Optional[str], typer.Option("--baseline", help="Baseline prediction NAME for paired Δ (default: the first --pred).", show_default=False)
+    ] = None,
+    dataset_format: Annotated[str, typer.Option("--format", help="auto (by extension: .csv = MemeCULT), memecult or memecap.")] = "auto",
+    image_root: ImageRootOption = None,
+    rubric: Annotated[bool, typer.Option("--rubric", help="Also score 1–5 fluency / cultural / humor with the judge.")] = False,
+    judge_model: JudgeModelOption = None,
+    judge_base_url: JudgeBaseUrlOption = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Concurrent judge calls (default: KAR_JUDGE_CONCURRENCY).")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=1, help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    json_out: JsonOption = False,
+    image_dir: ImageDirAlias = None,
+) -> None:
+    """Reference-based metrics: embedding cosine (and a 1–5 LLM rubric), paired vs a baseline per language."""
+    from eval.metrics.reference import CachingEncoder, reference_metrics
+    from eval.report import references
+    from retrieval.embedders import build_embedder
+
+    image_root = pick("--image-root", image_root, image_dir=image_dir)
+    if dataset_format not in references.FORMATS:
+        raise fail(f"--format must be auto, memecult or memecap, got {dataset_format!r}", ExitCode.USAGE)
+    named = pairs(pred, "--pred")
+    dataset = pick("--dataset", dataset, required=True)
+    names = [name for name, _ in named]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise fail(f"--pred: name {duplicates[0]!r} given twice", ExitCode.USAGE)
+    baseline = baseline or names[0]
+    if baseline not in names:
+        raise fail(f"--baseline {baseline!r} is not one of the --pred names ({', '.join(names)})", ExitCode.USAGE)
+    settings = judge_settings(judge_model, judge_base_url, concurrency)
+    vlm = None
+    with user_errors():
+        fmt, items = references.load_reference_dataset(dataset, dataset_format, image_root)
+        responses, unmatched = references.match_predictions(dataset, items, named)
+        images: dict[str, bytes | None] = {}
+        if rubric:
+            from agents.vlm import OpenAICompatibleVLM
+
+            images = references.item_images(dataset, items)
+            vlm = OpenAICompatibleVLM.from_settings(settings, role="judge")
+        encoder = CachingEncoder(build_embedder(settings))
+        rubric_scores = None
+        with progress_bar(transient=False) as progress:
+            bars: dict[str, Any] = {}
+
+            def on_progress(label: str, done: int, total: int) -> None:
+                if label not in bars:
+                    bars[label] = progress.add_task(label, total=total)
+                progress.update(bars[label], completed=done)
+
+            references.embed_all(encoder, items, responses, on_progress)
+            if vlm is not None:
+                rubric_scores = references.judge_rubric(
+                    vlm, items, responses, images, concurrency=settings.judge_concurrency,
+                    max_parse_retries=settings.judge_max_parse_retries, on_progress=on_progress)
+    metrics = reference_metrics(items, responses, encoder, baseline=baseline, rubric=rubric_scores, n_boot=bootstrap, seed=seed)
+    metrics = {
+        "dataset": str(dataset), "format": fmt, "predictions": {name: str(path) for name, path in named},
+        "unmatched_predictions": unmatched, "rubric_judge": vlm.model_id if vlm is not None else None, **metrics,
+    }
+    data, markdown = references.write_reference_report(metrics, out)
+    for name, count in unmatched.items():
+        if count:
+            err.print(f"warning: {count} predictions of {name} match no dataset item", highlight=False, markup=False)
+    if json_out:
+        emit_json(data)
+    else:
+        err.print(markdown, highlight=False, soft_wrap=True, markup=False)
+        err.print(f"wrote reference_metrics.json, reference_metrics.md, reference_items.csv to {out}", highlight=False, markup=False)
