@@ -120,10 +120,25 @@ def test_memebench_release_through_the_cli(kar_env, tmp_path):
     with FakeOpenAIServer(responder=vlm_responder, model="qwen-vl") as vlm, \
             FakeOpenAIServer(responder=judge_responder(strict=False)) as judge_a, \
             FakeOpenAIServer(responder=judge_responder(strict=True)) as judge_b:
-        kar_env.setenv("KAR_VLM_BASE_URLS", vlm.base_url)
-        kar_env.setenv("KAR_VLM_MODEL", "qwen-vl")
-        kar("run", "--dataset", str(bench), "--image-root", str(images), "--conditions", ",".join(CONDITIONS),
-            "--out", str(tmp_path / "run"), "--concurrency", "4")
+        run_args = ["run", "--dataset", str(bench), "--image-root", str(images), "--conditions", ",".join(CONDITIONS),
+                    "--out", str(tmp_path / "run"), "--concurrency", "4",
+                    "--model", "qwen-vl", "--base-url", vlm.base_url, "--api-key", "sk-not-in-the-manifest"]
+        # the release's kb_entries.json adds entities, not pages: the local search corpus is empty, so
+        # Search-CoT and KAR would run without web evidence; kar run refuses before anything is written
+        from culturebase.settings import get_settings
+
+        get_settings.cache_clear()
+        refused = runner.invoke(app, run_args)
+        assert refused.exit_code == 2, refused.output
+        assert "search_cot, kar would run without web evidence" in refused.output and "--allow-no-evidence" in refused.output
+        assert not (tmp_path / "run").exists() and not vlm.requests
+        kar(*run_args, "--allow-no-evidence")  # this test measures the KB's effect alone
+        manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
+        assert manifest["command_line"]["model"] == "qwen-vl" and manifest["command_line"]["base_urls"] == [vlm.base_url]
+        assert manifest["command_line"]["api_key_given"] is True and manifest["command_line"]["allow_no_evidence"] is True
+        assert manifest["models"]["vlm"] == "qwen-vl" and manifest["settings"]["vlm_model"] == "qwen-vl"
+        assert manifest["evidence"]["available"] is False and manifest["evidence"]["corpus_chunks"] == 0
+        assert "sk-not-in-the-manifest" not in (tmp_path / "run" / "manifest.json").read_text("utf-8")
         # VLM calls: vanilla 1 per item, the two-stage conditions 2
         traces = {c: [json.loads(l) for l in (tmp_path / "run" / "traces" / f"{c}.jsonl").read_text("utf-8").splitlines()]
                   for c in CONDITIONS}
