@@ -123,3 +123,31 @@ def test_report_command(tmp_path, bench_and_preds):
     assert json.loads((out / "metrics.json").read_text())["paired"]["m1/kar"]["layers"]["I"]["ratio_status"] == "infinite"
     bad = runner.invoke(app, ["report", "--bench", str(bench), "--judged", "novalue", "--out", str(out)])
     assert bad.exit_code == 2 and "NAME=FILE" in bad.output
+
+
+def test_judge_run_is_the_bare_form_and_bench_is_a_hidden_alias(tmp_path, bench_and_preds, monkeypatch):
+    """`kar judge run --dataset` and the bare `kar judge --bench` (the old name) judge the same way."""
+    bench, pred = bench_and_preds
+    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "data"))
+    from culturebase.settings import get_settings
+
+    get_settings.cache_clear()
+    outs = {}
+    with FakeOpenAIServer() as server:
+        server.responder = lambda req: FakeReply(text=judge_reply_for_prompt(req.user_text()))
+        for form in (["judge", "run", "--dataset"], ["judge", "--bench"]):
+            out = tmp_path / f"{form[-2]}.json"
+            result = runner.invoke(app, [*form, str(bench), "--pred", str(pred), "--out", str(out), "--judge-model", "jm",
+                                         "--judge-base-url", server.base_url, "--no-cache", "--json"])
+            assert result.exit_code == 0, result.output
+            assert json.loads(result.stdout[result.stdout.index("{"):])["scored"] == 3
+            outs[form[1]] = json.loads(out.read_text())
+        assert len(server.requests) == 6  # both forms judged every item (no cache, separate outputs)
+    assert [r["evaluation"] for r in outs["run"]] == [r["evaluation"] for r in outs["--bench"]]
+    # two different values for one option are refused; the missing flags are named by their new names
+    other = tmp_path / "other.json"
+    result = runner.invoke(app, ["judge", "run", "--dataset", str(bench), "--bench", str(other), "--pred", str(pred), "--out", str(other)])
+    assert result.exit_code == 2 and "--dataset and --bench name the same option" in result.output
+    result = runner.invoke(app, ["judge", "run", "--pred", str(pred)])
+    assert result.exit_code == 2 and "--dataset, --out" in result.output
+    get_settings.cache_clear()
