@@ -43,7 +43,7 @@ RUN_EXAMPLES = examples(
     "kar run --dataset examples/bench_sample.json --out runs/qwen7b --conditions vanilla,search_cot,kar "
     "--model Qwen/Qwen2.5-VL-7B-Instruct --base-url http://localhost:8001/v1",
     "kar run --dataset memebench/ --out runs/qwen7b --conditions vanilla,cot --limit 20",
-    "kar run --dataset memebench/ --out runs/novidence --conditions vanilla,kar --allow-no-evidence  # KB grounding only",
+    "kar run --dataset memebench/ --out runs/no-evidence --conditions vanilla,kar --allow-no-evidence  # KB grounding only",
 )
 
 #: the conditions that search the web (their evidence must exist, or the run is refused)
