@@ -76,20 +76,3 @@ def build_release_report(
     return {"benchmark": "drivelhub", "metadata": str(metadata), "n_clips": len(clips), "columns": ["n", *COLUMNS],
             "runs": runs, "paired": paired}
 
-
-def release_table(report: dict[str, Any]) -> Any:
-    """The release's rich table (Family, Prediction, N, Aligned %, rubric means, Score Total)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(show_header=True, header_style="bold", show_lines=True)
-    for heading in ("Family", "Prediction", "N", *(label(c) for c in COLUMNS)):
-        table.add_column(heading, justify="left" if heading in ("Family", "Prediction") else "right", no_wrap=heading != "Prediction")
-    for name, run in report["runs"].items():
-        cells = []
-        for c in COLUMNS:
-            v = run[c]
-            cells.append("-" if v is None else (f"{v:.1f}%" if c == "aligned_pct" else f"{v:.3f}"))
-        prediction = run["model"] if run["input_mode"] == BASE_MODE else f"{run['model']} ({run['input_mode']})"
-        table.add_row(escape(run["family"]), escape(prediction), str(run["n"]), *cells)
-    return table

@@ -46,10 +46,26 @@ def pairs(values: list[str], flag: str) -> list[tuple[str, Path]]:
     return found
 
 
+def release_table(report: dict[str, Any]) -> Any:
+    """The DrivelHub+ release's table (Family, Prediction, N, Aligned %, rubric means, Score Total)."""
+    from rich.table import Table
+
+    from eval.report.release import BASE_MODE, COLUMNS, label
+
+    table = Table(show_header=True, header_style="bold", show_lines=True)
+    for heading in ("Family", "Prediction", "N", *(label(c) for c in COLUMNS)):
+        table.add_column(heading, justify="left" if heading in ("Family", "Prediction") else "right", no_wrap=heading != "Prediction")
+    for run in report["runs"].values():
+        cells = ["-" if run[c] is None else (f"{run[c]:.1f}%" if c == "aligned_pct" else f"{run[c]:.3f}") for c in COLUMNS]
+        prediction = run["model"] if run["input_mode"] == BASE_MODE else f"{run['model']} ({run['input_mode']})"
+        table.add_row(escape(run["family"]), escape(prediction), str(run["n"]), *cells)
+    return table
+
+
 def release_report(dataset: Path, judged: list[str], out: Path | None, *, bootstrap: int, seed: int, json_out: bool) -> None:
     """The DrivelHub+ release's table from judgments.jsonl files, plus CIs and repair/damage."""
     from eval.report.common import jsonable
-    from eval.report.release import build_release_report, release_table
+    from eval.report.release import build_release_report
     from eval.tasks.drivelhub import judgment_pairs
 
     with user_errors():

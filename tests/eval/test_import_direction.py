@@ -1,6 +1,6 @@
 """Package import direction: crawlers → culturebase ← retrieval ← agents ← services; eval reads agents.
 
-The command line lives in services/cli only: eval/ and agents/ never import services (nor typer),
+The command line lives in services/cli only: eval/ and agents/ never import services (nor typer; eval not rich),
 and culturebase/ imports neither typer nor rich.  Read from the source (every import statement,
 including the ones inside functions)."""
 
@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 FORBIDDEN = {
-    "eval": ("services", "typer"),
+    "eval": ("services", "typer", "rich"),
     "agents": ("services", "eval", "typer"),
     "retrieval": ("services", "eval", "agents", "typer"),
     "culturebase": ("services", "eval", "agents", "retrieval", "crawlers", "typer", "rich"),

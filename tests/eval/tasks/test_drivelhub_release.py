@@ -92,6 +92,11 @@ def test_release_judgments_give_the_release_figures(real, tmp_path):
     tree = _kar("report", "--bench", str(real / "metadata_from_judgments.csv"), "--judged", str(tmp_path / "judgments"), "--json",
                 "--bootstrap", "0")
     assert list(tree["runs"]) == ["Qwen/Qwen3-VL-8B-Instruct"] and tree["runs"]["Qwen/Qwen3-VL-8B-Instruct"]["family"] == "Qwen"
+    # the human form is the release's table (rendered by services/cli/report.py)
+    human = runner.invoke(app, ["report", "--dataset", str(real / "metadata_from_judgments.csv"), "--judged", str(tmp_path / "judgments"),
+                                "--bootstrap", "0"], env={"COLUMNS": "240"})
+    assert human.exit_code == 0, human.output
+    assert "Family" in human.stdout and "Qwen3-VL-8B-Instruct" in human.stdout and "48.9%" in human.stdout and "4.721" in human.stdout
 
 
 GOOD = ('{"aligned": true, "core_intent": 4, "rhetorical_signal": 2, "affective_or_social_meaning": 1, "grounding": 2,'
