@@ -25,14 +25,14 @@ import numpy as np
 from PIL import Image
 
 #: the feature method and its version (stored with the features: a change re-describes the images)
-METHOD = "orb1"
+METHOD = "orb2"
 #: longest side at which an entity image is described
 INDEX_SIDE = 480
 #: longest side at which a query image is described (a template filling 40 % of a screenshot keeps ~320 px)
 QUERY_SIDE = 800
-INDEX_FEATURES = 500
-QUERY_FEATURES = 1500
-RATIO = 0.8
+INDEX_FEATURES = 400
+QUERY_FEATURES = 1000
+RATIO = 0.75
 #: RANSAC inliers needed to verify a textured template; a template with few keypoints needs a
 #: quarter of them, never fewer than :data:`MIN_INLIERS_FLOOR` (:func:`required_inliers`)
 MIN_INLIERS = 15
@@ -133,7 +133,7 @@ def verify(query: Features, template: Features, matcher: object | None = None) -
         return Verification(len(good), len(good), None, need)
     src = template.points[[m.queryIdx for m in good]].reshape(-1, 1, 2)
     dst = query.points[[m.trainIdx for m in good]].reshape(-1, 1, 2)
-    h, mask = cv2.findHomography(src, dst, cv2.RANSAC, RANSAC_PX, maxIters=500, confidence=0.99)
+    h, mask = cv2.findHomography(src, dst, cv2.USAC_FAST, RANSAC_PX, maxIters=300, confidence=0.995)
     if h is None or mask is None:
         return Verification(0, len(good), None, need)
     inliers = int(mask.sum())

@@ -49,7 +49,7 @@ from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval import image_features as feats
 from retrieval.image_hash import (
-    HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, hash_image, open_image, query_variants, sample_frames,
+    HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, hash_image, open_image, query_variants, sample_frames, trim_borders,
 )
 
 import numpy as np
@@ -63,10 +63,10 @@ HASHER = EmbedderInfo(HASHER_NAME, VECTOR_DIM)
 DEFAULT_IMAGE_TAU = 32
 DEFAULT_EMBED_TAU = 0.9
 #: hash neighbours verified geometrically per query
-DEFAULT_VERIFY = 8
+DEFAULT_VERIFY = 6
 #: a hash distance this small (of 128 bits) is a near-duplicate: accepted without verification
 NEAR_DUPLICATE = 16
-_IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame")
+_IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,8 @@ class QueryImage(QueryHashes):
     """A query image prepared once per request: crop hashes, local features and (with an embedder) crop embeddings."""
 
     embeddings: tuple[tuple[str, "np.ndarray"], ...] = ()
-    features: feats.Features | None = None
+    #: local features, tried in this order: the picture inside a screenshot (when found), the whole image
+    features: tuple[tuple[str, feats.Features], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,8 @@ class ImageRoute:
                 try:
                     frames = sample_frames(data)
                     described = [(n, frame, hash_image(frame).vector()) for n, frame in frames]
+                    trimmed = trim_borders(frames[0][1])  # a blank-background template: its picture alone too
+                    trimmed_vec = hash_image(trimmed).vector() if trimmed is not None else None
                 except Exception as exc:  # a stored file that no longer decodes: this image only
                     counts["unreadable"] += 1
                     self._skip(entity, image.path, f"corrupt: {type(exc).__name__}: {exc}")
@@ -223,6 +226,8 @@ class ImageRoute:
                             "points": f.points, "descriptors": f.descriptors, "size": np.array([f.width, f.height]),
                         })
                     rows.append((entity.id, entity.language, image, vec, n))
+                if trimmed_vec is not None:
+                    rows.append((entity.id, entity.language, image, trimmed_vec, 0, "trimmed"))
                 counts["hashed"] += 1
                 counts["frames"] += len(described)
                 if self.learned is not None:
@@ -275,7 +280,12 @@ class ImageRoute:
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
             embeddings = tuple((name, vectors[i]) for i, (name, _) in enumerate(variants))
-        return QueryImage(hashes, img.width, img.height, embeddings, feats.describe_query(img))
+        described = []
+        region = next((v for name, v in variants if name == "picture_region"), None)
+        if region is not None:
+            described.append(("picture_region", feats.describe(region, feats.INDEX_SIDE, feats.QUERY_FEATURES)))
+        described.append(("full", feats.describe_query(img)))
+        return QueryImage(hashes, img.width, img.height, embeddings, tuple(described))
 
     hash_query = prepare  # the earlier name
 
@@ -286,31 +296,34 @@ class ImageRoute:
         w, h = (int(v) for v in arrays["size"])
         return feats.Features(arrays["points"], arrays["descriptors"], w, h)
 
-    def _verify(self, query: feats.Features, hits: list[dict[str, Any]]) -> tuple[int | None, int | None, float | None, dict[str, Any] | None]:
-        """Verify an entity's candidate images (frames): (most inliers, most stored keypoints, outline
-        coverage and image of the best verified one); inliers None when nothing could be checked."""
+    def _verify(self, queries: Sequence[tuple[str, feats.Features]], hits: list[dict[str, Any]]) -> dict[str, Any]:
+        """Verify an entity's candidate images (frames) with the query's feature sets (in order; the
+        first that verifies wins): most inliers, most stored keypoints, outline coverage, image, query part."""
         import cv2
 
         if self._matcher is None:
             self._matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
-        inliers: int | None = None
-        keypoints: int | None = None
-        coverage: float | None = None
-        chosen: dict[str, Any] | None = None
+        out: dict[str, Any] = {"inliers": None, "keypoints": None, "coverage": None, "image": None, "part": None}
         for image in hits:
             stored = self._stored_features(image)
             if stored is None:
                 continue
-            if coverage is None:
-                keypoints = max(keypoints or 0, stored.count)
-            if stored.count < feats.MIN_KEYPOINTS or query.count < feats.MIN_KEYPOINTS:
+            out["keypoints"] = max(out["keypoints"] or 0, stored.count)
+            if stored.count < feats.MIN_KEYPOINTS:
                 continue
-            v = feats.verify(query, stored, self._matcher)
-            if v.verified and (coverage is None or v.inliers > (inliers or 0)):
-                inliers, keypoints, coverage, chosen = v.inliers, stored.count, v.coverage, image
-            elif coverage is None:
-                inliers = max(inliers or 0, v.inliers)
-        return inliers, keypoints, coverage, chosen
+            for part, query in queries:
+                if query.count < feats.MIN_KEYPOINTS:
+                    continue
+                v = feats.verify(query, stored, self._matcher)
+                if v.verified:
+                    if out["coverage"] is None or v.inliers > out["inliers"]:
+                        out.update(inliers=v.inliers, keypoints=stored.count, coverage=v.coverage, image=image, part=part)
+                    break
+                if out["coverage"] is None:
+                    out["inliers"] = max(out["inliers"] or 0, v.inliers)
+            if out["coverage"] is not None and feats.evidence(out["inliers"], feats.required_inliers(out["keypoints"])) >= 1.0:
+                break  # a strongly verified frame: the entity's other frames cannot do better
+        return out
 
     def match(self, query: QueryHashes, language: str | None = None, limit: int | None = None) -> list[ImageMatch]:
         """Image evidence per entity, nearest hash first: stage 1 over every crop, stage 2 on the
@@ -327,15 +340,18 @@ class ImageRoute:
                     seen.append(image)
                 if eid not in best or dist < (best[eid].distance or 0):
                     best[eid] = ImageMatch(eid, dist, crop, image)
-        features = getattr(query, "features", None)
-        if features is not None:
+        features = tuple(getattr(query, "features", ()) or ())
+        if features:
+            query_keypoints = max(f.count for _, f in features)
             nearest = sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
             for m in nearest:
-                inliers, keypoints, coverage, image = self._verify(features, frames[m.entity_id])
+                v = self._verify(features, frames[m.entity_id])
                 best[m.entity_id] = ImageMatch(
-                    m.entity_id, m.distance, m.crop, image or m.image, inliers=inliers, keypoints=keypoints,
-                    query_keypoints=features.count, coverage=coverage,
+                    m.entity_id, m.distance, v["part"] or m.crop, v["image"] or m.image, inliers=v["inliers"],
+                    keypoints=v["keypoints"], query_keypoints=query_keypoints, coverage=v["coverage"],
                 )
+                if v["coverage"] is not None and feats.evidence(v["inliers"], feats.required_inliers(v["keypoints"])) >= 1.0:
+                    break  # strongly verified: the farther hash neighbours are not checked (latency)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
         if self.learned is not None:
             for crop, vec in getattr(query, "embeddings", ()):

@@ -30,17 +30,23 @@ def images_spec() -> CollectionSpec:
     return CollectionSpec(IMAGES, dense=("hash",), keyword_indexes=("entity_id", "kind", "language"))
 
 
-def image_point_id(entity_id: str, sha256: str, frame: int = 0) -> str:
-    """``entity:sha256`` for an image's first frame, ``entity:sha256:f<frame>`` for further frames of an animation."""
-    return f"{entity_id}:{sha256}" if not frame else f"{entity_id}:{sha256}:f{frame}"
+def image_point_id(entity_id: str, sha256: str, frame: int = 0, part: str = "") -> str:
+    """``entity:sha256`` for an image's first frame, ``…:f<frame>`` for further frames of an animation,
+    ``…:<part>`` for a part of the image hashed on its own (``trimmed``: without its flat borders)."""
+    out = f"{entity_id}:{sha256}" if not frame else f"{entity_id}:{sha256}:f{frame}"
+    return f"{out}:{part}" if part else out
 
 
-#: an index row: (entity id, language, image, vector) or (entity id, language, image, vector, frame)
+#: an index row: (entity id, language, image, vector[, frame[, part]])
 ImageRow = tuple[Any, ...]
 
 
 def _frame(row: ImageRow) -> int:
     return int(row[4]) if len(row) > 4 else 0
+
+
+def _part(row: ImageRow) -> str:
+    return str(row[5]) if len(row) > 5 else ""
 
 
 class ImageIndex:
@@ -75,15 +81,15 @@ class ImageIndex:
         ids = list(dict.fromkeys([*entity_ids, *(r[0] for r in rows)]))
         if not ids and not rows:
             return 0
-        keep = {image_point_id(r[0], r[2].sha256, _frame(r)) for r in rows}
+        keep = {image_point_id(r[0], r[2].sha256, _frame(r), _part(r)) for r in rows}
         if self.exists:
             stale = [p["_id"] for p in self.collection.scroll(flt=PayloadFilter.of(entity_id=ids)) if p["_id"] not in keep]
             self.collection.delete(stale)
         points = [
             PointRecord(
-                id=image_point_id(r[0], r[2].sha256, _frame(r)),
+                id=image_point_id(r[0], r[2].sha256, _frame(r), _part(r)),
                 dense={self.vector: r[3]},
-                payload={"entity_id": r[0], "language": r[1], **r[2].model_dump(mode="json"), "frame": _frame(r)},
+                payload={"entity_id": r[0], "language": r[1], **r[2].model_dump(mode="json"), "frame": _frame(r), "part": _part(r)},
             )
             for r in rows
         ]
