@@ -38,7 +38,7 @@ RATIO = 0.75
 MIN_INLIERS = 15
 MIN_INLIERS_FLOOR = 10
 #: an entity image with fewer keypoints than this cannot be verified (flat colour, tiny): hashes alone decide
-MIN_KEYPOINTS = 25
+MIN_KEYPOINTS = 60
 RANSAC_PX = 6.0
 
 

@@ -213,8 +213,10 @@ class ImageRoute:
                 try:
                     frames = sample_frames(data)
                     described = [(n, frame, hash_image(frame).vector()) for n, frame in frames]
-                    trimmed = trim_borders(frames[0][1])  # a blank-background template: its picture alone too
-                    trimmed_vec = hash_image(trimmed).vector() if trimmed is not None else None
+                    first = frames[0][1]
+                    trimmed = trim_borders(first)  # a blank-background template: its picture alone too
+                    blank = trimmed is not None and trimmed.width * trimmed.height <= 0.8 * first.width * first.height
+                    trimmed_vec = hash_image(trimmed).vector() if blank else None
                 except Exception as exc:  # a stored file that no longer decodes: this image only
                     counts["unreadable"] += 1
                     self._skip(entity, image.path, f"corrupt: {type(exc).__name__}: {exc}")
@@ -386,7 +388,7 @@ def image_stats(store: CultureBaseStore, route: ImageRoute | None) -> dict[str, 
         "images": listed,
         "entities_with_images": with_images,
         "by_kind": dict(sorted(by_kind.items())),
-        "hashed": route.index.count() if route is not None else None,
+        "hashed": route.index.image_count() if route is not None else None,
     }
     if route is not None and route.learned is not None and route.embedder is not None:
         out["embedded"] = route.learned.count()

@@ -114,7 +114,12 @@ class ImageIndex:
         return self.collection.search(self.vector, vector, limit, PayloadFilter.of(language=language))
 
     def count(self) -> int:
+        """Points (an animated image has one per indexed frame; a blank-background one a ``trimmed`` point too)."""
         return self.collection.count() if self.exists else 0
+
+    def image_count(self) -> int:
+        """Distinct (entity, image) pairs indexed (a scroll over the payloads: for stats, not per query)."""
+        return len({(p.get("entity_id"), p.get("sha256")) for p in self.payloads()})
 
     def payloads(self) -> list[dict[str, Any]]:
         return list(self.collection.scroll()) if self.exists else []
