@@ -41,17 +41,20 @@ async def _bounded(image: bytes) -> bytes:
     max(KAR_OCR_MAX_SIDE, KAR_VLM_MAX_IMAGE_SIDE)): an item in flight then holds a bounded copy, never a
     full-size photo, and OCR and the VLM never decode the original again.  Undecodable bytes go on as they
     are, and the pipeline records what fails on them."""
+    from culturebase.bounded_image import decode_megapixels
     from culturebase.cpu import cpu_pool
+    from culturebase.images import ImageRejected, check_image_bytes
     from culturebase.settings import get_settings
-    from retrieval.bounded_image import ImageDecodeError, bounded_bytes, decode_megapixels
 
     settings = get_settings()
     side = max(settings.ocr_max_side, settings.vlm_max_image_side)
-    try:  # started when the decode budget has the megapixels the header announces
-        data, _ = await cpu_pool().run_decode(decode_megapixels(image, side), bounded_bytes, image, side)
-    except ImageDecodeError:
+    try:  # the one byte checker (as the API); started when the decode budget has the megapixels the header announces
+        checked = await cpu_pool().run_decode(
+            decode_megapixels(image, side), check_image_bytes, image, len(image) + 1, settings.max_image_pixels, side
+        )
+    except ImageRejected:
         return image
-    return data
+    return checked.data
 
 
 @dataclass

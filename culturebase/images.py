@@ -14,8 +14,15 @@ reason              what
 ``not_an_image``    any other non-image bytes
 ``too_many_pixels`` width × height above ``KAR_MAX_IMAGE_PIXELS`` (decompression bomb),
                     read from the header before any pixel is decoded
+``metadata_too_large`` a PNG metadata chunk (iCCP, zTXt, iTXt) decompressing past 1 MB
 ``corrupt``         truncated or undecodable image data
 ==================  =====================================================================
+
+It is the one checker of image bytes: the crawler and imports call it as is (the original
+bytes are kept, an animated GIF with all its frames); the API, ``kar explain`` and ``kar run``
+call it with ``work_side`` and get, from the same single decode, the bounded working copy
+(:func:`culturebase.bounded_image.bounded_bytes`: first frame, upright, longest side capped)
+that OCR, grounding and the VLM read.  One result type, :class:`CheckedImage`, serves all.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any
 from culturebase.entity import EntityImage
 
 FORMATS = {"png": "png", "jpeg": "jpg", "gif": "gif", "webp": "webp"}
+MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "gif": "image/gif"}
 _MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"GIF87a", "gif"), (b"GIF89a", "gif"))
 
 
@@ -57,22 +65,40 @@ def _what_else(data: bytes) -> tuple[str, str]:
         return "svg", "an SVG document"
     if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head or b"<body" in head:
         return "html", "an HTML page"
-    return "not_an_image", "not a PNG, JPEG, GIF or WebP image"
+    if head.startswith(b"%pdf"):
+        return "not_an_image", "a PDF document"
+    if head.startswith(b"<?xml"):
+        return "not_an_image", "an XML document"
+    try:
+        data[:512].decode("utf-8")
+        return "not_an_image", "text"
+    except UnicodeDecodeError:
+        return "not_an_image", "not a PNG, JPEG, GIF or WebP image"
 
 
 @dataclass(frozen=True)
 class CheckedImage:
-    """Bytes that passed :func:`check_image_bytes`."""
+    """Bytes that passed :func:`check_image_bytes`.
+
+    ``data`` is the original, or with ``work_side`` the bounded working copy (its ``format``:
+    a GIF's copy is its first frame as PNG); ``width`` × ``height`` are the original's (upright);
+    ``sha256`` and ``source_bytes`` describe the original bytes.
+    """
 
     data: bytes
     format: str
     width: int
     height: int
     sha256: str
+    source_bytes: int = 0
 
     @property
     def ext(self) -> str:
         return FORMATS[self.format]
+
+    @property
+    def mime(self) -> str:
+        return MIME[self.format]
 
 
 def draft_eighth(img: Any) -> None:
@@ -96,9 +122,16 @@ def megapixels_to_decode(data: bytes, prepare: Callable[[Any], None] = draft_eig
         return 0.0
 
 
-def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int) -> CheckedImage:
-    """Sniff, size-check and fully decode image bytes; raises :class:`ImageRejected` (see module doc)."""
+def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int, work_side: int | None = None) -> CheckedImage:
+    """Sniff, size-check and fully decode image bytes; raises :class:`ImageRejected` (see module doc).
+
+    With ``work_side`` the returned ``data`` is the bounded working copy, made in the same decode
+    that checks the pixels (the original bytes when already small, upright and lean).
+    """
     from PIL import Image, UnidentifiedImageError
+
+    from culturebase.bounded_image import ImageDecodeError, bounded_bytes
+    from culturebase.cpu import decode_budget
 
     if not data:
         raise ImageRejected("empty", "the image is empty (0 bytes)")
@@ -108,6 +141,8 @@ def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int) -> CheckedIm
     if kind is None:
         reason, what = _what_else(data)
         raise ImageRejected(reason, f"the bytes are {what}, not an image")
+    digest = hashlib.sha256(data).hexdigest()
+    out_format = kind
     try:
         with Image.open(io.BytesIO(data)) as img:
             width, height = img.size
@@ -115,19 +150,33 @@ def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int) -> CheckedIm
                 raise ImageRejected(
                     "too_many_pixels", f"the image is {width}x{height} = {width * height} pixels; the limit is {max_pixels}"
                 )
-            draft_eighth(img)  # a truncated JPEG still fails
-            from culturebase.cpu import decode_budget
-
-            with decode_budget().hold(img.size[0] * img.size[1] / 1e6):  # the process's decode budget
-                img.seek(0)
-                img.load()
+            if work_side is None:
+                draft_eighth(img)  # a truncated JPEG still fails
+                with decode_budget().hold(img.size[0] * img.size[1] / 1e6):  # the process's decode budget
+                    img.seek(0)
+                    img.load()
+        work = data
+        if work_side is not None:
+            work, copy = bounded_bytes(data, work_side)
+            if copy is None:  # passed through (a small, upright still PNG/JPEG/WebP): decode once to check the pixels
+                with Image.open(io.BytesIO(data)) as img, decode_budget().hold(width * height / 1e6):
+                    img.seek(0)
+                    img.load()
+            else:
+                width, height = copy.source_size
+                out_format = "png" if copy.source_format not in ("JPEG", "WEBP") else "jpeg"  # a GIF: its first frame
     except ImageRejected:
         raise
     except Image.DecompressionBombError as exc:
         raise ImageRejected("too_many_pixels", f"decompression bomb refused: {exc}") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+    except (UnidentifiedImageError, ImageDecodeError, OSError, SyntaxError, ValueError, EOFError) as exc:
+        if "MAX_TEXT_CHUNK" in str(exc) or "MAX_TEXT_MEMORY" in str(exc):
+            raise ImageRejected(
+                "metadata_too_large",
+                "a PNG metadata chunk (iCCP, zTXt or iTXt) decompresses past the 1 MB limit; strip the image's metadata and resend",
+            ) from None
         raise ImageRejected("corrupt", f"the {kind.upper()} image is truncated or corrupt: {exc}") from None
-    return CheckedImage(data, kind, width, height, hashlib.sha256(data).hexdigest())
+    return CheckedImage(work, out_format, width, height, digest, len(data))
 
 
 class ImageStore:

@@ -31,7 +31,7 @@ Fusion (:func:`fuse`, the one place routes are combined)::
 
 A low-confidence guess contributes its name-route dense score scaled by 0.97 (medium 0.99).
 The image route (the query image's perceptual hash against entity images, when the grounder has
-one and the cues carry ``image``) is folded in by :func:`retrieval.image_route.fuse_image_matches`.
+one and the cues carry ``image_bytes``) is folded in by :func:`fuse_image_matches`.
 Hits with ``score ≥ τ`` are kept, best first, at most ``top_k``.  τ lives on the fused
 scale and has a default per embedder (:data:`DEFAULT_TAU`); ``bench/calibrate_tau.py``
 re-derives it from labelled queries (see README, "How τ was chosen").  A new route (e.g. an
@@ -43,12 +43,16 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from culturebase.entity import Entity, normalize_text
 from culturebase.store import CultureBaseStore, PayloadFilter
 from retrieval import lexical as lex
 from retrieval.embedders import Embedder
+
+if TYPE_CHECKING:
+    from retrieval.image_route import ImageMatch
 
 Route = Literal["ocr", "visual", "name"]
 ROUTE_VECTOR: dict[str, str] = {"ocr": "usage", "visual": "visual", "name": "identity"}
@@ -96,7 +100,9 @@ class GroundingCues:
     ocr_text: str = ""
     visual_handle: str = ""
     entities: list[EntityCue] = field(default_factory=list)
-    image: Any = None  # retrieval.image_hash.QueryHashes: the image hashed once per request (image route)
+    #: the image itself: the grounder's image route hashes and matches it (undecodable bytes: the route is skipped)
+    image_bytes: bytes | None = None
+    image: Any = None  # retrieval.image_route.QueryImage: an image already prepared by the route (wins over image_bytes)
 
     @classmethod
     def from_text(cls, text: str) -> "GroundingCues":
@@ -106,6 +112,7 @@ class GroundingCues:
     def is_empty(self) -> bool:
         return not (
             self.ocr_text.strip() or self.visual_handle.strip() or any(e.name.strip() for e in self.entities) or self.image is not None
+            or bool(self.image_bytes)
         )
 
 
@@ -233,6 +240,55 @@ def _sparse_share(query: dict[int, float], doc: dict[int, float]) -> float:
     return min(1.0, sum(v * doc.get(k, 0.0) for k, v in query.items()) / norm)
 
 
+# -- image route fusion ------------------------------------------------------------------------
+#: weight of the image evidence above τ (the image route's accept rule: retrieval/image_route.py)
+W_IMAGE = 0.15
+
+
+def fuse_image_matches(
+    scored: list["GroundedEntity"], matches: "Sequence[ImageMatch]", store: CultureBaseStore, tau: float, tau_image: int
+) -> list["GroundedEntity"]:
+    """Fold the image route's matches into the text-scored candidates; returns the new list.
+
+    ::
+
+        image evidence  e ∈ (0, 1]   for an accepted match (:meth:`ImageMatch.signal`: verified
+                                     geometrically, hash-only for a template with no keypoints, learned)
+        image score       = τ + W_IMAGE · e                      (always above the text τ)
+        entity score      = max(text score, image score)          route "image" when the image score wins
+
+    so an accepted image match grounds the entity even with no text cue, stronger image
+    evidence ranks higher, and strong text evidence still ranks above a weak image match.
+    """
+    by_id = {g.entity.id: g for g in scored}
+    accepted = [m for m in matches if m.signal(tau_image) is not None]
+    missing = [m.entity_id for m in accepted if m.entity_id not in by_id]
+    fetched = {e.id: e for e in store.get_many(missing)} if missing else {}
+    for m in matches:
+        g = by_id.get(m.entity_id)
+        if g is not None:
+            g.image_distance = m.distance
+            g.image = m.trace(tau_image)
+    for m in accepted:
+        image_score = tau + W_IMAGE * m.evidence(tau_image)
+        g = by_id.get(m.entity_id)
+        if g is None:
+            ent = fetched.get(m.entity_id)
+            if ent is None:  # an image point whose entity was deleted
+                continue
+            g = GroundedEntity(
+                entity=ent, score=image_score, route="image", dense=0.0, lexical=0.0, sparse=0.0, matched_alias=None,
+                route_scores={}, cue=m.cue(tau_image),
+            )
+            g.image_distance, g.image = m.distance, m.trace(tau_image)
+            by_id[m.entity_id] = g
+            scored.append(g)
+        elif image_score > g.score:
+            g.score, g.route, g.cue = image_score, "image", m.cue(tau_image)
+        g.route_scores["image"] = round(image_score, 4)
+    return scored
+
+
 class EntityGrounder:
     """Grounds image cues in CultureBase: dense, lexical, caption and exact routes, fused by :func:`fuse`."""
 
@@ -275,7 +331,7 @@ class EntityGrounder:
         characters) are dropped; ``result.routes`` says which routes ran and why others did not.
         """
         queries = self._route_queries(cues)
-        image_on = self.image_route is not None and cues.image is not None
+        image_on = self.image_route is not None and (cues.image is not None or bool(cues.image_bytes))
         routes: dict[str, str] = {}
         if not queries and not image_on:
             routes["all"] = "skipped: no cue with letters, digits or CJK characters"
@@ -388,16 +444,27 @@ class EntityGrounder:
                 )
             )
         if image_on:
-            from retrieval.image_route import fuse_image_matches
-
-            matches = self.image_route.match(cues.image, language=language)
-            scored = fuse_image_matches(scored, matches, self.store, self.tau, self.image_route.tau)
-            routes["image"] = "ran"
-        elif cues.image is not None:
+            query, why = self._image_query(cues)
+            if query is not None:
+                matches = self.image_route.match(query, language=language)
+                scored = fuse_image_matches(scored, matches, self.store, self.tau, self.image_route.tau)
+                routes["image"] = "ran"
+            else:
+                routes["image"] = f"skipped: {why}"
+        elif cues.image is not None or cues.image_bytes:
             routes["image"] = "skipped: no image route (this CultureBase has no image index)"
         scored.sort(key=lambda g: (-g.score, g.entity.name))
         hits = [g for g in scored if g.score >= self.tau][: self.top_k]
         return GroundingResult(hits, scored, self.tau, routes)
+
+    def _image_query(self, cues: GroundingCues) -> tuple[Any, str]:
+        """The query image prepared by the image route (hashes, crops, features), or None and why."""
+        if cues.image is not None:
+            return cues.image, ""
+        try:
+            return self.image_route.prepare(cues.image_bytes), ""
+        except Exception as exc:  # bytes the decoder refuses: the text routes still run
+            return None, f"the image cannot be decoded ({type(exc).__name__}: {exc})"
 
     def search_text(self, text: str, language: str | None = None, top_k: int | None = None) -> GroundingResult:
         """Free-text search through the same retriever (the text is every cue route); τ is not applied."""

@@ -65,13 +65,17 @@ def distance_from_score(score: float, dim: int = VECTOR_DIM) -> int:
     return int(round(dim * (1.0 - score) / 2.0))
 
 
-def _grey(img: Image.Image) -> Image.Image:
+def flatten_grey(img: Image.Image) -> Image.Image:
+    """Upright greyscale copy with transparency flattened on white (what hashes and features read)."""
     img = ImageOps.exif_transpose(img) if hasattr(img, "getexif") else img
     if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
         rgba = img.convert("RGBA")
         bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         img = Image.alpha_composite(bg, rgba)
     return img.convert("L")
+
+
+_grey = flatten_grey
 
 
 def hash_image(img: Image.Image) -> ImageHash:
@@ -91,6 +95,32 @@ def open_image(data: bytes) -> Image.Image:
     img.seek(0)
     img.load()
     return img
+
+
+#: frames of an animated entity image indexed (evenly spread over the first :data:`FRAME_SCAN` frames)
+MAX_FRAMES = 4
+FRAME_SCAN = 60
+
+
+def sample_frames(data: bytes, count: int = MAX_FRAMES, scan: int = FRAME_SCAN) -> list[tuple[int, Image.Image]]:
+    """Up to ``count`` frames (index, RGB/L copy) of an image, evenly spread over its first ``scan`` frames.
+
+    A still image gives its one frame.  The frame count is read without decoding and only frames
+    below ``scan`` are ever decoded, so a 500-frame GIF costs at most ``scan`` frame decodes.
+    """
+    img = Image.open(io.BytesIO(data))
+    n = min(int(getattr(img, "n_frames", 1) or 1), scan)
+    if n <= 1:
+        img.seek(0)
+        img.load()
+        return [(0, img)]
+    wanted = sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(count)})
+    out: list[tuple[int, Image.Image]] = []
+    for index in wanted:
+        img.seek(index)
+        img.load()
+        out.append((index, img.convert("RGBA") if img.mode in ("P", "PA", "LA", "RGBA") else img.convert("RGB")))
+    return out
 
 
 # -- query crops ---------------------------------------------------------------------------
@@ -165,9 +195,57 @@ def remove_caption_bands(img: Image.Image) -> Image.Image | None:
     return img.crop((0, top, w, h - bottom))
 
 
+def _longest_run(flags: np.ndarray, gap: int) -> tuple[int, int]:
+    """(start, end) of the longest run of True allowing holes of at most ``gap`` False values; (0, 0) when none."""
+    best = (0, 0)
+    start = last = -1
+    for i, flag in enumerate(flags):
+        if not flag:
+            continue
+        if start < 0 or i - last > gap + 1:
+            start = i
+        last = i
+        if last + 1 - start > best[1] - best[0]:
+            best = (start, last + 1)
+    return best
+
+
+def picture_region(img: Image.Image, fill: float = 0.3) -> Image.Image | None:
+    """The picture inside a screenshot of a post (a meme under a header, above a footer, on a plain page).
+
+    The page's colour is the median of the outermost pixels; a row belongs to the picture when at
+    least ``fill`` of it differs from the page (text lines stay below that), the picture is the
+    longest run of such rows (small holes allowed: white areas inside the picture), then the
+    longest run of such columns within it.  None when the region is most of the image already or
+    too small to be a picture.
+    """
+    grey = np.asarray(_grey(img), dtype=np.int16)
+    h, w = grey.shape
+    if h < 48 or w < 48:
+        return None
+    ring = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    page = int(np.median(ring))
+    if np.mean(np.abs(ring - page) <= 12) < 0.6:  # no plain page around the picture
+        return None
+    off = np.abs(grey - page) > 16
+    top, bottom = _longest_run(off.mean(axis=1) >= fill, gap=max(2, h // 50))
+    if bottom - top < 0.15 * h:
+        return None
+    left, right = _longest_run(off[top:bottom].mean(axis=0) >= fill, gap=max(2, w // 50))
+    if right - left < 0.2 * w:
+        return None
+    if (bottom - top) * (right - left) > 0.85 * h * w:
+        return None
+    return img.crop((left, top, right, bottom))
+
+
 def query_variants(img: Image.Image) -> list[tuple[str, Image.Image]]:
-    """The query image as is, plus caption bands removed and borders trimmed (when the image has them)."""
+    """The query image as is, plus caption bands removed, borders trimmed and the picture inside a
+    screenshot (when the image has them)."""
     out: list[tuple[str, Image.Image]] = [("full", img)]
+    region = picture_region(img)
+    if region is not None:
+        out.append(("picture_region", region))
     banded = remove_caption_bands(img)
     if banded is not None:
         out.append(("no_caption_band", banded))

@@ -1,78 +1,92 @@
 """The image route of grounding: find the entity whose image (a meme template) the query image shows.
 
-Index side: every image of every entity (``Entity.images``, files in ``KAR_DATA_DIR/images``)
-is hashed (:mod:`retrieval.image_hash`: dHash ‖ pHash as a 128-d ±1 vector) into the
-``images`` collection, one point per (entity, image).  Query side: the image is hashed once
-per request (:func:`hash_query`, with its caption-band and border crops); each crop is one
-nearest-neighbour search in the store; per entity the smallest summed Hamming distance wins.
+Two stages.  **Index side**, once per entity image (``Entity.images``, files in
+``KAR_DATA_DIR/images``): up to :data:`~retrieval.image_hash.MAX_FRAMES` frames (an animated
+template is indexed by frames spread over its first ones; a still image by its one frame) are
+hashed (:mod:`retrieval.image_hash`: dHash ‖ pHash as a 128-d ±1 vector) into the ``images``
+collection, one point per (entity, image, frame), and described by local features
+(:mod:`retrieval.image_features`: ORB keypoints) stored once in the feature folder
+(:class:`~culturebase.store.images.ImageFeatureStore`).  An image that is missing or no longer
+decodes is skipped with its reason (logged, counted, listed in :attr:`ImageRoute.skipped`);
+the rest are indexed.
 
-Fusion with the text routes (hooked into :meth:`EntityGrounder.ground`)::
+**Query side**, once per request (:meth:`ImageRoute.prepare`): the image is hashed with its
+crops (caption bands removed, borders trimmed, the picture inside a screenshot) and described
+by local features.  Stage 1: each crop is one nearest-neighbour search in the store; per
+entity the smallest Hamming distance wins.  Stage 2: the :attr:`ImageRoute.verify` nearest
+entities are verified geometrically against their stored features (ratio-tested matches,
+RANSAC homography, :func:`retrieval.image_features.verify`).  The accept rule::
 
-    image evidence  e = 1 − d / (τ_image + 1)              for d ≤ τ_image (else no image hit)
-    image score       = τ + W_IMAGE · e                      (always above the text τ)
-    entity score      = max(text score, image score)          route "image" when the image score wins
+    verified   inliers ≥ MIN_INLIERS and a sane outline        evidence = 0.5 … 1.0 with the inliers
+    hash       d ≤ τ_image when the template (or the query) has too few keypoints to be verified
+               (a flat-colour template), or d ≤ NEAR_DUPLICATE (a near copy whose caption hides the
+               keypoints): evidence = 1 − d / (τ_image + 1)
+    learned    s ≥ τ_embed (optional CLIP/SigLIP, ``KAR_IMAGE_EMBEDDER``)
 
-so an image match within its own calibrated threshold τ_image (``KAR_IMAGE_TAU``, default 32
-of 128 bits: ``bench/templates.py``) grounds the entity even with no text cue, closer
-images rank higher, and strong text evidence still ranks above a weak image match.  The
-distance is kept in the trace (``image_distance``) with the matched image (``image``).
+A hash neighbour that has keypoints but fails verification is *not* accepted: that is what
+keeps a look-alike of the same show or an unindexed template from being claimed.  The
+matches go back to the grounder, and :func:`retrieval.grounding.fuse_image_matches` folds them
+into the fused score (the one place routes are combined).
 
 The optional learned signal (``KAR_IMAGE_EMBEDDER=clip|siglip``, :mod:`retrieval.image_embedder`)
-embeds every entity image into the ``image_embeddings`` collection and the query's crops
-once per request; per entity the highest cosine similarity s over crops is kept, and it
-has its own threshold τ_embed (``KAR_IMAGE_EMBED_TAU``)::
-
-    hash evidence     e_hash    = 1 − d / (τ_image + 1)             for d ≤ τ_image
-    learned evidence  e_learned = (s − τ_embed) / (1 − τ_embed)     for s ≥ τ_embed
-    image evidence    e         = max(e_hash, e_learned)           (either signal alone suffices)
-
-and ``e`` enters the image score above.  The trace's ``image`` names the winning signal
-(``signal``: ``hash`` or ``learned``) with both measurements (``distance`` in bits, or None
-when the hash search did not reach that entity; ``similarity``, or None without an embedder).
-With ``KAR_IMAGE_EMBEDDER=none`` (the default) nothing of this runs and the route is hash only.
+embeds every entity image into the ``image_embeddings`` collection and the query's crops once
+per request; per entity the highest cosine similarity over crops is kept, with its own
+threshold τ_embed (``KAR_IMAGE_EMBED_TAU``).  The trace's ``image`` names the winning signal
+(``verified``, ``hash`` or ``learned``) with the measurements (``distance`` in bits,
+``inliers``, ``similarity``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from culturebase.entity import Entity
 from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
-from culturebase.store.images import ImageIndex, LearnedImageIndex
-from retrieval.image_hash import HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, hash_image, open_image, query_variants
+from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
+from retrieval import image_features as feats
+from retrieval.image_hash import (
+    HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, hash_image, open_image, query_variants, sample_frames, trim_borders,
+)
+
+import numpy as np
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from retrieval.grounding import GroundedEntity
     from retrieval.image_embedder import ImageEmbedder
 
 log = logging.getLogger(__name__)
 
 HASHER = EmbedderInfo(HASHER_NAME, VECTOR_DIM)
-W_IMAGE = 0.15
 DEFAULT_IMAGE_TAU = 32
 DEFAULT_EMBED_TAU = 0.9
+#: hash neighbours verified geometrically per query
+DEFAULT_VERIFY = 6
+#: a hash distance this small (of 128 bits) is a near-duplicate: accepted without verification
+NEAR_DUPLICATE = 16
+_IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
 @dataclass(frozen=True)
 class QueryImage(QueryHashes):
-    """A query image prepared once per request: its crop hashes and (with an embedder) crop embeddings."""
+    """A query image prepared once per request: crop hashes, local features and (with an embedder) crop embeddings."""
 
     embeddings: tuple[tuple[str, "np.ndarray"], ...] = ()
+    #: local features, tried in this order: the picture inside a screenshot (when found), the whole image
+    features: tuple[tuple[str, feats.Features], ...] = ()
 
 
 @dataclass(frozen=True)
 class ImageMatch:
-    """The nearest image of one entity: its summed Hamming distance, the query crop and the stored image.
+    """One entity's image evidence: nearest hash, geometric verification, learned similarity.
 
-    With a learned embedder: ``similarity`` (best cosine over crops, ``learned_crop``) and the
-    route's learned threshold ``embed_tau``; ``distance`` is None when only the learned search
-    reached the entity.
+    ``distance`` is the summed Hamming distance of its nearest image (None when only the learned
+    search reached it); ``inliers`` the RANSAC inliers of the verification (None when not
+    verified: beyond the verified candidates or no stored features); ``keypoints`` the stored
+    image's keypoint count (below :data:`~retrieval.image_features.MIN_KEYPOINTS` it cannot be
+    verified and hashes alone decide).
     """
 
     entity_id: str
@@ -82,26 +96,48 @@ class ImageMatch:
     similarity: float | None = None
     learned_crop: str | None = None
     embed_tau: float | None = None
+    inliers: int | None = None
+    keypoints: int | None = None
+    query_keypoints: int | None = None
+    coverage: float | None = None
+
+    @property
+    def verified(self) -> bool:
+        """Geometric verification passed (the inliers the stored image needs, a sane outline)."""
+        return self.coverage is not None and self.inliers is not None and self.inliers >= feats.required_inliers(self.keypoints or 0)
+
+    @property
+    def verifiable(self) -> bool:
+        """Both sides have enough keypoints for the geometric check to mean something."""
+        return (self.keypoints or 0) >= feats.MIN_KEYPOINTS and (self.query_keypoints or 0) >= feats.MIN_KEYPOINTS
 
     def hash_evidence(self, tau_image: int) -> float | None:
-        if self.distance is None or self.distance > tau_image:
+        """Hash-only evidence: within τ_image, for a checked candidate that cannot be verified."""
+        if self.distance is None or self.distance > tau_image or self.keypoints is None:
+            return None
+        if self.verifiable and self.distance > NEAR_DUPLICATE:  # a textured template must pass verification
             return None
         return 1.0 - self.distance / (tau_image + 1)
+
+    def verified_evidence(self) -> float | None:
+        return feats.evidence(self.inliers or 0, feats.required_inliers(self.keypoints or 0)) if self.verified else None
 
     def learned_evidence(self) -> float | None:
         if self.similarity is None or self.embed_tau is None or self.similarity < self.embed_tau:
             return None
         return 1.0 if self.embed_tau >= 1.0 else (self.similarity - self.embed_tau) / (1.0 - self.embed_tau)
 
+    def _signals(self, tau_image: int) -> dict[str, float]:
+        found = {"verified": self.verified_evidence(), "hash": self.hash_evidence(tau_image), "learned": self.learned_evidence()}
+        return {k: v for k, v in found.items() if v is not None}
+
     def signal(self, tau_image: int) -> str | None:
-        """Which accepted signal gives the larger evidence (``hash`` / ``learned``), None when neither."""
-        h, le = self.hash_evidence(tau_image), self.learned_evidence()
-        if h is None and le is None:
-            return None
-        return "hash" if le is None or (h is not None and h >= le) else "learned"
+        """Which accepted signal gives the largest evidence (``verified`` / ``hash`` / ``learned``), None when none."""
+        found = self._signals(tau_image)
+        return max(found, key=lambda k: found[k]) if found else None
 
     def evidence(self, tau_image: int) -> float:
-        return max((e for e in (self.hash_evidence(tau_image), self.learned_evidence()) if e is not None), default=0.0)
+        return max(self._signals(tau_image).values(), default=0.0)
 
     def trace(self, tau_image: int) -> dict[str, Any]:
         """The stored image plus which signal matched and its measurements (the route ``image`` trace)."""
@@ -109,64 +145,104 @@ class ImageMatch:
             **self.image,
             "signal": self.signal(tau_image),
             "distance": self.distance,
+            "inliers": self.inliers,
+            "coverage": self.coverage,
             "similarity": None if self.similarity is None else round(self.similarity, 4),
         }
 
     def cue(self, tau_image: int) -> str:
-        if self.signal(tau_image) == "learned":
+        signal = self.signal(tau_image)
+        if signal == "learned":
             return f"image ({self.learned_crop}, learned)"
+        if signal == "verified":
+            return f"image ({self.crop}, {self.inliers} inliers)"
         return f"image ({self.crop})"
 
 
+@dataclass(frozen=True)
+class SkippedImage:
+    """An entity image left out of the index, and why."""
+
+    entity_id: str
+    image: str
+    reason: str
+
+
 class ImageRoute:
-    """Hash entity images into the store and match query images against them."""
+    """Hash and describe entity images into the store; match query images against them (two stages)."""
 
     def __init__(
         self, store: CultureBaseStore, images: ImageStore, tau: int = DEFAULT_IMAGE_TAU, crops: bool = True, candidates: int = 10,
         embedder: "ImageEmbedder | None" = None, embed_tau: float = DEFAULT_EMBED_TAU,
+        features: ImageFeatureStore | None = None, verify: int = DEFAULT_VERIFY,
     ) -> None:
         self.store = store
         self.images = images
         self.tau = tau
         self.crops = crops
         self.candidates = candidates
+        self.verify = verify
         self.index = ImageIndex(store.backend, HASHER)
+        self.features = features if features is not None else ImageFeatureStore(images.root.parent / "image_features")
         self.embedder = embedder
         self.embed_tau = embed_tau
         self.learned = LearnedImageIndex(store.backend, embedder.info) if embedder is not None else None
+        self.skipped: list[SkippedImage] = []
+        self._matcher: Any = None
 
     # -- index --------------------------------------------------------------------------
+    def _skip(self, entity: Entity, image: str, reason: str) -> None:
+        self.skipped.append(SkippedImage(entity.id, image, reason))
+        log.warning("entity %s: image %s not indexed: %s", entity.id, image, reason)
+
     def index_entities(self, entities: Sequence[Entity]) -> dict[str, int]:
-        """(Re)hash the images of these entities; returns counts (``hashed``, ``missing`` files, ``unreadable``)."""
+        """(Re)hash and describe the images of these entities; returns counts (``hashed`` images,
+        ``frames``, ``missing`` files, ``unreadable``); skipped images are listed in :attr:`skipped`."""
         rows = []
-        pictures = []  # decoded images of ``rows``, for the learned embedder
-        counts = {"hashed": 0, "missing": 0, "unreadable": 0}
+        pictures = []  # decoded first frames of the images in ``rows``, for the learned embedder
+        learned_rows = []
+        counts = {"hashed": 0, "frames": 0, "missing": 0, "unreadable": 0}
         for entity in entities:
             for image in entity.images:
                 try:
                     data = self.images.read(image)
                 except FileNotFoundError:
                     counts["missing"] += 1
-                    log.warning("entity %s: image file %s is missing; not indexed", entity.id, self.images.path_of(image))
+                    self._skip(entity, image.path, f"missing_file: no file {self.images.path_of(image)}")
                     continue
                 try:
-                    picture = open_image(data)
-                    vec = hash_image(picture).vector()
-                except Exception as exc:  # a stored file that no longer decodes
+                    frames = sample_frames(data)
+                    described = [(n, frame, hash_image(frame).vector()) for n, frame in frames]
+                    first = frames[0][1]
+                    trimmed = trim_borders(first)  # a blank-background template: its picture alone too
+                    blank = trimmed is not None and trimmed.width * trimmed.height <= 0.8 * first.width * first.height
+                    trimmed_vec = hash_image(trimmed).vector() if blank else None
+                except Exception as exc:  # a stored file that no longer decodes: this image only
                     counts["unreadable"] += 1
-                    log.warning("entity %s: image %s cannot be decoded (%s); not indexed", entity.id, image.path, exc)
+                    self._skip(entity, image.path, f"corrupt: {type(exc).__name__}: {exc}")
                     continue
-                rows.append((entity.id, entity.language, image, vec))
+                for n, frame, vec in described:
+                    if not self.features.has(image.sha256, n, feats.METHOD):
+                        f = feats.describe(frame)
+                        self.features.put(image.sha256, n, feats.METHOD, {
+                            "points": f.points, "descriptors": f.descriptors, "size": np.array([f.width, f.height]),
+                        })
+                    rows.append((entity.id, entity.language, image, vec, n))
+                if trimmed_vec is not None:
+                    rows.append((entity.id, entity.language, image, trimmed_vec, 0, "trimmed"))
+                counts["hashed"] += 1
+                counts["frames"] += len(described)
                 if self.learned is not None:
-                    pictures.append(picture)
+                    pictures.append(described[0][1])
+                    learned_rows.append((entity.id, entity.language, image))
         has_any = any(e.images for e in entities)
         if rows or (has_any or self.index.exists):
             self.index.replace_for(rows, [e.id for e in entities])
-        counts["hashed"] = len(rows)
-        if self.learned is not None and self.embedder is not None and (rows or has_any or self.learned.exists):
-            vectors = self.embedder.embed(pictures)
-            learned_rows = [(eid, lang, img, vectors[i]) for i, (eid, lang, img, _) in enumerate(rows)]
-            self.learned.replace_for(learned_rows, [e.id for e in entities])
+        if self.learned is not None and self.embedder is not None and (learned_rows or has_any or self.learned.exists):
+            vectors = self.embedder.embed(pictures) if pictures else []
+            self.learned.replace_for(
+                [(eid, lang, img, vectors[i]) for i, (eid, lang, img) in enumerate(learned_rows)], [e.id for e in entities]
+            )
             counts["embedded"] = len(learned_rows)
         return counts
 
@@ -196,8 +272,9 @@ class ImageRoute:
         return self.index.delete_entities(entity_ids)
 
     # -- query --------------------------------------------------------------------------
-    def hash_query(self, data: bytes) -> QueryImage:
-        """Hash (and with an embedder, embed) a query image once; raises the PIL error for bytes that are not an image."""
+    def prepare(self, data: bytes) -> QueryImage:
+        """Hash, describe (and with an embedder, embed) a query image once; raises the PIL error for
+        bytes that are not an image."""
         img = open_image(data)
         variants = query_variants(img) if self.crops else [("full", img)]
         hashes = tuple((name, hash_image(v)) for name, v in variants)
@@ -205,68 +282,96 @@ class ImageRoute:
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
             embeddings = tuple((name, vectors[i]) for i, (name, _) in enumerate(variants))
-        return QueryImage(hashes, img.width, img.height, embeddings)
+        described = []
+        region = next((v for name, v in variants if name == "picture_region"), None)
+        if region is not None:
+            described.append(("picture_region", feats.describe(region, feats.INDEX_SIDE, feats.QUERY_FEATURES)))
+        described.append(("full", feats.describe_query(img)))
+        return QueryImage(hashes, img.width, img.height, embeddings, tuple(described))
+
+    hash_query = prepare  # the earlier name
+
+    def _stored_features(self, image: dict[str, Any]) -> feats.Features | None:
+        arrays = self.features.get(str(image.get("sha256")), int(image.get("frame") or 0), feats.METHOD)
+        if arrays is None:
+            return None
+        w, h = (int(v) for v in arrays["size"])
+        return feats.Features(arrays["points"], arrays["descriptors"], w, h)
+
+    def _verify(self, queries: Sequence[tuple[str, feats.Features]], hits: list[dict[str, Any]]) -> dict[str, Any]:
+        """Verify an entity's candidate images (frames) with the query's feature sets (in order; the
+        first that verifies wins): most inliers, most stored keypoints, outline coverage, image, query part."""
+        import cv2
+
+        if self._matcher is None:
+            self._matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
+        out: dict[str, Any] = {"inliers": None, "keypoints": None, "coverage": None, "image": None, "part": None}
+        for image in hits:
+            stored = self._stored_features(image)
+            if stored is None:
+                continue
+            out["keypoints"] = max(out["keypoints"] or 0, stored.count)
+            if stored.count < feats.MIN_KEYPOINTS:
+                continue
+            for part, query in queries:
+                if query.count < feats.MIN_KEYPOINTS:
+                    continue
+                v = feats.verify(query, stored, self._matcher)
+                if v.verified:
+                    if out["coverage"] is None or v.inliers > out["inliers"]:
+                        out.update(inliers=v.inliers, keypoints=stored.count, coverage=v.coverage, image=image, part=part)
+                    break
+                if out["coverage"] is None:
+                    out["inliers"] = max(out["inliers"] or 0, v.inliers)
+            if out["coverage"] is not None and feats.evidence(out["inliers"], feats.required_inliers(out["keypoints"])) >= 1.0:
+                break  # a strongly verified frame: the entity's other frames cannot do better
+        return out
 
     def match(self, query: QueryHashes, language: str | None = None, limit: int | None = None) -> list[ImageMatch]:
-        """Nearest entities by image, best first (all candidates; callers apply ``tau``)."""
+        """Image evidence per entity, nearest hash first: stage 1 over every crop, stage 2 on the
+        :attr:`verify` nearest entities (callers apply the accept rule: :meth:`ImageMatch.signal`)."""
         best: dict[str, ImageMatch] = {}
+        frames: dict[str, list[dict[str, Any]]] = {}
         for crop, h in query.variants:
             for hit in self.index.search(h.vector(), limit or self.candidates, language=language):
                 eid = hit.payload["entity_id"]
                 dist = distance_from_score(hit.score)
-                if eid not in best or dist < best[eid].distance:
-                    image = {k: hit.payload.get(k) for k in ("sha256", "path", "url", "kind", "width", "height")}
+                image = {k: hit.payload.get(k) for k in _IMAGE_FIELDS}
+                seen = frames.setdefault(eid, [])
+                if all((i["sha256"], i.get("frame")) != (image["sha256"], image.get("frame")) for i in seen):
+                    seen.append(image)
+                if eid not in best or dist < (best[eid].distance or 0):
                     best[eid] = ImageMatch(eid, dist, crop, image)
+        features = tuple(getattr(query, "features", ()) or ())
+        if features:
+            query_keypoints = max(f.count for _, f in features)
+            nearest = sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
+            for m in nearest:
+                v = self._verify(features, frames[m.entity_id])
+                best[m.entity_id] = ImageMatch(
+                    m.entity_id, m.distance, v["part"] or m.crop, v["image"] or m.image, inliers=v["inliers"],
+                    keypoints=v["keypoints"], query_keypoints=query_keypoints, coverage=v["coverage"],
+                )
+                if v["coverage"] is not None and feats.evidence(v["inliers"], feats.required_inliers(v["keypoints"])) >= 1.0:
+                    break  # strongly verified: the farther hash neighbours are not checked (latency)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
         if self.learned is not None:
             for crop, vec in getattr(query, "embeddings", ()):
                 for hit in self.learned.search(vec, limit or self.candidates, language=language):
                     eid = hit.payload["entity_id"]
                     if eid not in learned or hit.score > learned[eid][0]:
-                        image = {k: hit.payload.get(k) for k in ("sha256", "path", "url", "kind", "width", "height")}
+                        image = {k: hit.payload.get(k) for k in _IMAGE_FIELDS}
                         learned[eid] = (float(hit.score), crop, image)
         for eid, (sim, crop, image) in learned.items():
             m = best.get(eid)
-            best[eid] = ImageMatch(
-                eid, m.distance if m else None, m.crop if m else crop, m.image if m else image,
-                similarity=sim, learned_crop=crop, embed_tau=self.embed_tau,
-            )
+            if m is None:
+                best[eid] = ImageMatch(eid, None, crop, image, similarity=sim, learned_crop=crop, embed_tau=self.embed_tau)
+            else:
+                best[eid] = ImageMatch(
+                    eid, m.distance, m.crop, m.image, similarity=sim, learned_crop=crop, embed_tau=self.embed_tau,
+                    inliers=m.inliers, keypoints=m.keypoints, query_keypoints=m.query_keypoints, coverage=m.coverage,
+                )
         return sorted(best.values(), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
-
-
-def fuse_image_matches(
-    scored: list["GroundedEntity"], matches: Sequence[ImageMatch], store: CultureBaseStore, tau: float, tau_image: int
-) -> list["GroundedEntity"]:
-    """Fold image matches into the text-scored candidates (see module docstring); returns the new list."""
-    from retrieval.grounding import GroundedEntity
-
-    by_id = {g.entity.id: g for g in scored}
-    accepted = [m for m in matches if m.signal(tau_image) is not None]
-    missing = [m.entity_id for m in accepted if m.entity_id not in by_id]
-    fetched = {e.id: e for e in store.get_many(missing)} if missing else {}
-    for m in matches:
-        g = by_id.get(m.entity_id)
-        if g is not None:
-            g.image_distance = m.distance
-            g.image = m.trace(tau_image)
-    for m in accepted:
-        image_score = tau + W_IMAGE * m.evidence(tau_image)
-        g = by_id.get(m.entity_id)
-        if g is None:
-            ent = fetched.get(m.entity_id)
-            if ent is None:  # an image point whose entity was deleted
-                continue
-            g = GroundedEntity(
-                entity=ent, score=image_score, route="image", dense=0.0, lexical=0.0, sparse=0.0, matched_alias=None,
-                route_scores={}, cue=m.cue(tau_image),
-            )
-            g.image_distance, g.image = m.distance, m.trace(tau_image)
-            by_id[m.entity_id] = g
-            scored.append(g)
-        elif image_score > g.score:
-            g.score, g.route, g.cue = image_score, "image", m.cue(tau_image)
-        g.route_scores["image"] = round(image_score, 4)
-    return scored
 
 
 def image_stats(store: CultureBaseStore, route: ImageRoute | None) -> dict[str, Any]:
@@ -283,7 +388,7 @@ def image_stats(store: CultureBaseStore, route: ImageRoute | None) -> dict[str, 
         "images": listed,
         "entities_with_images": with_images,
         "by_kind": dict(sorted(by_kind.items())),
-        "hashed": route.index.count() if route is not None else None,
+        "hashed": route.index.image_count() if route is not None else None,
     }
     if route is not None and route.learned is not None and route.embedder is not None:
         out["embedded"] = route.learned.count()

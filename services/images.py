@@ -1,9 +1,10 @@
 """Image input for the API: byte sniffing, decode checks, and SSRF-safe ``image_url`` fetching.
 
-``validate_image`` accepts PNG, JPEG, WebP and GIF (first frame, re-encoded as PNG) judged
-from the bytes, never from a filename or a declared content type; it rejects empty,
-oversized, truncated/corrupt images and decompression bombs (pixel limit checked from the
-header before any pixel is decoded).
+``validate_image`` is the one byte checker (:func:`culturebase.images.check_image_bytes`, the
+same the crawler, imports, ``kar explain`` and ``kar run`` use) with its rejection reasons
+mapped to API errors: PNG, JPEG, WebP and GIF (first frame) judged from the bytes, never from a
+filename or a declared content type; empty, oversized, truncated/corrupt images and
+decompression bombs (pixel limit checked from the header before any pixel is decoded) refused.
 
 ``fetch_image_url`` downloads with a total deadline and a byte cap while streaming.  Every
 TCP connection (the first request and each redirect hop) goes through
@@ -17,7 +18,6 @@ between the check and the connect (no rebinding window).  TLS still verifies the
 from __future__ import annotations
 
 import asyncio
-import io
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -29,104 +29,36 @@ import httpcore
 import httpx
 
 from culturebase.addresses import IPAddress, address_refusal
-from culturebase.images import sniff_format
+from culturebase.images import MIME, CheckedImage, ImageRejected, check_image_bytes  # noqa: F401 - CheckedImage: the API's type too
 from services.errors import ApiError
 
-MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "gif": "image/gif"}
-
-
-@dataclass
-class CheckedImage:
-    """Image bytes that passed every check, ready for the pipeline."""
-
-    data: bytes
-    format: str
-    width: int
-    height: int
-    source_bytes: int
-
-    @property
-    def mime(self) -> str:
-        return MIME[self.format]
-
-
-def _guess_other(data: bytes) -> str:
-    head = data[:512].lstrip().lower()
-    if head.startswith(b"%pdf"):
-        return "a PDF document"
-    if b"<svg" in head:
-        return "an SVG image"
-    if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head:
-        return "an HTML document"
-    if head.startswith(b"<?xml"):
-        return "an XML document"
-    try:
-        data[:512].decode("utf-8")
-        return "text"
-    except UnicodeDecodeError:
-        return "an unrecognised binary format"
+#: HTTP status and error code of each reason :func:`culturebase.images.check_image_bytes` gives
+REJECTION = {
+    "empty": (400, "empty_image"),
+    "too_large": (413, "image_too_large"),
+    "svg": (415, "unsupported_image_type"),
+    "html": (415, "unsupported_image_type"),
+    "not_an_image": (415, "unsupported_image_type"),
+    "too_many_pixels": (422, "image_too_many_pixels"),
+    "metadata_too_large": (422, "image_metadata_too_large"),
+    "corrupt": (422, "image_corrupt"),
+}
 
 
 def validate_image(data: bytes, max_bytes: int, max_pixels: int, work_side: int | None = None) -> CheckedImage:
-    """Check image bytes (see module docstring); raises :class:`ApiError` with a 4xx.
-
-    With ``work_side`` the returned ``data`` is the bounded working copy
-    (:func:`retrieval.bounded_image.bounded_bytes`: first frame, EXIF-upright, longest side
-    ≤ ``work_side``; the original bytes when already small and upright), made in the same
-    single decode that checks the pixels.  OCR and the VLM's own down-scaled copy start
-    from it; the original is never decoded again.
-    """
-    from PIL import Image, UnidentifiedImageError
-
-    from retrieval.bounded_image import ImageDecodeError, bounded_bytes
-
-    if not data:
-        raise ApiError(400, "empty_image", "the image is empty (0 bytes)")
-    if len(data) > max_bytes:
-        raise ApiError(413, "image_too_large", f"the image is {len(data)} bytes; the limit is {max_bytes} bytes")
-    kind = sniff_format(data)
-    if kind is None:
-        raise ApiError(
-            415,
-            "unsupported_image_type",
-            f"the bytes are {_guess_other(data)}, not an image; send PNG, JPEG, WebP or GIF",
-        )
-    source_bytes = len(data)
+    """The one byte checker (:func:`culturebase.images.check_image_bytes`) with its reasons as API
+    errors (:data:`REJECTION`); with ``work_side`` the returned ``data`` is the bounded working copy
+    (first frame, upright, longest side ≤ ``work_side``) made in the same single decode."""
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            width, height = img.size
-            if width * height > max_pixels:
-                raise ApiError(
-                    422,
-                    "image_too_many_pixels",
-                    f"the image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} (decompression bomb?)",
-                )
-            img.verify()
-        work, copy = (data, None) if work_side is None else bounded_bytes(data, work_side)
-        if copy is None:  # passed through (or no work copy asked): decode once to check the pixels
-            with Image.open(io.BytesIO(data)) as img:
-                img.seek(0)
-                img.load()
-                if kind == "gif":
-                    frame = img.convert("RGBA") if img.mode in ("P", "PA", "LA") else img.convert("RGB")
-                    out = io.BytesIO()
-                    frame.save(out, format="PNG")
-                    work = out.getvalue()
-        else:
-            width, height = copy.source_size
-    except ApiError:
-        raise
-    except Image.DecompressionBombError as exc:
-        raise ApiError(422, "image_too_many_pixels", f"decompression bomb refused: {exc}") from None
-    except (UnidentifiedImageError, ImageDecodeError, OSError, SyntaxError, ValueError, EOFError) as exc:
-        if "MAX_TEXT_CHUNK" in str(exc) or "MAX_TEXT_MEMORY" in str(exc):
-            raise ApiError(
-                422,
-                "image_metadata_too_large",
-                "a PNG metadata chunk (iCCP, zTXt or iTXt) decompresses past the 1 MB limit; strip the image's metadata and resend",
-            ) from None
-        raise ApiError(422, "image_corrupt", f"the {kind.upper()} image is truncated or corrupt: {exc}") from None
-    return CheckedImage(data=work, format="png" if kind == "gif" else kind, width=width, height=height, source_bytes=source_bytes)
+        return check_image_bytes(data, max_bytes, max_pixels, work_side)
+    except ImageRejected as exc:
+        status, code = REJECTION.get(exc.reason, (422, "image_corrupt"))
+        message = str(exc)
+        if code == "unsupported_image_type":
+            message += "; send PNG, JPEG, WebP or GIF"
+        elif code == "image_too_many_pixels" and "bomb" not in message:
+            message += " (decompression bomb?)"
+        raise ApiError(status, code, message) from None
 
 
 # -- SSRF-safe fetching --------------------------------------------------------------------

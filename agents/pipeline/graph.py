@@ -267,13 +267,9 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
             }
         cues = _cues(state)
 
+        cues.image_bytes = state.get("image") or None  # the grounder's image route hashes and matches it itself
+
         def run() -> Any:
-            route = getattr(deps.grounder, "image_route", None)
-            if route is not None and state.get("image"):
-                try:  # the image route: the upload hashed once per request (its meme crops included)
-                    cues.image = route.hash_query(state["image"])
-                except Exception:  # undecodable here: grounding goes on with the text routes
-                    cues.image = None
             # no store-write lock: searches run concurrently (the embedded engine itself takes one at a time,
             # in FIFO turns: culturebase/store/fifo_turns.py); the KB's embedder serialises itself
             return deps.grounder.ground(cues, language=cfg.grounding_language)

@@ -151,7 +151,7 @@ def search_cmd(
                 result = grounder.search_text(text, language=lang, top_k=top_k)
             else:
                 try:
-                    query = kb.image_route.hash_query(data)
+                    query = kb.image_route.prepare(data)
                 except Exception as exc:  # not an image PIL can read
                     raise fail(f"--image {image} is not a readable image: {exc}", ExitCode.USAGE) from None
                 cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()

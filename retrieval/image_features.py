@@ -1,0 +1,152 @@
+"""Local image features and their geometric verification: the image route's second stage.
+
+The first stage (perceptual hashes, :mod:`retrieval.image_hash`) ranks entity images by a
+whole-picture fingerprint; it cannot tell a template from a look-alike of the same show, and
+it does not see a template that fills only part of the picture (a screenshot of a post, a
+collage).  The second stage checks the best hash candidates (and the candidates of the
+picture-region crop) with local features: ORB keypoints (binary descriptors, Hamming
+matching) of the query are matched to the stored keypoints of each candidate image with
+Lowe's ratio test, and a homography is fitted with RANSAC; the template is *verified* when at
+least :data:`MIN_INLIERS` matches agree with one plane-to-plane mapping whose image of the
+template is a sane quadrilateral (convex, not degenerate).  A homography also places a
+template that fills a third of a screenshot.
+
+ORB was chosen over AKAZE and SIFT by ``bench/templates.py --features`` (top-1, false claims,
+latency; docs/templates.md).  Entity images are described once at indexing time
+(:func:`describe`) and stored (:class:`culturebase.store.images.ImageFeatureStore`); a query is
+described once per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+#: the feature method and its version (stored with the features: a change re-describes the images)
+METHOD = "orb2"
+#: longest side at which an entity image is described
+INDEX_SIDE = 480
+#: longest side at which a query image is described (a template filling 40 % of a screenshot keeps ~320 px)
+QUERY_SIDE = 800
+INDEX_FEATURES = 400
+QUERY_FEATURES = 1000
+RATIO = 0.75
+#: RANSAC inliers needed to verify a textured template; a template with few keypoints needs a
+#: quarter of them, never fewer than :data:`MIN_INLIERS_FLOOR` (:func:`required_inliers`)
+MIN_INLIERS = 15
+MIN_INLIERS_FLOOR = 10
+#: an entity image with fewer keypoints than this cannot be verified (flat colour, tiny): hashes alone decide
+MIN_KEYPOINTS = 60
+RANSAC_PX = 6.0
+
+
+@dataclass(frozen=True)
+class Features:
+    """Keypoint positions (N×2 float32, in the described copy's pixels) and ORB descriptors (N×32 uint8)."""
+
+    points: np.ndarray
+    descriptors: np.ndarray
+    width: int
+    height: int
+
+    @property
+    def count(self) -> int:
+        return int(self.points.shape[0])
+
+    @classmethod
+    def empty(cls, width: int = 0, height: int = 0) -> "Features":
+        return cls(np.zeros((0, 2), np.float32), np.zeros((0, 32), np.uint8), width, height)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of matching one query against one entity image."""
+
+    inliers: int
+    matches: int
+    #: the template's outline in the query (fraction of the query's area it covers), when its shape is sane
+    coverage: float | None
+    required: int = MIN_INLIERS
+
+    @property
+    def verified(self) -> bool:
+        return self.inliers >= self.required and self.coverage is not None
+
+
+def required_inliers(template_keypoints: int) -> int:
+    """Inliers that verify a template with this many stored keypoints (see :data:`MIN_INLIERS`)."""
+    return max(MIN_INLIERS_FLOOR, min(MIN_INLIERS, -(-template_keypoints // 4)))
+
+
+def _grey_array(img: Image.Image, side: int) -> np.ndarray:
+    from retrieval.image_hash import flatten_grey
+
+    grey = flatten_grey(img)
+    if max(grey.size) > side:
+        grey = grey.copy()
+        grey.thumbnail((side, side), Image.Resampling.BILINEAR)
+    return np.asarray(grey, dtype=np.uint8)
+
+
+def describe(img: Image.Image, side: int = INDEX_SIDE, n_features: int = INDEX_FEATURES) -> Features:
+    """ORB keypoints and descriptors of a PIL image at longest side ``side`` (empty for a flat or tiny image)."""
+    import cv2
+
+    arr = _grey_array(img, side)
+    h, w = arr.shape
+    if min(h, w) < 32:  # below ORB's border and patch size: nothing to describe
+        return Features.empty(w, h)
+    orb = cv2.ORB_create(nfeatures=n_features, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    keypoints, descriptors = orb.detectAndCompute(arr, None)
+    if descriptors is None or not keypoints:
+        return Features.empty(w, h)
+    points = np.array([k.pt for k in keypoints], dtype=np.float32)
+    return Features(points, descriptors.astype(np.uint8), w, h)
+
+
+def describe_query(img: Image.Image) -> Features:
+    """The query's features (more keypoints at a larger side: the template may fill part of it)."""
+    return describe(img, QUERY_SIDE, QUERY_FEATURES)
+
+
+def _convex(quad: np.ndarray) -> bool:
+    signs = []
+    for i in range(4):
+        a, b, c = quad[i], quad[(i + 1) % 4], quad[(i + 2) % 4]
+        signs.append(np.sign((b[0] - a[0]) * (c[1] - b[1]) - (b[1] - a[1]) * (c[0] - b[0])))
+    return all(s > 0 for s in signs) or all(s < 0 for s in signs)
+
+
+def verify(query: Features, template: Features, matcher: object | None = None) -> Verification:
+    """Match ``template`` into ``query`` (ratio test, RANSAC homography); inliers and the covered share."""
+    import cv2
+
+    need = required_inliers(template.count)
+    if query.count < 2 or template.count < 2:
+        return Verification(0, 0, None, need)
+    bf = matcher or cv2.BFMatcher(cv2.NORM_HAMMING)
+    pairs = bf.knnMatch(template.descriptors, query.descriptors, k=2)  # type: ignore[attr-defined]
+    good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
+    if len(good) < need:
+        return Verification(len(good), len(good), None, need)
+    src = template.points[[m.queryIdx for m in good]].reshape(-1, 1, 2)
+    dst = query.points[[m.trainIdx for m in good]].reshape(-1, 1, 2)
+    h, mask = cv2.findHomography(src, dst, cv2.USAC_FAST, RANSAC_PX, maxIters=300, confidence=0.995)
+    if h is None or mask is None:
+        return Verification(0, len(good), None, need)
+    inliers = int(mask.sum())
+    corners = np.array([[0, 0], [template.width, 0], [template.width, template.height], [0, template.height]], np.float32)
+    quad = cv2.perspectiveTransform(corners.reshape(-1, 1, 2), h).reshape(4, 2)
+    area = abs(cv2.contourArea(quad.astype(np.float32)))
+    coverage = area / float(max(1, query.width * query.height))
+    sane = np.isfinite(quad).all() and _convex(quad) and 0.03 <= coverage <= 4.0
+    return Verification(inliers, len(good), round(coverage, 3) if sane else None, need)
+
+
+def evidence(inliers: int, required: int = MIN_INLIERS) -> float:
+    """Verified-match evidence in (0, 1]: 0.5 at the required inliers, 1.0 from 4× that."""
+    if inliers < required:
+        return 0.0
+    return min(1.0, 0.5 + 0.5 * (inliers - required) / (3 * required))
