@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,6 +19,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from culturebase.entity import Entity
+from culturebase.importers.report import ImportReport, Rejected, format_validation_error
 from culturebase.settings import Settings
 from culturebase.store import CollectionSpec, CultureBaseStore, EmbedderInfo, PointRecord, open_backend
 from culturebase.store.culturebase import ENTITY_LEXICAL, corpus_spec, entity_spec
@@ -30,45 +30,8 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int], None]
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """One line naming each failing field: ``field 'aliases.2': Input should be a valid string``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "record"
-        parts.append(f"field {loc!r}: {err['msg']}")
-    return "; ".join(parts)
-
-
-@dataclass
-class Rejected:
-    """An input line that was not stored, and why."""
-
-    line: int
-    reason: str
-
-
-@dataclass
-class ImportReport:
-    """What an import did."""
-
-    path: str
-    read: int = 0
-    stored: int = 0
-    merged_duplicates: int = 0
-    rejected: list[Rejected] = field(default_factory=list)
-    images: int = 0
-    image_problems: list[Any] = field(default_factory=list)  # retrieval.image_import.ImageProblem
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "read": self.read,
-            "stored": self.stored,
-            "merged_duplicates": self.merged_duplicates,
-            "rejected": [{"line": r.line, "reason": r.reason} for r in self.rejected],
-            "images": self.images,
-            "image_problems": [p.to_dict() for p in self.image_problems],
-        }
+# the report and its pieces live with the importers (culturebase/importers); re-exported here
+__all__ = ["ImportFileError", "ImportReport", "KnowledgeBase", "Rejected", "format_validation_error"]
 
 
 class ImportFileError(ValueError):
@@ -246,6 +209,28 @@ class KnowledgeBase:
                 del pending[:size]
         writer.write(pending)
         return writer.stored - before
+
+    def write_chunk(self, writer: Any, entities: Sequence[Entity]) -> int:
+        """Embed a chunk of entities in one call and write it through an open bulk writer (batches of
+        ``KAR_UPSERT_BATCH_SIZE``); the image route indexes their images.  Returns how many."""
+        if not entities:
+            return 0
+        dense, sparse = self.embed_entities(entities)
+        points = self.store.entity_points(entities, dense, sparse or None)
+        if self.image_route is not None:
+            self.image_route.index_entities(list(entities))
+        size = self.store.batch_size
+        for start in range(0, len(points), size):
+            writer.write(points[start : start + size])
+        return len(points)
+
+    def import_dump(self, path: Path, **options: Any) -> ImportReport:
+        """Stream a dump (any format :mod:`culturebase.importers` reads) into the KB; see
+        :func:`retrieval.dump_import.import_dump` for the options."""
+        from retrieval.dump_import import import_dump
+
+        options.setdefault("chunk", self.settings.import_chunk if self.settings is not None else 256)
+        return import_dump(self, path, **options)
 
     def add_corpus_chunks(self, chunks: Sequence[dict[str, Any]], writer: Any = None) -> int:
         """Embed and upsert page-text chunks into the corpus collection.
