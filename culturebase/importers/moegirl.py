@@ -81,7 +81,7 @@ def parse_infobox(wikitext: str) -> dict[str, list[str]]:
         field = _EXTRA_FIELDS.get(key.strip())
         if field is None:
             continue
-        raw = raw.strip()
+        raw = _REF.sub("", raw).strip()
         if field == "萌点":
             m = re.match(r"\{\{萌点\|(.*)\}\}\s*$", raw, re.S)
             items = m.group(1).split("|") if m else _SPLIT.split(raw)
