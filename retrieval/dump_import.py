@@ -3,7 +3,8 @@
 The dump is read entry by entry (:mod:`culturebase.importers`), so memory does not grow with its
 size: a chunk of ``KAR_IMPORT_CHUNK`` entities is held, embedded in one call (distinct texts
 only, see :meth:`KnowledgeBase.embed_entities`) and written through the bulk writer, while the
-next chunk is read and validated on another thread (the embedder works while the dump is parsed).
+next chunk is read and validated on another thread and the previous one is written while this one is
+embedded (the embedder works while the dump is parsed and the store writes).
 What grows is the set of ids already written and, for dumps keyed by title, title → id (tens
 of bytes an entity), used to merge a duplicate that comes after its first copy was written.
 """
@@ -173,6 +174,34 @@ def _prefetched(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
         thread.join(timeout=5)
 
 
+def _pipeline(kb: Any, writer: Any, chunks: Iterator[tuple[list[Entity], list[Entity]]], written: set[str], report: ImportReport) -> None:
+    """Embed chunk k+1 on a worker thread while chunk k is written (store upserts, image route), so that
+    the embedder never waits for the store; chunks are written in order."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    pending: tuple[list[Entity], Future[Any]] | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="kar-import-embed") as pool:
+        for new, again in chunks:
+            if again:  # a duplicate of an earlier chunk: merge the stored copy (or the one still on its way) in
+                waiting = {e.id: e for e in pending[0]} if pending is not None else {}
+                stored = {e.id: e for e in kb.store.get_many([e.id for e in again if e.id not in waiting])}
+                stored.update(waiting)
+                new = new + [stored[e.id].merged_with(e) if e.id in stored else e for e in again]
+            future = pool.submit(kb.embed_entities, new)
+            if pending is not None:
+                _write(kb, writer, pending, written, report)
+            pending = (new, future)
+        if pending is not None:
+            _write(kb, writer, pending, written, report)
+
+
+def _write(kb: Any, writer: Any, pending: tuple[list[Entity], Any], written: set[str], report: ImportReport) -> None:
+    entities, future = pending
+    kb.write_chunk(writer, entities, future.result())
+    written.update(e.id for e in entities)
+    report.images += sum(len(e.images) for e in entities)
+
+
 def import_dump(
     kb: Any,
     path: Path,
@@ -219,13 +248,7 @@ def import_dump(
     try:
         kb.store.prepare_layout(kb.store.count() + (count or 0))
         with kb.store.bulk_writer(total=count, progress=progress, min_free_bytes=kb.min_free_bytes) as writer:
-            for new, again in _prefetched(_chunks(validated, report, chunk)):
-                if again:  # a duplicate whose first copy is already stored: merge the stored record in
-                    stored = {e.id: e for e in kb.store.get_many([e.id for e in again])}
-                    new = new + [stored[e.id].merged_with(e) if e.id in stored else e for e in again]
-                kb.write_chunk(writer, new)
-                written.update(e.id for e in new)
-                report.images += sum(len(e.images) for e in new)
+            _pipeline(kb, writer, _prefetched(_chunks(validated, report, chunk)), written, report)
     except DumpError as exc:
         from retrieval.knowledge_base import ImportFileError
 

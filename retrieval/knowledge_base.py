@@ -210,12 +210,13 @@ class KnowledgeBase:
         writer.write(pending)
         return writer.stored - before
 
-    def write_chunk(self, writer: Any, entities: Sequence[Entity]) -> int:
-        """Embed a chunk of entities in one call and write it through an open bulk writer (batches of
-        ``KAR_UPSERT_BATCH_SIZE``); the image route indexes their images.  Returns how many."""
+    def write_chunk(self, writer: Any, entities: Sequence[Entity], embedded: Any = None) -> int:
+        """Embed a chunk of entities in one call (or take ``embedded``, what :meth:`embed_entities` returned
+        for them) and write it through an open bulk writer (batches of ``KAR_UPSERT_BATCH_SIZE``); the
+        image route indexes their images.  Returns how many."""
         if not entities:
             return 0
-        dense, sparse = self.embed_entities(entities)
+        dense, sparse = embedded if embedded is not None else self.embed_entities(entities)
         points = self.store.entity_points(entities, dense, sparse or None)
         if self.image_route is not None:
             self.image_route.index_entities(list(entities))

@@ -109,3 +109,23 @@ class FakeEmbeddingsServer:
     def __exit__(self, *exc: Any) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+def main() -> None:
+    """Serve in a process of its own (benches: the server's JSON work does not share the client's GIL);
+    prints the base URL on one line, serves until stdin closes."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--delay-s", type=float, default=0.0)
+    ap.add_argument("--model", default="fake/embedder")
+    args = ap.parse_args()
+    with FakeEmbeddingsServer(dim=args.dim, model=args.model, delay_s=args.delay_s) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()
