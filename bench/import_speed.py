@@ -119,9 +119,11 @@ def child_remote(path: Path, urls: list[str], model: str, concurrency: int, batc
 
     proc = psutil.Process()
     write_peak = [0]
+    last_write = [0.0]
 
     def sample(_: int) -> None:
         write_peak[0] = max(write_peak[0], proc.memory_info().rss)
+        last_write[0] = time.perf_counter()
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
@@ -136,6 +138,9 @@ def child_remote(path: Path, urls: list[str], model: str, concurrency: int, batc
     return {
         "urls": len(urls), "stored": report.stored, "import_s": round(elapsed, 2),
         "entities_per_s": round(report.stored / elapsed, 1), "requests": requests,
+        # up to the last chunk written, and the engine's index build after it (the same for any embedder)
+        "read_embed_write_s": round(last_write[0] - t, 2), "index_build_s": round(elapsed - (last_write[0] - t), 2),
+        "read_embed_write_entities_per_s": round(report.stored / max(last_write[0] - t, 1e-9), 1),
         "peak_rss_mb_while_writing": round(write_peak[0] / 2**20, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
@@ -248,9 +253,11 @@ def main() -> None:
                     rows.append({**_run_child(["remote", str(sub), ",".join(servers.urls[:urls]), servers.model, "2", "16"]),
                                  "load_before": load, "load_after": _load()})
             base = rows[0]["entities_per_s"]
+            base_phase = rows[0]["read_embed_write_entities_per_s"]
             for row in rows:
                 row["speedup"] = round(row["entities_per_s"] / base, 2)
                 row["share_of_linear"] = round(row["speedup"] / row["urls"], 2)
+                row["read_embed_write_share_of_linear"] = round(row["read_embed_write_entities_per_s"] / base_phase / row["urls"], 2)
             out["remote_scaling"] = {"delay_s_per_request": args.delay_s, "concurrency_per_url": 2, "batch": 16, "rows": rows}
     print(json.dumps(out, ensure_ascii=False, indent=1))
 

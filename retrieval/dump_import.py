@@ -174,25 +174,28 @@ def _prefetched(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
         thread.join(timeout=5)
 
 
-def _pipeline(kb: Any, writer: Any, chunks: Iterator[tuple[list[Entity], list[Entity]]], written: set[str], report: ImportReport) -> None:
-    """Embed chunk k+1 on a worker thread while chunk k is written (store upserts, image route), so that
-    the embedder never waits for the store; chunks are written in order."""
+def _pipeline(
+    kb: Any, writer: Any, chunks: Iterator[tuple[list[Entity], list[Entity]]], written: set[str], report: ImportReport, ahead: int = 2
+) -> None:
+    """Embed up to ``ahead`` chunks on worker threads while the oldest embedded one is written (store
+    upserts, image route), so that the embedder never waits for the store and a remote embedder's
+    requests of two chunks fill each other's last round; chunks are written in order."""
+    from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    pending: tuple[list[Entity], Future[Any]] | None = None
-    with ThreadPoolExecutor(1, thread_name_prefix="kar-import-embed") as pool:
+    pending: deque[tuple[list[Entity], Future[Any]]] = deque()
+    with ThreadPoolExecutor(ahead, thread_name_prefix="kar-import-embed") as pool:
         for new, again in chunks:
             if again:  # a duplicate of an earlier chunk: merge the stored copy (or the one still on its way) in
-                waiting = {e.id: e for e in pending[0]} if pending is not None else {}
+                waiting = {e.id: e for chunk, _ in pending for e in chunk}
                 stored = {e.id: e for e in kb.store.get_many([e.id for e in again if e.id not in waiting])}
                 stored.update(waiting)
                 new = new + [stored[e.id].merged_with(e) if e.id in stored else e for e in again]
-            future = pool.submit(kb.embed_entities, new)
-            if pending is not None:
-                _write(kb, writer, pending, written, report)
-            pending = (new, future)
-        if pending is not None:
-            _write(kb, writer, pending, written, report)
+            pending.append((new, pool.submit(kb.embed_entities, new)))
+            if len(pending) > ahead:
+                _write(kb, writer, pending.popleft(), written, report)
+        while pending:
+            _write(kb, writer, pending.popleft(), written, report)
 
 
 def _write(kb: Any, writer: Any, pending: tuple[list[Entity], Any], written: set[str], report: ImportReport) -> None:

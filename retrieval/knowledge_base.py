@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -27,6 +28,7 @@ from retrieval.embedders import Embedder, build_embedder, embedder_info
 from retrieval.lexical import encode_documents, lexical_text
 
 log = logging.getLogger(__name__)
+_COUNTS = threading.Lock()
 Progress = Callable[[int], None]
 
 
@@ -153,8 +155,9 @@ class KnowledgeBase:
                 if text and text not in unique:
                     unique[text] = len(unique)
         batch = self.embedder.encode_documents(list(unique)) if unique else None
-        self.texts_embedded = getattr(self, "texts_embedded", 0) + len(unique)
-        self.chars_embedded = getattr(self, "chars_embedded", 0) + sum(len(t) for t in unique)
+        with _COUNTS:  # chunks of an import are embedded on two threads
+            self.texts_embedded = getattr(self, "texts_embedded", 0) + len(unique)
+            self.chars_embedded = getattr(self, "chars_embedded", 0) + sum(len(t) for t in unique)
         dense: dict[str, list[np.ndarray | None]] = {
             name: [batch.dense[unique[t]] if t and batch is not None else None for t in rows[name]] for name in spec.dense
         }
