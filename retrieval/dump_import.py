@@ -174,8 +174,21 @@ def _prefetched(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
         thread.join(timeout=5)
 
 
+def _keep_stored_images(kb: Any, entities: list[Entity]) -> list[Entity]:
+    """Entities already in the KB before this import keep their stored images when the new record has
+    none (re-importing a dump without ``--fetch-images`` does not drop images fetched before)."""
+    stored = {e.id: e for e in kb.store.get_many([e.id for e in entities if not e.images])}
+    return [e.model_copy(update={"images": stored[e.id].images}) if e.id in stored and stored[e.id].images else e for e in entities]
+
+
 def _pipeline(
-    kb: Any, writer: Any, chunks: Iterator[tuple[list[Entity], list[Entity]]], written: set[str], report: ImportReport, ahead: int = 2
+    kb: Any,
+    writer: Any,
+    chunks: Iterator[tuple[list[Entity], list[Entity]]],
+    written: set[str],
+    report: ImportReport,
+    ahead: int = 2,
+    had_entities: bool = False,
 ) -> None:
     """Embed up to ``ahead`` chunks on worker threads while the oldest embedded one is written (store
     upserts, image route), so that the embedder never waits for the store and a remote embedder's
@@ -191,6 +204,8 @@ def _pipeline(
                 stored = {e.id: e for e in kb.store.get_many([e.id for e in again if e.id not in waiting])}
                 stored.update(waiting)
                 new = new + [stored[e.id].merged_with(e) if e.id in stored else e for e in again]
+            if had_entities:
+                new = _keep_stored_images(kb, new)
             pending.append((new, pool.submit(kb.embed_entities, new)))
             if len(pending) > ahead:
                 _write(kb, writer, pending.popleft(), written, report)
@@ -246,12 +261,14 @@ def import_dump(
     if total is not None:
         total(count)
     cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None
-    validated = _validated(entries, report, cats, resolve, drop_images=not fetch_images and fmt not in OWN_FORMATS)
+    drop_images = fmt not in OWN_FORMATS and (not fetch_images or resolve is None)  # a dump's image URL: fetched or counted
+    validated = _validated(entries, report, cats, resolve, drop_images=drop_images)
     written: set[str] = set()
     try:
-        kb.store.prepare_layout(kb.store.count() + (count or 0))
+        before = kb.store.count()
+        kb.store.prepare_layout(before + (count or 0))
         with kb.store.bulk_writer(total=count, progress=progress, min_free_bytes=kb.min_free_bytes) as writer:
-            _pipeline(kb, writer, _prefetched(_chunks(validated, report, chunk)), written, report)
+            _pipeline(kb, writer, _prefetched(_chunks(validated, report, chunk)), written, report, had_entities=before > 0)
     except DumpError as exc:
         from retrieval.knowledge_base import ImportFileError
 

@@ -131,3 +131,45 @@ def test_cli_import_with_format_category_and_exit_3(tmp_path, server):
     res = CliRunner().invoke(app, ["kb", "import", str(path), "--format", "moegirl"], env=env)
     assert res.exit_code == 1 and "not a Moegirlpedia map folder" in res.output
     get_settings.cache_clear()
+
+
+def test_fetch_images_goes_through_the_image_checks_and_refuses_private_addresses(tmp_path, server):
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from retrieval.image_import import guarded_fetcher, http_fetcher
+    from tests.support.images import template_image, to_bytes
+
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "t.png").write_bytes(to_bytes(template_image(3)))
+    (tmp_path / "www" / "page.html").write_text("<html>not an image</html>", "utf-8")
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=str(tmp_path / "www"), **k)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        path = write_dump(tmp_path / "kym.json", [
+            kym_entry("With Image", template_image_url=f"{base}/t.png"),
+            kym_entry("Html Image", template_image_url=f"{base}/page.html"),
+        ])
+        with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+            report = kb.import_dump(path, fetch_images=True, fetcher=http_fetcher(10_000_000))
+            assert report.stored == 2 and report.images == 1 and report.images_not_fetched == 0
+            assert [(p.line, p.reason.split(":")[0]) for p in report.image_problems] == [(2, "html")]
+            (e,) = [x for x in kb.store.find_by_name(["With Image"]) if x.name == "With Image"]
+            assert e.images[0].url == f"{base}/t.png" and kb.image_store.exists(e.images[0])
+            # a third-party dump's URL that resolves to a loopback address is refused by the guarded fetcher
+            again = kb.import_dump(path, fetch_images=True, fetcher=guarded_fetcher(10_000_000))
+            assert {p.reason.split(":")[0] for p in again.image_problems} == {"forbidden_address"}
+            assert again.stored == 2
+            (kept,) = [x for x in kb.store.find_by_name(["With Image"]) if x.name == "With Image"]
+            assert kept.images == e.images  # a re-import that fetched nothing keeps the image fetched before
+    finally:
+        httpd.shutdown()
