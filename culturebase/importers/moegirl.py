@@ -2,7 +2,7 @@
 
 A folder with ``char2subject.json`` (page title → ``[region category?, work, …]``), optionally
 ``char2cv.json`` (title → voice actors), ``subject_index.json`` (the works) and the wikitext
-crawl's ``extra_info.json`` (title → raw ``{{人物信息|…}}`` wikitext) or ``extra_processed.json``
+crawl's ``extra_info.json`` (title → raw ``{{人物信息|…}}`` wikitext, read with mwparserfromhell) or ``extra_processed.json``
 (title → ``{本名: [...], 别名: [...], 萌点: [...], …}``).  ``char2subject.json`` is streamed; the
 side maps are joined by title and held as the few fields we use.
 
@@ -59,37 +59,39 @@ def split_title(title: str, works: set[str]) -> tuple[str, str]:
     return title, ""
 
 
-# -- extra_info.json (raw wikitext) ---------------------------------------------------------------
-_LINK = re.compile(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]")
-_REF = re.compile(r"<ref[^>]*/>|<ref[^>]*>.*?</ref>", re.S)
-_SIMPLE_TPL = re.compile(r"\{\{(?:lj|lang|ruby|黑幕|heimu)\|(?:[a-z-]+\|)?([^{}|]*)(?:\|[^{}]*)?\}\}", re.I)
-_PARAM = re.compile(r"^\|\s*([^=|\n]+?)\s*=(.*?)(?=^\||^\}\}|\Z)", re.S | re.M)
-
-
-def _wikitext_value(value: str) -> str:
-    value = _REF.sub("", value)
-    value = _LINK.sub(r"\1", value)
-    value = _SIMPLE_TPL.sub(r"\1", value)
-    return value.strip()
+# -- extra_info.json (raw wikitext, read with mwparserfromhell) -------------------------------------
+def _param_text(value: Any) -> str:
+    """A template parameter's text: refs dropped, line breaks as separators, other markup stripped
+    (a template such as ``{{jpn|…}}`` leaves nothing)."""
+    for tag in value.filter_tags(recursive=True):
+        name = str(tag.tag).strip().lower()
+        if name in ("ref", "br"):
+            try:
+                value.replace(tag, "、" if name == "br" else "")
+            except ValueError:  # already removed with its parent
+                pass
+    return value.strip_code(normalize=True, collapse=True)
 
 
 def parse_infobox(wikitext: str) -> dict[str, list[str]]:
-    """本名 / 别名 (别号) / 萌点 from a raw ``{{人物信息|…}}`` wikitext; a value still holding a template
-    after the simple ones (links, ``{{lj|…}}``) are resolved is left out."""
+    """本名 / 别名 (别号) / 萌点 from a raw ``{{人物信息|…}}`` wikitext (``{{萌点|a|b,c}}`` lists its items;
+    a value that is only a template, such as ``{{jpn|…}}``, gives nothing)."""
+    import mwparserfromhell
+
     out: dict[str, list[str]] = {}
-    for key, raw in _PARAM.findall(wikitext):
-        field = _EXTRA_FIELDS.get(key.strip())
-        if field is None:
-            continue
-        raw = _REF.sub("", raw).strip()
-        if field == "萌点":
-            m = re.match(r"\{\{萌点\|(.*)\}\}\s*$", raw, re.S)
-            items = m.group(1).split("|") if m else _SPLIT.split(raw)
-            values = [_wikitext_value(i.split(",")[-1]) for i in items]
-        else:
-            values = [_wikitext_value(v) for v in _SPLIT.split(raw)]
-        values = [clean_inline(v) for v in values if v and "{{" not in v and "}}" not in v]
-        out.setdefault(field, []).extend(v for v in values if v)
+    for template in mwparserfromhell.parse(wikitext).filter_templates(recursive=False):
+        for param in template.params:
+            field = _EXTRA_FIELDS.get(str(param.name).strip())
+            if field is None:
+                continue
+            inner = [t for t in param.value.filter_templates(recursive=False) if str(t.name).strip() == "萌点"]
+            if field == "萌点" and inner:
+                values = [_param_text(p.value).split(",")[-1] for p in inner[0].params]
+            else:
+                values = _SPLIT.split(_param_text(param.value))
+            kept = [v for v in (clean_inline(x) for x in values) if v]
+            if kept:
+                out.setdefault(field, []).extend(kept)
     return out
 
 

@@ -146,7 +146,8 @@ def test_moegirl_titles_regions_voice_actors_and_extra_info(tmp_path):
 def test_moegirl_helpers():
     assert split_title("米拉（空洞骑士）", set()) == ("米拉", "空洞骑士")
     assert split_title("Re:从零开始", {"碧蓝航线"}) == ("Re:从零开始", "")
-    assert parse_infobox("|别名=甲,乙\n|萌点={{萌点|丙}}\n}}") == {"别名": ["甲", "乙"], "萌点": ["丙"]}
+    box = "{{人物信息\n|本名={{jpn|泉|いずみ|こなた}}\n|别名=甲,乙<br/>丁\n|萌点={{萌点|丙}}\n}}"
+    assert parse_infobox(box) == {"别名": ["甲", "乙", "丁"], "萌点": ["丙"]}  # a 本名 that is only a template gives nothing
 
 
 def test_kymkb_template_info_and_metadata_folders(tmp_path):
