@@ -234,7 +234,8 @@ def import_dump(
     """Import a dump (format given or detected) into ``kb``; returns the report by reason.
 
     ``fetch_images`` (default: yes for our JSONL / the release, no for the published dumps) fetches
-    image URLs with ``fetcher`` through the image checks; ``total`` is told the entry count once
+    image URLs with ``fetcher`` (default: any host for our JSONL and the release, as before; only public
+    addresses, every redirect hop checked, for a published dump) through the image store's checks; ``total`` is told the entry count once
     known (progress bar); ``progress`` is called with the number of entities written."""
     path = Path(path)
     try:
@@ -248,7 +249,10 @@ def import_dump(
     resolve = None
     images = kb.image_store
     if images is not None:
-        from retrieval.image_import import resolve_images
+        from retrieval.image_import import guarded_fetcher, http_fetcher, resolve_images
+
+        if fetcher is None:  # the operator's own file may name any host; a published dump's URLs must be public
+            fetcher = (http_fetcher if fmt in OWN_FORMATS else guarded_fetcher)(images.max_bytes)
 
         base_dir = path.parent if path.is_file() else path
 

@@ -56,16 +56,12 @@ def import_cmd(
 ) -> None:
     """Import a dump, streamed; the report counts stored, merged, skipped and rejected entries (exit 3 if any was rejected or the dump was cut)."""
     with user_errors():
-        from retrieval.image_import import guarded_fetcher
-
         categories = [c for c in (category or "").split(",") if c.strip()] or None
         with _open() as kb:
-            images = kb.image_store
-            fetcher = guarded_fetcher(images.max_bytes) if images is not None else None
             with progress_bar() as bar:
                 task = bar.add_task(f"importing {file.name}", total=None)
                 report = kb.import_dump(
-                    file, fmt=fmt, categories=categories, fetch_images=fetch_images, fetcher=fetcher,
+                    file, fmt=fmt, categories=categories, fetch_images=fetch_images,
                     progress=lambda n: bar.advance(task, n), total=lambda n: bar.update(task, total=n),
                 )
             total = kb.store.count()

@@ -137,7 +137,7 @@ def test_fetch_images_goes_through_the_image_checks_and_refuses_private_addresse
     import threading
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-    from retrieval.image_import import guarded_fetcher, http_fetcher
+    from retrieval.image_import import http_fetcher
     from tests.support.images import template_image, to_bytes
 
     (tmp_path / "www").mkdir()
@@ -165,8 +165,8 @@ def test_fetch_images_goes_through_the_image_checks_and_refuses_private_addresse
             assert [(p.line, p.reason.split(":")[0]) for p in report.image_problems] == [(2, "html")]
             (e,) = [x for x in kb.store.find_by_name(["With Image"]) if x.name == "With Image"]
             assert e.images[0].url == f"{base}/t.png" and kb.image_store.exists(e.images[0])
-            # a third-party dump's URL that resolves to a loopback address is refused by the guarded fetcher
-            again = kb.import_dump(path, fetch_images=True, fetcher=guarded_fetcher(10_000_000))
+            # a published dump's URL that resolves to a loopback address is refused (the default fetcher for dumps)
+            again = kb.import_dump(path, fetch_images=True)
             assert {p.reason.split(":")[0] for p in again.image_problems} == {"forbidden_address"}
             assert again.stored == 2
             (kept,) = [x for x in kb.store.find_by_name(["With Image"]) if x.name == "With Image"]
