@@ -68,35 +68,40 @@ def _baseline_texts(path: Path, fmt: str | None) -> list[str]:
 
 
 def _route_texts(path: Path, fmt: str | None, chunk: int = 256) -> list[list[str]]:
-    """Per chunk of entities, the distinct route texts the import embeds (identity, visual, usage; usage
-    falls back to identity): the embedder alone on exactly the import's texts."""
+    """Per chunk of entities, the distinct route texts the import embeds, in the order it sends them
+    (all identity texts, then visual, then usage; usage falls back to identity): the embedder alone
+    on exactly the import's texts."""
     from culturebase.entity import Entity
     from culturebase.importers import open_dump
 
     out: list[list[str]] = []
-    current: dict[str, None] = {}
-    n = 0
+    rows: list[dict[str, str]] = []
     seen: set[str] = set()
+
+    def flush() -> None:
+        unique: dict[str, None] = {}
+        for route in ("identity", "visual", "usage"):
+            for t in rows:
+                text = t[route] or (t["identity"] if route == "usage" else "")
+                if text:
+                    unique.setdefault(text)
+        out.append(list(unique))
+        rows.clear()
+
     for entry in open_dump(path, fmt)[1]:
         rec = entry.record
         if not rec:
             continue
-        rec = {k: v for k, v in rec.items() if k != "image"}
-        e = Entity.model_validate(rec)
+        e = Entity.model_validate({k: v for k, v in rec.items() if k != "image"})
         key = entry.merge_key or e.id
         if key in seen:
             continue
         seen.add(key)
-        t = e.route_texts()
-        for text in (t["identity"], t["visual"], t["usage"] or t["identity"]):
-            if text:
-                current.setdefault(text)
-        n += 1
-        if n % chunk == 0:
-            out.append(list(current))
-            current = {}
-    if current:
-        out.append(list(current))
+        rows.append(e.route_texts())
+        if len(rows) == chunk:
+            flush()
+    if rows:
+        flush()
     return out
 
 
