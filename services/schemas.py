@@ -119,6 +119,14 @@ class ImportPublic(BaseModel):
     total_entities: int
     images: int = 0
     image_problems: list[dict[str, Any]] = Field(default_factory=list)
+    format: str = "jsonl"
+    unit: str = "line"
+    skipped_category: int = 0
+    skipped_by_category: dict[str, int] = Field(default_factory=dict)
+    notes: list[dict[str, Any]] = Field(default_factory=list)
+    notes_total: int = 0
+    images_not_fetched: int = 0
+    stopped: str | None = None
 
 
 class CrawlJobCreate(BaseModel):

@@ -114,9 +114,13 @@ def sparse_parts(vector: SparseVec) -> tuple[list[int], list[float]]:
 def point_parts(
     point: PointRecord, spec: CollectionSpec, embedder: EmbedderInfo
 ) -> tuple[dict[str, list[float]], dict[str, tuple[list[int], list[float]]], dict[str, Any]]:
-    """Validated dense vectors (as lists), sparse vectors (indices, values) and payload (with ``_id``) of a point."""
+    """Validated dense vectors (as lists), sparse vectors (indices, values) and payload (with ``_id``) of a point.
+
+    A dense vector the point does not carry is left out (the engine stores the point without it)."""
     dense: dict[str, list[float]] = {}
     for name in spec.dense:
+        if point.dense.get(name) is None:  # no vector on a route the entity has nothing to say on
+            continue
         vec = np.asarray(point.dense[name], dtype=np.float32)
         if vec.shape != (embedder.dim,):
             raise StoreError(f"point {point.id!r}: vector {name!r} has shape {vec.shape}, expected ({embedder.dim},)")

@@ -29,22 +29,29 @@ from culturebase.store.layout import LayoutPolicy
 if TYPE_CHECKING:
     from culturebase.store.bulk import BulkWriter
 
-ENTITY_DENSE = ("full", "identity", "visual", "usage")
-ENTITY_SPARSE = ("full_sparse", "identity_sparse")
+#: dense vectors the grounding routes search (name → identity, visual handle → visual, OCR → usage)
+ENTITY_DENSE = ("identity", "visual", "usage")
+#: the release's embedding text; no route searches it, so it is stored only when asked for (KAR_ENTITY_FULL_VECTOR)
+ENTITY_FULL = "full"
+ENTITY_SPARSE = ("identity_sparse",)
 #: BM25 sparse vector of every entity (embedder-independent; the IDF modifier is on)
 ENTITY_LEXICAL = "lexical"
 CORPUS_DENSE = ("text",)
 CORPUS_SPARSE = ("text_sparse",)
 
 
-def entity_spec(embedder: EmbedderInfo, lexical: bool = True) -> CollectionSpec:
+def entity_spec(embedder: EmbedderInfo, lexical: bool = True, full: bool = False) -> CollectionSpec:
     """Entities: one dense vector per grounding route, the BM25 ``lexical`` sparse vector (IDF modifier),
     and bge-m3's sparse lexical weights when the embedder has them.  ``lexical=False`` describes a
-    collection created before the lexical index existed."""
+    collection created before the lexical index existed; ``full=True`` one that also stores the
+    unsearched ``full`` text vector (and its sparse weights), as collections built before it was dropped do.
+    A point may lack a route vector: an entity with nothing to say on a route gets none there."""
+    dense = ((ENTITY_FULL,) if full else ()) + ENTITY_DENSE
+    sparse_routes = ((f"{ENTITY_FULL}_sparse",) if full else ()) + ENTITY_SPARSE
     return CollectionSpec(
         "entities",
-        dense=ENTITY_DENSE,
-        sparse=((ENTITY_LEXICAL,) if lexical else ()) + (ENTITY_SPARSE if embedder.sparse else ()),
+        dense=dense,
+        sparse=((ENTITY_LEXICAL,) if lexical else ()) + (sparse_routes if embedder.sparse else ()),
         keyword_indexes=("language", "sites", "match_keys"),
         idf_sparse=(ENTITY_LEXICAL,) if lexical else (),
     )
@@ -63,8 +70,11 @@ def corpus_spec(embedder: EmbedderInfo) -> CollectionSpec:
 class CultureBaseStore:
     """Entity records with route vectors, plus the corpus collection, in one backend."""
 
-    def __init__(self, backend: Backend, embedder: EmbedderInfo, batch_size: int = 64, create: bool = True) -> None:
+    def __init__(
+        self, backend: Backend, embedder: EmbedderInfo, batch_size: int = 64, create: bool = True, full_vector: bool = False
+    ) -> None:
         self.backend = backend
+        self.full_vector = full_vector
         self.embedder = embedder
         self.batch_size = batch_size
         self._entities: Collection | None = None
@@ -78,7 +88,9 @@ class CultureBaseStore:
         """The entity spec; a collection built before the lexical index keeps working without it."""
         meta = self.backend.collection_info("entities")
         recorded = (meta or {}).get("sparse_vectors")
-        return entity_spec(self.embedder, lexical=meta is None or recorded is None or ENTITY_LEXICAL in recorded)
+        dense = (meta or {}).get("dense_vectors")
+        full = self.full_vector if meta is None or dense is None else ENTITY_FULL in dense
+        return entity_spec(self.embedder, lexical=meta is None or recorded is None or ENTITY_LEXICAL in recorded, full=full)
 
     @property
     def has_lexical(self) -> bool:
@@ -106,30 +118,18 @@ class CultureBaseStore:
         sparse: dict[str, Sequence[SparseVec]] | None = None,
     ) -> int:
         """Upsert entities with their route vectors (``dense[name]`` is an (n, dim) array); returns n."""
-        n = len(entities)
-        for name in self.entities.spec.dense:
-            if name not in dense or len(dense[name]) != n:
-                raise StoreError(f"upsert_entities: vector {name!r} missing or not one row per entity")
-        for start in range(0, n, self.batch_size):
-            stop = min(n, start + self.batch_size)
-            points = [
-                PointRecord(
-                    id=e.id,
-                    dense={name: dense[name][i] for name in self.entities.spec.dense},
-                    sparse={name: (sparse or {}).get(name, [{}] * n)[i] for name in self.entities.spec.sparse},
-                    payload=e.to_payload(),
-                )
-                for i, e in zip(range(start, stop), entities[start:stop])
-            ]
-            self.entities.upsert(points)
+        points = self.entity_points(entities, dense, sparse)
+        for start in range(0, len(points), self.batch_size):
+            self.entities.upsert(points[start : start + self.batch_size])
         self.entities.flush()
-        return n
+        return len(points)
 
     # -- bulk import (layout by size, deferred indexing, disk guard) -----------------------
     def entity_points(
         self, entities: Sequence[Entity], dense: dict[str, np.ndarray], sparse: dict[str, Sequence[SparseVec]] | None = None
     ) -> list[PointRecord]:
-        """Points for entities with their route vectors (``dense[name]`` is an (n, dim) array)."""
+        """Points for entities with their route vectors (``dense[name]`` is an (n, dim) array, or n rows
+        where ``None`` leaves that entity without the vector: a route it has nothing to say on)."""
         n = len(entities)
         spec = self.entities.spec
         for name in spec.dense:
@@ -138,7 +138,7 @@ class CultureBaseStore:
         return [
             PointRecord(
                 id=e.id,
-                dense={name: dense[name][i] for name in spec.dense},
+                dense={name: dense[name][i] for name in spec.dense if dense[name][i] is not None},
                 sparse={name: (sparse or {}).get(name, [{}] * n)[i] for name in spec.sparse},
                 payload=e.to_payload(),
             )
@@ -161,7 +161,7 @@ class CultureBaseStore:
             return
         self.backend.drop_collection(coll.spec.name)
         self._entities = self.backend.open_collection(
-            entity_spec(self.embedder), self.embedder, create=True, expected_points=incoming
+            entity_spec(self.embedder, full=self.full_vector), self.embedder, create=True, expected_points=incoming
         )
 
     def bulk_writer(
@@ -314,7 +314,9 @@ def open_store(settings: Settings, embedder: EmbedderInfo, create: bool = True) 
     """Open CultureBase for an embedder; raises StoreLockedError / EmbedderMismatchError with user-facing messages."""
     backend = open_backend(settings)
     try:
-        return CultureBaseStore(backend, embedder, batch_size=settings.upsert_batch_size, create=create)
+        return CultureBaseStore(
+            backend, embedder, batch_size=settings.upsert_batch_size, create=create, full_vector=settings.entity_full_vector
+        )
     except BaseException:
         backend.close()
         raise

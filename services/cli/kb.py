@@ -50,40 +50,71 @@ def _open(create: bool = True):  # type: ignore[no-untyped-def]
 
 @kb_app.command(
     "import",
-    epilog="Examples:\n\n  kar kb import examples/culturebase_sample.jsonl\n\n  kar kb import kb_entries.json --kb data/culturebase --json",
+    epilog="Examples:\n\n  kar kb import examples/culturebase_sample.jsonl\n\n  kar kb import kb_entries.json --kb data/culturebase --json\n\n  kar kb import memes.json --format kym-2023 --category Meme",
 )
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="Our JSONL, or the MemeBench release's kb_entries.json.", show_default=False)],
+    file: Annotated[Path, typer.Argument(help="A dump file or folder: our JSONL, the MemeBench release, a KnowYourMeme scrape, KYMKB, Moegirlpedia maps.", show_default=False)],
+    fmt: Annotated[
+        Optional[str],
+        typer.Option("--format", help="jsonl | release | kym-imkg | kym-2023 | kymkb | moegirl (default: detected)."),
+    ] = None,
+    category: Annotated[
+        Optional[str], typer.Option("--category", help="Only entries of these categories, comma-separated (KnowYourMeme: Meme,Subculture,...; Moegirlpedia: 日本作品,...).")
+    ] = None,
+    fetch_images: Annotated[
+        Optional[bool],
+        typer.Option("--fetch-images/--no-fetch-images", help="Fetch image URLs through the image checks (default: yes for our JSONL and the release, no for the published dumps)."),
+    ] = None,
     json_out: JsonOption = False,
     kb: KbOption = None,
 ) -> None:
-    """Import entities; rejected lines are reported with line numbers and reasons (exit 3 if any)."""
+    """Import a dump, streamed; the report counts stored, merged, skipped and rejected entries (exit 3 if any was rejected or the dump was cut)."""
     _use_kb(kb)
     with user_errors():
+        categories = [c for c in (category or "").split(",") if c.strip()] or None
         with _open() as kb:
-            entities, report = kb.validate_file(file)
             with progress_bar() as bar:
-                task = bar.add_task(f"embedding {file.name}", total=len(entities))
-                report.stored = kb.bulk_add(entities, progress=lambda n: bar.advance(task, n))
+                task = bar.add_task(f"importing {file.name}", total=None)
+                report = kb.import_dump(
+                    file, fmt=fmt, categories=categories, fetch_images=fetch_images,
+                    progress=lambda n: bar.advance(task, n), total=lambda n: bar.update(task, total=n),
+                )
             total = kb.store.count()
     if json_out:
         emit_json({**report.to_dict(), "total_entities": total})
     else:
-        console.print(
-            f"stored {report.stored} entities from {file} ({report.merged_duplicates} duplicates merged, "
-            f"{len(report.rejected)} rejected); CultureBase now holds {total}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
-        for r in report.rejected:
-            console.print(f"  line {r.line}: {r.reason}", highlight=False, soft_wrap=True, markup=False)
-        if report.images or report.image_problems:
-            console.print(f"{report.images} image(s) stored; {len(report.image_problems)} left out", highlight=False)
-        for p in report.image_problems:
-            console.print(f"  line {p.line}: image {p.image}: {p.reason}", highlight=False, soft_wrap=True, markup=False)
-    if report.rejected:
+        _print_import_report(report, file, total)
+    if not report.complete:
         raise typer.Exit(ExitCode.PARTIAL)
+
+
+def _print_import_report(report, file: Path, total: int) -> None:  # type: ignore[no-untyped-def]
+    """The import report by reason (data printed without markup)."""
+    unit = report.unit
+    line = (
+        f"{report.format}: read {report.read} entries from {file}: stored {report.stored}, "
+        f"{report.merged_duplicates} duplicates merged, {report.skipped} skipped by category, "
+        f"{len(report.rejected)} rejected; CultureBase now holds {total}"
+    )
+    console.print(line, highlight=False, markup=False)
+    for cat, n in sorted(report.skipped_category.items()):
+        console.print(f"  skipped {n} of category {cat}", highlight=False, markup=False)
+    for r in report.rejected:
+        console.print(f"  {unit} {r.line}: {r.reason}", highlight=False, soft_wrap=True, markup=False)
+    if report.notes_total:
+        console.print(f"{report.notes_total} field(s) left out or shortened:", highlight=False)
+        for n in report.notes[:20]:
+            console.print(f"  {unit} {n.line}: {n.field}: {n.reason}", highlight=False, soft_wrap=True, markup=False)
+        if report.notes_total > 20:
+            console.print(f"  ... and {report.notes_total - 20} more (--json lists {len(report.notes)})", highlight=False)
+    if report.images or report.image_problems:
+        console.print(f"{report.images} image(s) stored; {len(report.image_problems)} left out", highlight=False)
+    for p in report.image_problems:
+        console.print(f"  {unit} {p.line}: image {p.image}: {p.reason}", highlight=False, soft_wrap=True, markup=False)
+    if report.images_not_fetched:
+        console.print(f"{report.images_not_fetched} image URL(s) not fetched (--fetch-images fetches them)", highlight=False)
+    if report.stopped:
+        console.print(f"stopped: {report.stopped}", highlight=False, soft_wrap=True, markup=False)
 
 
 @kb_app.command("export", epilog="Examples:\n\n  kar kb export --out culturebase.jsonl\n\n  kar kb export --lang zh > zh.jsonl")

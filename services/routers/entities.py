@@ -107,19 +107,60 @@ async def delete_entity(entity_id: EntityId, services: Services, key: WriteKey) 
         }
     },
 )
-async def import_entities(request: Request, services: Services, key: WriteKey) -> dict[str, Any]:
-    """Import JSONL (one record a line) or the MemeBench release's JSON list; rejected lines are reported."""
+async def import_entities(
+    request: Request,
+    services: Services,
+    key: WriteKey,
+    format: Annotated[
+        str | None,
+        Query(max_length=20, description="jsonl | release | kym-imkg | kym-2023 | kymkb (its template_info.json); default: detected."),
+    ] = None,
+    category: Annotated[
+        str | None, Query(max_length=1000, description="Only entries of these categories, comma-separated (KnowYourMeme: Meme,Subculture,...).")
+    ] = None,
+) -> dict[str, Any]:
+    """Import JSONL (one record a line), the MemeBench release's JSON list, or a published dump (a KnowYourMeme
+    scrape, KYMKB's template_info.json); rejected entries are reported by line or index.  Image URLs are not fetched."""
+    from culturebase.importers import FORMATS, DumpError, detect_format, formats_help
+    from retrieval.dump_import import OWN_FORMATS
     from retrieval.knowledge_base import ImportFileError, KnowledgeBase
 
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype not in ("application/x-ndjson", "application/jsonl", "application/json", "text/plain"):
         raise ApiError(415, "unsupported_content_type", "send the records as application/x-ndjson (JSONL) or application/json (a list)")
+    if format is not None and (format not in FORMATS or format == "moegirl"):
+        raise ApiError(422, "unknown_format", f"format {format!r} cannot be posted; the formats are — {formats_help()} (moegirl: a folder, use `kar kb import`)")
     raw = await request.body()
     if not raw.strip():
         raise ApiError(400, "empty_import", "the import body is empty")
+    categories = [c for c in (category or "").split(",") if c.strip()] or None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "import.jsonl"
         path.write_bytes(raw)
+        fmt = format
+        if fmt is None:
+            try:
+                fmt = detect_format(path)
+            except DumpError:
+                fmt = "jsonl"  # our reader names what is wrong with the body
+        if fmt not in OWN_FORMATS:
+            def stream() -> tuple[Any, int]:
+                rep = services.kb.import_dump(path, fmt=fmt, categories=categories, fetch_images=False)
+                return rep, services.kb.store.count()
+
+            from culturebase.store.bulk import BulkImportError
+
+            try:
+                report, total = await services.kb_call(stream)
+            except ImportFileError as exc:
+                raise ApiError(422, "invalid_import", str(exc).replace(str(path), "body")) from None
+            except BulkImportError as exc:
+                raise ApiError(507, "import_stopped", str(exc).replace(str(services.settings.kb_path), "the KB folder")) from None
+            if report.stopped and not report.stored:
+                raise ApiError(400, "invalid_import", f"body: {report.stopped}")
+            data = report.to_dict()
+            data.pop("path", None)
+            return {**data, "total_entities": total}
         validator = KnowledgeBase.__new__(KnowledgeBase)  # validation does not touch the store
         validator._image_route = getattr(services.kb, "image_route", None)  # images: stored forms only, no URL fetched
         try:
@@ -127,6 +168,7 @@ async def import_entities(request: Request, services: Services, key: WriteKey) -
         except ImportFileError as exc:
             message = str(exc).replace(str(path), "body")
             raise ApiError(400 if "JSON" in message or "UTF-8" in message else 422, "invalid_import", message) from None
+        report.format = fmt
 
     def store() -> int:  # a bulk import: layout by size, indexing once at the end, the free-disk guard
         services.kb.bulk_add(entities)

@@ -42,7 +42,7 @@ def test_kar_crawl_adds_entities_with_the_bundled_embedder(server, kar_env):
         (doge,) = kb.store.find_by_name(["doge"])
         assert doge.sources[0].site == "knowyourmeme"
         query = kb.embedder.encode_queries(["a shiba inu dog with comic sans captions"]).dense[0]
-        hits = kb.store.search("full", query, limit=2)
+        hits = kb.store.search("visual", query, limit=2)  # the route a visual handle searches (no `full` vector any more)
         assert hits[0][0].name == "Doge"
 
     # the done-means of the crawl issue: `kar kb search` (the real kar app) finds what the crawl added

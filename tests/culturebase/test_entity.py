@@ -88,3 +88,13 @@ def test_route_texts_cover_every_route():
     texts = e.route_texts()
     assert set(texts) == {"full", "identity", "visual", "usage"}
     assert "神烦狗" in texts["identity"] and "shiba" in texts["visual"] and "wow" in texts["usage"]
+
+
+def test_route_texts_leave_empty_routes_empty():
+    """A name-only record has nothing to say on the visual and usage routes: no text there, so no vector."""
+    e = Entity(name="米拉", source_work="空洞骑士", language="zh")
+    texts = e.route_texts()
+    assert texts["identity"] == "米拉 | 空洞骑士"
+    assert texts["visual"] == "" and texts["usage"] == ""
+    rich = Entity(name="Doge", description="A dog.", cultural_usage="wow", language="en")
+    assert rich.route_texts()["visual"] == "A dog." and rich.route_texts()["usage"] == "Doge | wow"

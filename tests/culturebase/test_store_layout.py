@@ -16,7 +16,10 @@ from culturebase.entity import Entity
 from culturebase.settings import Settings
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.base import StoreReadOnlyError
-from culturebase.store.culturebase import ENTITY_DENSE
+from culturebase.store.culturebase import ENTITY_DENSE, ENTITY_FULL
+
+#: the layout tests cover a KB that stores the opt-in ``full`` vector too (no graph for it)
+ALL_DENSE = (ENTITY_FULL, *ENTITY_DENSE)
 from culturebase.store.edge import EdgeBackend
 from culturebase.store.layout import LayoutPolicy, StoreLayout
 from culturebase.store.server import ServerBackend
@@ -52,7 +55,7 @@ def _entities(n: int) -> list[Entity]:
 def _vectors(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
-    for name in ENTITY_DENSE:
+    for name in ALL_DENSE:
         m = rng.normal(size=(n, DIM)).astype(np.float32)
         out[name] = m / np.linalg.norm(m, axis=1, keepdims=True)
     return out
@@ -78,7 +81,7 @@ def test_policy_chooses_layout_by_size_and_settings():
 
 
 def test_quantized_on_disk_layout_is_recorded_and_searches_exactly(backend_kind, tmp_path):
-    store = CultureBaseStore(_backend(backend_kind, tmp_path, BIG), INFO, batch_size=50)
+    store = CultureBaseStore(_backend(backend_kind, tmp_path, BIG), INFO, batch_size=50, full_vector=True)
     try:
         ents, vecs = _entities(300), _vectors(300)
         with store.bulk_writer(total=300, min_free_bytes=0) as writer:
@@ -98,10 +101,11 @@ def test_embedded_engine_gets_quantization_mmap_and_no_graph_for_full(tmp_path):
     dim, n = 128, 2500  # 1.25 MB per vector: past the 1 MB indexing threshold set here, so the end of the import indexes
     info = EmbedderInfo("test-embedder", dim)
     rng = np.random.default_rng(1)
-    vecs = {name: rng.normal(size=(n, dim)).astype(np.float32) for name in ENTITY_DENSE}
+    vecs = {name: rng.normal(size=(n, dim)).astype(np.float32) for name in ALL_DENSE}
     policy = LayoutPolicy(quantization="int8", on_disk="true", hnsw_vectors=BIG.hnsw_vectors, indexing_threshold_kb=1000)
     store = CultureBaseStore(
-        EdgeBackend(tmp_path / "kb", hnsw_m=8, hnsw_ef_construct=32, layout_policy=policy), info, batch_size=1000
+        EdgeBackend(tmp_path / "kb", hnsw_m=8, hnsw_ef_construct=32, layout_policy=policy), info, batch_size=1000,
+        full_vector=True,
     )
     try:
         with store.bulk_writer(total=n, min_free_bytes=0) as writer:
@@ -135,7 +139,7 @@ def test_new_shards_persist_their_search_threads(tmp_path, threads, persisted):
 
 def test_local_mode_collection_config_carries_the_layout():
     backend = ServerBackend(location=":memory:", prefix="tl", layout_policy=BIG)
-    store = CultureBaseStore(backend, INFO)
+    store = CultureBaseStore(backend, INFO, full_vector=True)
     try:
         physical = backend._physical("tl_entities")
         cfg = backend._client.get_collection(physical).config
@@ -169,7 +173,7 @@ def _write_old_layout(root: Path, n: int) -> dict[str, np.ndarray]:
     metadata with schema_version 1 and no ``layout``."""
     import qdrant_edge as qe
 
-    spec_dense = ENTITY_DENSE
+    spec_dense = ALL_DENSE
     folder = root / "entities"
     folder.mkdir(parents=True)
     shard = qe.EdgeShard.create(
@@ -275,12 +279,12 @@ def test_reindex_reuses_stored_vectors_on_both_backends(backend_kind, tmp_path):
     from retrieval.knowledge_base import _reindex_reusing_vectors
 
     backend = _backend(backend_kind, tmp_path, LayoutPolicy(quantization="none", on_disk="false"))
-    store = CultureBaseStore(backend, INFO)
+    store = CultureBaseStore(backend, INFO, full_vector=True)
     ents, vecs = _entities(25), _vectors(25, seed=3)
     store.upsert_entities(ents, vecs, _sparse(25))
     backend.layout_policy = BIG  # only storage/index settings change
     progress: list[int] = []
-    result = _reindex_reusing_vectors(backend, store, INFO, 7, progress.append)
+    result = _reindex_reusing_vectors(backend, store, INFO, 7, progress.append, full=True)
     assert result == {"entities": 25, "corpus_chunks": 0, "from": INFO.describe(), "to": INFO.describe(), "reused_vectors": True}
     assert sum(progress) == 25
     migrated = CultureBaseStore(backend, INFO, create=False)

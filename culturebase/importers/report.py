@@ -1,0 +1,96 @@
+"""The import report: what happened to every entry of a dump, by reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+#: notes (fields left out of an entry that was stored) kept in full; beyond this only counted
+MAX_NOTES = 1000
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line naming each failing field: ``field 'aliases.2': Input should be a valid string``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "record"
+        parts.append(f"field {loc!r}: {err['msg']}")
+    return "; ".join(parts)
+
+
+@dataclass
+class Rejected:
+    """An input entry that was not stored, and why (``line`` is the line of a JSONL file, else the entry's 1-based index)."""
+
+    line: int
+    reason: str
+
+
+@dataclass
+class Note:
+    """A field of a stored entry that was left out or shortened, and why (``details.year: '9999' is not a year``)."""
+
+    line: int
+    field: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "field": self.field, "reason": self.reason}
+
+
+@dataclass
+class ImportReport:
+    """What an import did: stored, merged duplicates, skipped by category, rejected (by line or index and
+    field), fields left out, images stored / left out, and where a cut dump stopped."""
+
+    path: str
+    format: str = "jsonl"
+    unit: str = "line"
+    read: int = 0
+    stored: int = 0
+    merged_duplicates: int = 0
+    skipped_category: dict[str, int] = field(default_factory=dict)
+    rejected: list[Rejected] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    notes_total: int = 0
+    images: int = 0
+    image_problems: list[Any] = field(default_factory=list)  # retrieval.image_import.ImageProblem
+    images_not_fetched: int = 0
+    stopped: str | None = None
+
+    def note(self, line: int, field_name: str, reason: str) -> None:
+        """Record a field left out of a stored entry (the first :data:`MAX_NOTES` are kept, all are counted)."""
+        self.notes_total += 1
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(Note(line, field_name, reason))
+
+    @property
+    def skipped(self) -> int:
+        """Entries left out by the category filter."""
+        return sum(self.skipped_category.values())
+
+    @property
+    def complete(self) -> bool:
+        """Whether every entry read was stored or merged (nothing rejected, the dump read to its end)."""
+        return not self.rejected and self.stopped is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "unit": self.unit,
+            "read": self.read,
+            "stored": self.stored,
+            "merged_duplicates": self.merged_duplicates,
+            "skipped_category": self.skipped,
+            "skipped_by_category": dict(sorted(self.skipped_category.items())),
+            "rejected": [{"line": r.line, "reason": r.reason} for r in self.rejected],
+            "notes": [n.to_dict() for n in self.notes],
+            "notes_total": self.notes_total,
+            "images": self.images,
+            "image_problems": [p.to_dict() for p in self.image_problems],
+            "images_not_fetched": self.images_not_fetched,
+            "stopped": self.stopped,
+        }

@@ -1,0 +1,281 @@
+"""Streaming import of a dump into CultureBase: read, validate, merge, embed and write in chunks.
+
+The dump is read entry by entry (:mod:`culturebase.importers`), so memory does not grow with its
+size: a chunk of ``KAR_IMPORT_CHUNK`` entities is held, embedded in one call (distinct texts
+only, see :meth:`KnowledgeBase.embed_entities`) and written through the bulk writer, while the
+next chunk is read and validated on another thread and the previous one is written while this one is
+embedded (the embedder works while the dump is parsed and the store writes).
+What grows is the set of ids already written and, for dumps keyed by title, title → id (tens
+of bytes an entity), used to merge a duplicate that comes after its first copy was written.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from culturebase.entity import Entity
+from culturebase.importers import DumpEntry, DumpError, ImportReport, Rejected, format_validation_error, open_dump
+from culturebase.importers.base import _ijson, first_bytes, open_binary
+from culturebase.importers.kymkb import find_kymkb_file
+from culturebase.importers.moegirl import CHAR2SUBJECT
+
+log = logging.getLogger(__name__)
+Progress = Callable[[int], None]
+#: formats whose images are the operator's own (paths, stored forms, URLs): fetched unless told not to
+OWN_FORMATS = ("jsonl", "release")
+#: formats counted by line (the rest by entry index)
+LINE_FORMATS = ("jsonl", "kymkb")
+
+
+def count_entries(path: Path, fmt: str) -> int | None:
+    """How many entries a dump holds, counted without converting them (for the progress bar's ETA and
+    the storage layout); None when it cannot be counted cheaply."""
+    ijson = _ijson()
+    try:
+        if fmt == "moegirl":
+            target = path if path.is_file() else path / CHAR2SUBJECT
+            with open_binary(target) as fh:
+                return sum(1 for _ in ijson.kvitems(fh, ""))
+        if fmt == "kymkb":
+            target = path if path.is_file() else find_kymkb_file(path)
+            if target is None:
+                return sum(1 for _ in path.glob("*/metadata.json"))
+        else:
+            target = path
+        if first_bytes(target, 4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+            with open_binary(target) as fh:
+                return sum(1 for _ in ijson.items(fh, "item", multiple_values=True))
+        with open_binary(target) as fh:
+            return sum(1 for line in fh if line.strip())
+    except Exception:  # a cut or broken dump: the import itself reports where
+        return None
+
+
+def _validated(
+    entries: Iterator[DumpEntry],
+    report: ImportReport,
+    categories: set[str] | None,
+    resolve: Callable[[dict[str, Any], int], dict[str, Any]] | None,
+    drop_images: bool,
+) -> Iterator[tuple[DumpEntry, Entity]]:
+    """Valid entities of the dump; rejections, category skips, notes and the stop go into the report."""
+    for entry in entries:
+        if entry.stopped:
+            report.stopped = entry.error
+            return
+        report.read += 1
+        if entry.error is not None:
+            report.rejected.append(Rejected(entry.where, entry.error))
+            continue
+        if categories is not None and (entry.category or "").casefold() not in categories:
+            key = entry.category or "(none)"
+            report.skipped_category[key] = report.skipped_category.get(key, 0) + 1
+            continue
+        record = dict(entry.record or {})
+        try:
+            if drop_images:
+                if record.pop("image", None):
+                    report.images_not_fetched += 1
+            elif resolve is not None:
+                record = resolve(record, entry.where)
+            entity = _to_entity(record)
+        except ValidationError as exc:
+            report.rejected.append(Rejected(entry.where, format_validation_error(exc)))
+            continue
+        except ValueError as exc:
+            report.rejected.append(Rejected(entry.where, str(exc)))
+            continue
+        for field_name, why in entry.notes:
+            report.note(entry.where, field_name, why)
+        yield entry, entity
+
+
+def _to_entity(record: dict[str, Any]) -> Entity:
+    if "source" in record and "source_work" not in record:
+        return Entity.from_release(record)
+    return Entity.model_validate(record)
+
+
+def _chunks(
+    validated: Iterator[tuple[DumpEntry, Entity]], report: ImportReport, chunk: int
+) -> Iterator[tuple[list[Entity], list[Entity]]]:
+    """Chunks of distinct entities: ``(new, seen_in_an_earlier_chunk)``; duplicates within a chunk are merged
+    here, those of an earlier chunk by the writer (with the stored copy)."""
+    key_ids: dict[str, str] = {}
+    written: set[str] = set()  # ids handed out in earlier chunks
+    pending: dict[str, Entity] = {}
+    later: set[str] = set()  # ids in this chunk that were already written (their stored copy is merged in)
+    for entry, entity in validated:
+        if entry.merge_key is not None:
+            first = key_ids.setdefault(entry.merge_key, entity.id)
+            if first != entity.id:
+                entity = entity.model_copy(update={"id": first})
+        eid = entity.id
+        if eid in pending:
+            pending[eid] = pending[eid].merged_with(entity)
+            report.merged_duplicates += 1
+        else:
+            pending[eid] = entity
+            if eid in written:
+                later.add(eid)
+                report.merged_duplicates += 1
+        if len(pending) >= chunk:
+            written.update(pending)
+            yield _split(pending, later)
+            pending, later = {}, set()
+    if pending:
+        yield _split(pending, later)
+
+
+def _split(pending: dict[str, Entity], later: set[str]) -> tuple[list[Entity], list[Entity]]:
+    return [e for i, e in pending.items() if i not in later], [e for i, e in pending.items() if i in later]
+
+
+def _prefetched(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """Items of ``source`` produced on a thread, ``depth`` ahead of the consumer (parsing overlaps embedding)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            for item in source:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("done", done))
+        except BaseException as exc:  # handed to the consumer
+            q.put(("error", exc))
+
+    thread = threading.Thread(target=run, name="kar-import-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def _keep_stored_images(kb: Any, entities: list[Entity]) -> list[Entity]:
+    """Entities already in the KB before this import keep their stored images when the new record has
+    none (re-importing a dump without ``--fetch-images`` does not drop images fetched before)."""
+    stored = {e.id: e for e in kb.store.get_many([e.id for e in entities if not e.images])}
+    return [e.model_copy(update={"images": stored[e.id].images}) if e.id in stored and stored[e.id].images else e for e in entities]
+
+
+def _pipeline(
+    kb: Any,
+    writer: Any,
+    chunks: Iterator[tuple[list[Entity], list[Entity]]],
+    written: set[str],
+    report: ImportReport,
+    ahead: int = 2,
+    had_entities: bool = False,
+) -> None:
+    """Embed up to ``ahead`` chunks on worker threads while the oldest embedded one is written (store
+    upserts, image route), so that the embedder never waits for the store and a remote embedder's
+    requests of two chunks fill each other's last round; chunks are written in order."""
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    pending: deque[tuple[list[Entity], Future[Any]]] = deque()
+    with ThreadPoolExecutor(ahead, thread_name_prefix="kar-import-embed") as pool:
+        for new, again in chunks:
+            if again:  # a duplicate of an earlier chunk: merge the stored copy (or the one still on its way) in
+                waiting = {e.id: e for chunk, _ in pending for e in chunk}
+                stored = {e.id: e for e in kb.store.get_many([e.id for e in again if e.id not in waiting])}
+                stored.update(waiting)
+                new = new + [stored[e.id].merged_with(e) if e.id in stored else e for e in again]
+            if had_entities:
+                new = _keep_stored_images(kb, new)
+            pending.append((new, pool.submit(kb.embed_entities, new)))
+            if len(pending) > ahead:
+                _write(kb, writer, pending.popleft(), written, report)
+        while pending:
+            _write(kb, writer, pending.popleft(), written, report)
+
+
+def _write(kb: Any, writer: Any, pending: tuple[list[Entity], Any], written: set[str], report: ImportReport) -> None:
+    entities, future = pending
+    kb.write_chunk(writer, entities, future.result())
+    written.update(e.id for e in entities)
+    report.images += sum(len(e.images) for e in entities)
+
+
+def import_dump(
+    kb: Any,
+    path: Path,
+    fmt: str | None = None,
+    categories: Sequence[str] | None = None,
+    fetch_images: bool | None = None,
+    fetcher: Callable[[str], bytes] | None = None,
+    progress: Progress | None = None,
+    total: Callable[[int | None], None] | None = None,
+    chunk: int = 256,
+) -> ImportReport:
+    """Import a dump (format given or detected) into ``kb``; returns the report by reason.
+
+    ``fetch_images`` (default: yes for our JSONL / the release, no for the published dumps) fetches
+    image URLs with ``fetcher`` (default: any host for our JSONL and the release, as before; only public
+    addresses, every redirect hop checked, for a published dump) through the image store's checks; ``total`` is told the entry count once
+    known (progress bar); ``progress`` is called with the number of entities written."""
+    path = Path(path)
+    try:
+        fmt, entries = open_dump(path, fmt)
+    except DumpError as exc:
+        from retrieval.knowledge_base import ImportFileError
+
+        raise ImportFileError(str(exc)) from None
+    report = ImportReport(path=str(path), format=fmt, unit="line" if fmt in LINE_FORMATS else "entry")
+    fetch_images = fmt in OWN_FORMATS if fetch_images is None else fetch_images
+    resolve = None
+    images = kb.image_store
+    if images is not None:
+        from retrieval.image_import import guarded_fetcher, http_fetcher, resolve_images
+
+        if fetcher is None:  # the operator's own file may name any host; a published dump's URLs must be public
+            fetcher = (http_fetcher if fmt in OWN_FORMATS else guarded_fetcher)(images.max_bytes)
+
+        base_dir = path.parent if path.is_file() else path
+
+        def resolve(record: dict[str, Any], where: int) -> dict[str, Any]:
+            record, problems = resolve_images(record, where, base_dir, images, fetcher if fetch_images else None)
+            report.image_problems.extend(problems)
+            return record
+
+    count = count_entries(path, fmt)
+    if total is not None:
+        total(count)
+    cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None
+    drop_images = fmt not in OWN_FORMATS and (not fetch_images or resolve is None)  # a dump's image URL: fetched or counted
+    validated = _validated(entries, report, cats, resolve, drop_images=drop_images)
+    written: set[str] = set()
+    try:
+        before = kb.store.count()
+        kb.store.prepare_layout(before + (count or 0))
+        with kb.store.bulk_writer(total=count, progress=progress, min_free_bytes=kb.min_free_bytes) as writer:
+            _pipeline(kb, writer, _prefetched(_chunks(validated, report, chunk)), written, report, had_entities=before > 0)
+    except DumpError as exc:
+        from retrieval.knowledge_base import ImportFileError
+
+        raise ImportFileError(str(exc)) from None
+    report.stored = len(written)
+    return report

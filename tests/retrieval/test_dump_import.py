@@ -1,0 +1,175 @@
+"""Streaming dump imports into a real embedded CultureBase, embedded by the remote backend against a
+local fake /v1/embeddings server: the report by reason, merges across chunks, the embedding step
+(distinct texts only, no vector for an empty route, no `full` vector), model mismatch, reindex, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from culturebase.settings import Settings
+from culturebase.store import EmbedderMismatchError
+from retrieval.knowledge_base import KnowledgeBase
+from tests.culturebase.test_importers import kym_entry
+from tests.fakes.embeddings_server import FakeEmbeddingsServer
+
+
+@pytest.fixture()
+def server():
+    with FakeEmbeddingsServer(dim=16) as s:
+        yield s
+
+
+def settings_for(tmp_path: Path, server: FakeEmbeddingsServer, **extra) -> Settings:
+    return Settings(
+        kb_path=tmp_path / "kb", data_dir=tmp_path / "data", embedder="remote", embedder_urls=[server.base_url],
+        embedder_remote_model=server.model, embedder_batch_size=8, **extra,
+    )
+
+
+def write_dump(path: Path, entries: list) -> Path:
+    path.write_text(json.dumps(entries), "utf-8")
+    return path
+
+
+def test_kym_dump_report_merges_skips_and_rejects(tmp_path, server):
+    dump = [
+        kym_entry("Doge"),
+        kym_entry("Pepe", category="Subculture"),
+        {"category": "Meme"},  # no title
+        kym_entry("Trollface"),
+        kym_entry("Doge", url="https://knowyourmeme.com/memes/doge-2", search_keywords=["shibe"]),  # same title, later chunk
+        kym_entry("Trollface"),  # same page again (a second scrapy run)
+        kym_entry("Long", details={"year": 9999}),
+    ]
+    path = write_dump(tmp_path / "kym.json", dump)
+    with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+        totals: list = []
+        report = kb.import_dump(path, categories=["meme"], chunk=2, total=totals.append)
+        assert totals == [7]
+        assert (report.format, report.read, report.stored, report.merged_duplicates) == ("kym-imkg", 7, 3, 2)
+        assert report.skipped_category == {"Subculture": 1}
+        assert [(r.line, r.reason) for r in report.rejected] == [(3, "field 'title': missing or empty: an entry needs a title")]
+        assert [n.to_dict() for n in report.notes] == [{"line": 7, "field": "details.year", "reason": "9999 is not a plausible year, left out"}]
+        assert report.images_not_fetched == 5 and report.stopped is None and not report.complete
+        assert kb.store.count() == 3
+        (doge,) = [e for e in kb.store.find_by_name(["Doge"]) if e.name == "Doge"]
+        assert set(doge.aliases) >= {"such wow", "shibe"} and len(doge.sources) == 2  # merged with the stored copy
+
+
+def test_cut_dump_keeps_what_came_before(tmp_path, server):
+    text = json.dumps([kym_entry("A"), kym_entry("B"), kym_entry("C")])
+    path = tmp_path / "cut.json"
+    path.write_text(text[: text.index('"C"') + 5], "utf-8")
+    with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+        report = kb.import_dump(path)
+        assert report.stored == 2 and kb.store.count() == 2
+        assert "entry 3" in report.stopped and not report.complete
+
+
+def test_embedding_step_embeds_each_distinct_text_once_and_no_empty_route(tmp_path, server):
+    folder = tmp_path / "moegirl"
+    folder.mkdir()
+    chars = {f"角色{i}": ["日本作品", "作品甲" if i % 2 else "作品乙"] for i in range(10)}
+    chars["角色0(作品乙)"] = ["日本作品", "作品乙"]  # the same name and work as 角色0: the same identity text
+    (folder / "char2subject.json").write_text(json.dumps(chars, ensure_ascii=False), "utf-8")
+    (folder / "char2cv.json").write_text(json.dumps({"角色1": ["声优甲"]}, ensure_ascii=False), "utf-8")
+    with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+        report = kb.import_dump(folder)
+        assert report.stored == 11
+        texts = [t for r in server.requests for t in r["body"]["input"] if t != "dimension probe"]
+        assert len(texts) == len(set(texts))  # never the same text twice
+        assert sorted(texts) == sorted({f"角色{i} | {'作品甲' if i % 2 else '作品乙'}" for i in range(10)} | {"声优：声优甲"})
+        spec = kb.store.entities.spec
+        assert "full" not in spec.dense and spec.dense == ("identity", "visual", "usage")
+        q = np.ones(16, dtype=np.float32)
+        assert [e.name for e, _ in kb.store.search("visual", q, limit=20)] == ["角色1"]  # the only one with a description
+        assert len(kb.store.search("usage", q, limit=20)) == 11  # usage falls back to the identity vector
+
+
+def test_a_kb_refuses_another_model(tmp_path, server):
+    path = write_dump(tmp_path / "kym.json", [kym_entry("Doge")])
+    with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+        kb.import_dump(path)
+    with FakeEmbeddingsServer(dim=16, model="other/model") as other:
+        with pytest.raises(EmbedderMismatchError, match="other/model"):
+            KnowledgeBase.open(settings_for(tmp_path, other))
+
+
+def test_reindex_migrates_a_kb_with_the_full_vector(tmp_path, server):
+    path = write_dump(tmp_path / "kym.json", [kym_entry("Doge"), kym_entry("Pepe")])
+    old = settings_for(tmp_path, server, entity_full_vector=True)
+    with KnowledgeBase.open(old) as kb:
+        kb.import_dump(path)
+        assert "full" in kb.store.entities.spec.dense
+    new = settings_for(tmp_path, server)
+    emb = KnowledgeBase.open(new).embedder
+    result = KnowledgeBase.reindex(new, emb)
+    assert result["entities"] == 2 and result["reused_vectors"]
+    with KnowledgeBase.open(new) as kb:
+        assert kb.store.entities.spec.dense == ("identity", "visual", "usage") and kb.store.count() == 2
+
+
+def test_cli_import_with_format_category_and_exit_3(tmp_path, server):
+    from culturebase.settings import get_settings
+    from services.cli import app
+
+    path = write_dump(tmp_path / "kym.json", [kym_entry("Doge"), kym_entry("Pepe", category="Person"), {"title": ""}])
+    env = {"KAR_KB_PATH": str(tmp_path / "kb"), "KAR_DATA_DIR": str(tmp_path / "data"), "KAR_EMBEDDER": "remote",
+           "KAR_EMBEDDER_URLS": server.base_url, "KAR_EMBEDDER_REMOTE_MODEL": server.model}
+    get_settings.cache_clear()
+    res = CliRunner().invoke(app, ["kb", "import", str(path), "--format", "kym-imkg", "--category", "Meme", "--json"], env=env)
+    assert res.exit_code == 3, res.output
+    report = json.loads(res.stdout)
+    assert (report["stored"], report["skipped_category"], report["total_entities"]) == (1, 1, 1)
+    assert report["rejected"][0]["line"] == 3
+    get_settings.cache_clear()
+    res = CliRunner().invoke(app, ["kb", "import", str(path), "--format", "moegirl"], env=env)
+    assert res.exit_code == 1 and "not a Moegirlpedia map folder" in res.output
+    get_settings.cache_clear()
+
+
+def test_fetch_images_goes_through_the_image_checks_and_refuses_private_addresses(tmp_path, server):
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from retrieval.image_import import http_fetcher
+    from tests.support.images import template_image, to_bytes
+
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "t.png").write_bytes(to_bytes(template_image(3)))
+    (tmp_path / "www" / "page.html").write_text("<html>not an image</html>", "utf-8")
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=str(tmp_path / "www"), **k)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        path = write_dump(tmp_path / "kym.json", [
+            kym_entry("With Image", template_image_url=f"{base}/t.png"),
+            kym_entry("Html Image", template_image_url=f"{base}/page.html"),
+        ])
+        with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+            report = kb.import_dump(path, fetch_images=True, fetcher=http_fetcher(10_000_000))
+            assert report.stored == 2 and report.images == 1 and report.images_not_fetched == 0
+            assert [(p.line, p.reason.split(":")[0]) for p in report.image_problems] == [(2, "html")]
+            (e,) = [x for x in kb.store.find_by_name(["With Image"]) if x.name == "With Image"]
+            assert e.images[0].url == f"{base}/t.png" and kb.image_store.exists(e.images[0])
+            # a published dump's URL that resolves to a loopback address is refused (the default fetcher for dumps)
+            again = kb.import_dump(path, fetch_images=True)
+            assert {p.reason.split(":")[0] for p in again.image_problems} == {"forbidden_address"}
+            assert again.stored == 2
+            (kept,) = [x for x in kb.store.find_by_name(["With Image"]) if x.name == "With Image"]
+            assert kept.images == e.images  # a re-import that fetched nothing keeps the image fetched before
+    finally:
+        httpd.shutdown()
