@@ -128,8 +128,8 @@ def test_cli_import_with_format_category_and_exit_3(tmp_path, server):
     assert (report["stored"], report["skipped_category"], report["total_entities"]) == (1, 1, 1)
     assert report["rejected"][0]["line"] == 3
     get_settings.cache_clear()
-    res = CliRunner().invoke(app, ["kb", "import", str(path), "--format", "moegirl"], env=env)
-    assert res.exit_code == 1 and "not a Moegirlpedia map folder" in res.output
+    res = CliRunner().invoke(app, ["kb", "import", str(path), "--format", "moegirl"], env=env)  # a file in the wrong shape is bad input: exit 2
+    assert res.exit_code == 2 and "not a Moegirlpedia map folder" in res.output
     get_settings.cache_clear()
 
 
