@@ -60,7 +60,17 @@ W_SPARSE = ROUTE_WEIGHTS["sparse"]
 #: an evidence route "wins" when its weighted term is at least this large
 WIN_TERM = 0.05
 CONFIDENCE_FACTOR = {"high": 1.0, "medium": 0.99, "low": 0.97}
+#: a name found inside a sentence counts fully below this Zipf frequency (wordfreq) and not at all from
+#: ZIPF_ORDINARY on: there it needs corroboration (the dense routes, a caption) to reach τ.
+ZIPF_DISTINCT = 3.0
+ZIPF_ORDINARY = 4.5
 MAX_CUE_CHARS = 1000
+#: the query's background in one entity language is the cosine of its K_BACKGROUND-th neighbour there
+K_BACKGROUND = 10
+#: a dense-only hit must stand this far above its background (bench/calibrate_tau.py --rows, several KB sizes)
+MIN_HEIGHT = 0.06
+#: entity languages searched apart (each with at least K_BACKGROUND entities); others are searched together
+BACKGROUND_LANGUAGES = ("zh", "en", "ja", "ko")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 
 #: τ on the fused scale per embedder family, chosen with bench/calibrate_tau.py (README: "How τ was chosen").
@@ -118,9 +128,15 @@ class Fusion:
     terms: dict[str, float]
 
 
-def fuse(route_scores: dict[str, float]) -> Fusion:
-    """The one fusion rule (module docstring): best dense cosine + weighted evidence routes."""
+def fuse(route_scores: dict[str, float], lifted: dict[str, float] | None = None) -> Fusion:
+    """The one fusion rule (module docstring): best dense cosine + weighted evidence routes.
+
+    ``lifted`` (per dense route) replaces a cosine by its height over the query's background in the
+    entity's language plus the highest background: the other language's scores are lifted by the
+    language gap, same-language scores stay as they are."""
     dense = {r: s for r, s in route_scores.items() if r in DENSE_ROUTES}
+    if lifted:
+        dense.update({r: v for r, v in lifted.items() if r in dense})
     best_dense = max(dense, key=lambda r: dense[r]) if dense else "name"
     terms = {best_dense: dense.get(best_dense, 0.0)}
     for route, weight in ROUTE_WEIGHTS.items():
@@ -132,6 +148,19 @@ def fuse(route_scores: dict[str, float]) -> Fusion:
     if winner not in evidence or evidence[winner] < WIN_TERM:
         winner = best_dense
     return Fusion(score=float(sum(terms.values())), route=winner, terms=terms)
+
+
+def accepts(g: "GroundedEntity", tau: float) -> bool:
+    """The accept rule: fused score ≥ τ, and a hit that only the dense routes found (no evidence route
+    term ≥ WIN_TERM, no image match) must also stand MIN_HEIGHT above the query's own background (the
+    cosine of its K_BACKGROUND-th neighbour in the entity's language).  The best of thousands of
+    unrelated cosines rises with the KB's size; its height over the background does not."""
+    if g.score < tau:
+        return False
+    if g.route == "image" or "image" in g.route_scores:
+        return True
+    evidence = sum(w * g.route_scores.get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
+    return evidence >= WIN_TERM or g.height >= MIN_HEIGHT
 
 
 @dataclass
@@ -152,6 +181,8 @@ class GroundedEntity:
     caption: float = 0.0
     exact: float = 0.0
     matched_caption: dict[str, str] | None = None
+    height: float = 0.0  # best dense cosine minus the query's background in the entity's language
+    lifted: dict[str, float] = field(default_factory=dict)  # per dense route: height + the highest background (fusion input)
 
     def to_dict(self) -> dict[str, Any]:
         e = self.entity
@@ -167,6 +198,7 @@ class GroundedEntity:
             "lexical": round(self.lexical, 4),
             "caption": round(self.caption, 4),
             "exact": round(self.exact, 4),
+            "height": round(self.height, 4),
             "sparse": round(self.sparse, 4),
             "matched_alias": self.matched_alias,
             "matched_caption": self.matched_caption,
@@ -216,14 +248,23 @@ def route_summary(h: dict[str, Any]) -> str:
 
 
 def _alias_in_text(alias_key: str, text_key: str) -> bool:
+    """A name/alias inside a text as whole words (jieba's word boundaries for CJK)."""
     if not alias_key or not text_key:
         return False
     long_enough = len(alias_key) >= 2 if _CJK.search(alias_key) else len(alias_key) >= 4
     if not long_enough or alias_key not in text_key:
         return False
     if _CJK.search(alias_key):
-        return True
+        return lex.name_in_text(alias_key, text_key)
     return re.search(rf"(?<![\w]){re.escape(alias_key)}(?![\w])", text_key) is not None
+
+
+def distinctiveness(name: str) -> float:
+    """1.0 for a name that is no ordinary word, falling linearly to 0.0 between Zipf frequency
+    :data:`ZIPF_DISTINCT` and :data:`ZIPF_ORDINARY` (老板 4.98 → 0, 鲁迅 4.22 → 0.19, 诸葛亮 3.75 → 0.5,
+    烧麦 3.12 → 0.92, doge 2.97 → 1)."""
+    z = lex.commonness(name)
+    return float(min(1.0, max(0.0, (ZIPF_ORDINARY - z) / (ZIPF_ORDINARY - ZIPF_DISTINCT))))
 
 
 def _sparse_share(query: dict[int, float], doc: dict[int, float]) -> float:
@@ -251,6 +292,18 @@ class EntityGrounder:
         self.tau = default_tau(embedder.name) if tau is None else tau
         self.top_k = top_k
         self.candidates = candidates
+        self._languages: tuple[int, list[str], bool] | None = None
+
+    def _background_languages(self, language: str | None) -> tuple[list[str], bool]:
+        """Entity languages searched apart (each with ≥ K_BACKGROUND entities), and whether they cover the KB."""
+        if language is not None:
+            return [language], True
+        n = self.store.count()
+        if self._languages is None or self._languages[0] != n:
+            counts = {lg: self.store.count(language=lg) for lg in BACKGROUND_LANGUAGES}
+            groups = [lg for lg, c in counts.items() if c >= K_BACKGROUND]
+            self._languages = (n, groups, sum(counts[lg] for lg in groups) == n)
+        return list(self._languages[1]), self._languages[2]
 
     def _route_queries(self, cues: GroundingCues) -> list[tuple[Route, str, float]]:
         queries: list[tuple[Route, str, float]] = []
@@ -292,23 +345,42 @@ class EntityGrounder:
         flt_lang = PayloadFilter.of(language=language)
         coll = self.store.entities
 
-        def record(route: str, cue: str, ent: Entity, score: float) -> None:
+        # per dense query, the cosine of its K_BACKGROUND-th neighbour in each entity language (its background)
+        backgrounds: list[dict[str, float]] = [{} for _ in queries]
+        heights: dict[str, dict[str, float]] = {}
+        lifted: dict[str, dict[str, float]] = {}
+
+        def record(route: str, cue: str, ent: Entity, score: float, i: int | None = None) -> None:
             entities.setdefault(ent.id, ent)
             scores = route_scores.setdefault(ent.id, {})
             if score > scores.get(route, -1.0):
                 scores[route] = score
                 route_cue.setdefault(ent.id, {})[route] = cue
+            bg = backgrounds[i] if i is not None else None
+            if bg:
+                top = max(bg.values())
+                h = score - bg.get(ent.language, top)
+                if h > heights.setdefault(ent.id, {}).get(route, -9.0):
+                    heights[ent.id][route] = h
+                    lifted.setdefault(ent.id, {})[route] = h + top
 
+        groups, covered = self._background_languages(language)
         for i, (route, text, factor) in enumerate(queries):
             vector = batch.dense[i]  # type: ignore[union-attr]
-            for hit in coll.search(ROUTE_VECTOR[route], vector, self.candidates, flt_lang):
-                record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
+            found: list[tuple[Entity, float]] = []
+            searches = [PayloadFilter.of(language=lg) for lg in groups] + ([] if covered else [flt_lang])
+            for lg, flt in zip([*groups, None], searches):
+                hits = coll.search(ROUTE_VECTOR[route], vector, self.candidates, flt)
+                found += [(Entity.from_payload(h.payload), h.score * factor) for h in hits]
+                if lg is not None and hits:
+                    backgrounds[i][lg] = hits[min(K_BACKGROUND, len(hits)) - 1].score * factor
             if route == "name":
                 # entities whose name/alias equals the guess are scored even when dense search missed them
                 key = normalize_text(text.split(" | ")[0])
                 exact = PayloadFilter.of(match_keys=[key], language=language)
-                for hit in coll.search("identity", vector, self.candidates, exact):
-                    record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
+                found += [(Entity.from_payload(h.payload), h.score * factor) for h in coll.search("identity", vector, self.candidates, exact)]
+            for ent, score in found:
+                record(route, text, ent, score, i)
             routes[route] = "ran"
 
         # lexical route: BM25 over the embedder-independent sparse vector, one query per distinct cue text
@@ -331,7 +403,7 @@ class EntityGrounder:
                 continue
             flt = PayloadFilter.of(_id=missing, language=language)
             for hit in coll.search(ROUTE_VECTOR[route], batch.dense[i], len(missing), flt):  # type: ignore[union-attr]
-                record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
+                record(route, text, Entity.from_payload(hit.payload), hit.score * factor, i)
 
         sparse_scores: dict[str, float] = {}
         if batch is not None and batch.sparse is not None and "identity_sparse" in coll.spec.sparse:
@@ -354,10 +426,11 @@ class EntityGrounder:
         routes["exact"] = "ran" if name_keys or lex.squash(cues.ocr_text) else "skipped: no entity guess or OCR text"
 
         ocr_key = normalize_text(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])
+        quoted = {normalize_text(q) for q in lex.quoted_spans(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])}
         scored: list[GroundedEntity] = []
         for eid, ent in entities.items():
             scores = dict(route_scores.get(eid, {}))
-            exact, matched = self._lexical(ent, name_keys, ocr_key)
+            exact, matched = self._lexical(ent, name_keys, ocr_key, quoted)
             if exact:
                 scores["exact"] = exact
             caption = lex.caption_score(lines, lex.catchphrases(ent)) if lines else None
@@ -365,7 +438,7 @@ class EntityGrounder:
                 scores["caption"] = caption.score
             if sparse_scores.get(eid):
                 scores["sparse"] = sparse_scores[eid]
-            fused = fuse(scores)
+            fused = fuse(scores, lifted.get(eid))
             dense = max((v for r, v in scores.items() if r in DENSE_ROUTES), default=0.0)
             best_dense = max((r for r in scores if r in DENSE_ROUTES), key=lambda r: scores[r], default=None)
             cue = route_cue.get(eid, {}).get(fused.route) or (route_cue.get(eid, {}).get(best_dense, "") if best_dense else "")
@@ -385,6 +458,8 @@ class EntityGrounder:
                     caption=scores.get("caption", 0.0),
                     exact=exact,
                     matched_caption={"line": caption.line, "catchphrase": caption.phrase} if caption else None,
+                    height=max(heights.get(eid, {}).values(), default=0.0),
+                    lifted=dict(lifted.get(eid, {})),
                 )
             )
         if image_on:
@@ -396,7 +471,7 @@ class EntityGrounder:
         elif cues.image is not None:
             routes["image"] = "skipped: no image route (this CultureBase has no image index)"
         scored.sort(key=lambda g: (-g.score, g.entity.name))
-        hits = [g for g in scored if g.score >= self.tau][: self.top_k]
+        hits = [g for g in scored if accepts(g, self.tau)][: self.top_k]
         return GroundingResult(hits, scored, self.tau, routes)
 
     def search_text(self, text: str, language: str | None = None, top_k: int | None = None) -> GroundingResult:
@@ -406,15 +481,20 @@ class EntityGrounder:
         return GroundingResult(result.candidates[:k], result.candidates, self.tau, result.routes)
 
     @staticmethod
-    def _lexical(entity: Entity, name_keys: set[str], ocr_key: str) -> tuple[float, str | None]:
-        """The ``exact`` route: a guess equals a name/alias, a name/alias occurs in the OCR text, or a near match."""
+    def _lexical(entity: Entity, name_keys: set[str], ocr_key: str, quoted: set[str] = frozenset()) -> tuple[float, str | None]:  # type: ignore[assignment]
+        """The ``exact`` route: a guess equals a name/alias (1.0); a name/alias is quoted in the OCR text
+        (0.6) or occurs in it as whole words (0.6 × :func:`distinctiveness`); or a near match."""
         best, matched = 0.0, None
         for alias in entity.names:
             key = normalize_text(alias)
             if key in name_keys:
                 return 1.0, alias
-            if _alias_in_text(key, ocr_key) and best < 0.6:
+            if key in quoted and best < 0.6:
                 best, matched = 0.6, alias
+            elif best < 0.6 and _alias_in_text(key, ocr_key):
+                value = 0.6 * distinctiveness(alias)
+                if value > best:
+                    best, matched = value, alias
             for guess in name_keys:
                 sm = difflib.SequenceMatcher(None, guess, key)
                 if sm.real_quick_ratio() < 0.85:
