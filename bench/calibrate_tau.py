@@ -15,10 +15,10 @@ kind (alias, ocr, catchphrase, nickname, visual, cross-lingual, negative) top-1 
 
 Several KB sizes (``--rows DIR``): the per-query rows that ``bench/grounding_precision.py --dump
 DIR`` wrote for each size (top candidates with their fused score, route scores and height over
-the query's background) are re-scored offline under a grid of (τ, MIN_HEIGHT), the accept rule of
-:func:`retrieval.grounding.accepts`.  The pair chosen is the one with the best mean top-1 on the
+the query's background) are re-scored offline under a grid of (τ, MIN_EVIDENCE, MIN_HEIGHT), the
+accept rule of :func:`retrieval.grounding.accepts`.  The triple chosen is the one with the best mean top-1 on the
 ``calibration`` split among those whose false-grounding rate on that split's negatives is at most
-``--max-false`` (default 0.01) at *every* size (ties: higher τ, then higher MIN_HEIGHT); the
+``--max-false`` (default 0.01) at *every* size (ties: higher τ, MIN_HEIGHT, MIN_EVIDENCE); the
 figures of the untouched ``held-out`` split are printed beside it, per size.
 
     python bench/grounding_precision.py --sizes 200,5000,40000 --dump data/bench/gp/rows
@@ -78,29 +78,29 @@ def evaluate(rows: list[dict], tau: float) -> dict:
     }
 
 
-def _accepts(c: dict, tau: float, min_height: float) -> bool:
+def _accepts(c: dict, tau: float, min_height: float, min_evidence: float | None = None) -> bool:
     """:func:`retrieval.grounding.accepts` on a dumped candidate."""
-    from retrieval.grounding import ROUTE_WEIGHTS, WIN_TERM
+    from retrieval.grounding import MIN_EVIDENCE, ROUTE_WEIGHTS
 
     if c["score"] < tau:
         return False
     if c["route"] == "image":
         return True
     evidence = sum(w * c["route_scores"].get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
-    return evidence >= WIN_TERM or c.get("height", 0.0) >= min_height
+    return evidence >= (MIN_EVIDENCE if min_evidence is None else min_evidence) or c.get("height", 0.0) >= min_height
 
 
-def _figures(rows: list[dict], tau: float, min_height: float) -> dict:
+def _figures(rows: list[dict], tau: float, min_height: float, min_evidence: float | None = None) -> dict:
     neg = [r for r in rows if not r.get("expected")]
     pos = [r for r in rows if r.get("expected")]
 
     def ok(r: dict) -> bool:
-        return bool(r["candidates"]) and r["candidates"][0]["name"] == r["expected"] and _accepts(r["candidates"][0], tau, min_height)
+        return bool(r["candidates"]) and r["candidates"][0]["name"] == r["expected"] and _accepts(r["candidates"][0], tau, min_height, min_evidence)
 
     kinds = sorted({r["kind"] for r in pos})
     return {
         "negatives": len(neg),
-        "false_grounding": round(sum(bool(r["candidates"]) and _accepts(r["candidates"][0], tau, min_height) for r in neg) / max(len(neg), 1), 3),
+        "false_grounding": round(sum(bool(r["candidates"]) and _accepts(r["candidates"][0], tau, min_height, min_evidence) for r in neg) / max(len(neg), 1), 3),
         "positives": len(pos),
         "top1": round(sum(ok(r) for r in pos) / max(len(pos), 1), 3),
         "top1_by_kind": {k: round(sum(ok(r) for r in pos if r["kind"] == k) / len([r for r in pos if r["kind"] == k]), 3) for k in kinds},
@@ -115,21 +115,25 @@ def calibrate_rows(folder: Path, max_false: float) -> dict:
     if not sizes:
         raise SystemExit(f"no rows-<size>.jsonl in {folder}: run bench/grounding_precision.py --dump {folder}")
     grid = []
-    for tau in np.round(np.arange(0.85, 0.96, 0.005), 3):
-        for mh in np.round(np.arange(0.0, 0.121, 0.005), 3):
-            cal = {s: _figures([r for r in rows if r["split"] == "calibration"], float(tau), float(mh)) for s, rows in sizes.items()}
-            grid.append((float(tau), float(mh), cal))
-    clean = [g for g in grid if all(c["false_grounding"] <= max_false for c in g[2].values())]
-    best = max(clean or grid, key=lambda g: (round(float(np.mean([c["top1"] for c in g[2].values()])), 3), g[0], g[1]))
-    tau, mh, cal = best
+    for tau in np.round(np.arange(0.85, 0.95, 0.005), 3):
+        for me in np.round(np.arange(0.02, 0.061, 0.005), 3):
+            for mh in np.round(np.arange(0.03, 0.091, 0.005), 3):
+                cal = {
+                    s: _figures([r for r in rows if r["split"] == "calibration"], float(tau), float(mh), float(me))
+                    for s, rows in sizes.items()
+                }
+                grid.append((float(tau), float(me), float(mh), cal))
+    clean = [g for g in grid if all(c["false_grounding"] <= max_false for c in g[3].values())]
+    best = max(clean or grid, key=lambda g: (round(float(np.mean([c["top1"] for c in g[3].values()])), 3), g[0], g[2], g[1]))
+    tau, me, mh, cal = best
     return {
         "sizes": list(sizes),
         "max_false": max_false,
-        "chosen": {"tau": tau, "min_height": mh, "met_max_false_at_every_size": bool(clean)},
+        "chosen": {"tau": tau, "min_evidence": me, "min_height": mh, "met_max_false_at_every_size": bool(clean)},
         "calibration": cal,
-        "held_out": {s: _figures([r for r in rows if r["split"] == "held-out"], tau, mh) for s, rows in sizes.items()},
-        "no_height_floor_same_tau": {
-            s: _figures([r for r in rows if r["split"] == "held-out"], tau, -9.0) for s, rows in sizes.items()
+        "held_out": {s: _figures([r for r in rows if r["split"] == "held-out"], tau, mh, me) for s, rows in sizes.items()},
+        "plain_tau_rule_same_tau_held_out": {
+            s: _figures([r for r in rows if r["split"] == "held-out"], tau, -9.0, me) for s, rows in sizes.items()
         },
     }
 

@@ -14,12 +14,18 @@ route       cue                                         what it scores
 ``caption`` each OCR line (and adjacent lines joined)   normalised containment of the line in one of the
                                                         entity's catchphrases or of a catchphrase in the line
 ``exact``   entity guesses and the OCR text             1.0 guess = name/alias (normalised); 0.6 name/alias
-                                                        verbatim in the OCR text; 0.5·r near match (r ≥ 0.85)
+                                                        quoted in the OCR text; 0.6·distinctiveness a name/alias
+                                                        in the OCR text as whole words (jieba); 0.5·r near match
 ``sparse``  name guesses and OCR text (bge-m3 only)     share of the query's bge-m3 lexical mass covered
 ==========  ==========================================  =============================================
 
 Candidates are the union of each route's top ``candidates``; an entity found only by the
-lexical route still gets its dense scores (a dense search restricted to those ids).
+lexical route still gets its dense scores (a dense search restricted to those ids).  Each dense
+query is searched once per entity language (:data:`BACKGROUND_LANGUAGES` with at least
+:data:`K_BACKGROUND` entities); its K_BACKGROUND-th neighbour's cosine there is the query's
+*background* in that language, an entity's *height* is its cosine minus that background, and
+the dense value fused for an entity is its height plus the query's highest background (its own
+cosine in the best-matching language, lifted by the language gap in the others).
 
 Fusion (:func:`fuse`, the one place routes are combined)::
 
@@ -32,7 +38,9 @@ Fusion (:func:`fuse`, the one place routes are combined)::
 A low-confidence guess contributes its name-route dense score scaled by 0.97 (medium 0.99).
 The image route (the query image's perceptual hash against entity images, when the grounder has
 one and the cues carry ``image``) is folded in by :func:`retrieval.image_route.fuse_image_matches`.
-Hits with ``score ≥ τ`` are kept, best first, at most ``top_k``.  τ lives on the fused
+Hits that :func:`accepts` (``score ≥ τ``, and a hit without evidence-route support must stand
+:data:`MIN_HEIGHT` above its background) are kept, best first, at most ``top_k``
+(docs/grounding.md: why this does not drift with the KB's size).  τ lives on the fused
 scale and has a default per embedder (:data:`DEFAULT_TAU`); ``bench/calibrate_tau.py``
 re-derives it from labelled queries (see README, "How τ was chosen").  A new route (e.g. an
 image route) adds its score to ``route_scores`` and its weight to :data:`ROUTE_WEIGHTS`.
@@ -67,8 +75,10 @@ ZIPF_ORDINARY = 4.5
 MAX_CUE_CHARS = 1000
 #: the query's background in one entity language is the cosine of its K_BACKGROUND-th neighbour there
 K_BACKGROUND = 10
-#: a dense-only hit must stand this far above its background (bench/calibrate_tau.py --rows, several KB sizes)
-MIN_HEIGHT = 0.06
+#: a hit whose evidence routes (Σ W[r]·s_r) sum below MIN_EVIDENCE must stand MIN_HEIGHT above its
+#: background; both chosen with τ by bench/calibrate_tau.py --rows at several KB sizes
+MIN_EVIDENCE = 0.04
+MIN_HEIGHT = 0.05
 #: entity languages searched apart (each with at least K_BACKGROUND entities); others are searched together
 BACKGROUND_LANGUAGES = ("zh", "en", "ja", "ko")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
@@ -151,8 +161,8 @@ def fuse(route_scores: dict[str, float], lifted: dict[str, float] | None = None)
 
 
 def accepts(g: "GroundedEntity", tau: float) -> bool:
-    """The accept rule: fused score ≥ τ, and a hit that only the dense routes found (no evidence route
-    term ≥ WIN_TERM, no image match) must also stand MIN_HEIGHT above the query's own background (the
+    """The accept rule: fused score ≥ τ, and a hit without evidence (weighted evidence-route terms summing
+    below MIN_EVIDENCE, no image match) must also stand MIN_HEIGHT above the query's own background (the
     cosine of its K_BACKGROUND-th neighbour in the entity's language).  The best of thousands of
     unrelated cosines rises with the KB's size; its height over the background does not."""
     if g.score < tau:
@@ -160,7 +170,7 @@ def accepts(g: "GroundedEntity", tau: float) -> bool:
     if g.route == "image" or "image" in g.route_scores:
         return True
     evidence = sum(w * g.route_scores.get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
-    return evidence >= WIN_TERM or g.height >= MIN_HEIGHT
+    return evidence >= MIN_EVIDENCE or g.height >= MIN_HEIGHT
 
 
 @dataclass
