@@ -120,13 +120,21 @@ def name_in_text(name_key: str, text_key: str) -> bool:
 @lru_cache(maxsize=65536)
 def commonness(name: str) -> float:
     """How common a name is as an ordinary word or phrase: wordfreq's Zipf frequency in the name's script
-    (Chinese for CJK names, English otherwise); 0.0 for a name wordfreq has never seen."""
+    (Chinese for CJK names, English otherwise; a Latin phrase as its words' frequencies multiplied);
+    0.0 for a name wordfreq has never seen."""
     from wordfreq import zipf_frequency
 
     key = normalize(name).strip()
     if not key:
         return 0.0
-    return float(zipf_frequency(key, "zh" if _IS_CJK.search(key) else "en"))
+    if _IS_CJK.search(key):
+        return float(zipf_frequency(key, "zh"))
+    words = _WORD.findall(key)
+    if len(words) <= 1:
+        return float(zipf_frequency(key, "en"))
+    # a phrase: the frequency of its words together as if independent (Zipf is log10 per 10⁹ words),
+    # not wordfreq's estimate for a phrase (about that of its rarest word): "such wow" is no ordinary phrase
+    return max(0.0, sum(float(zipf_frequency(w, "en")) for w in words) - 9.0 * (len(words) - 1))
 
 
 def needs_corroboration(name: str) -> bool:

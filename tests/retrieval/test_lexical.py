@@ -109,6 +109,8 @@ def test_commonness_orders_ordinary_words_above_names():
     assert lexical.commonness("老板") > lexical.COMMON_ZIPF > lexical.commonness("琪露诺")
     assert lexical.needs_corroboration("problem") and not lexical.needs_corroboration("stonks")
     assert lexical.commonness("") == 0.0
+    # a phrase of ordinary words is no ordinary phrase ("Such wow" is Doge's alias)
+    assert lexical.commonness("such wow") < lexical.COMMON_ZIPF < min(lexical.commonness("such"), lexical.commonness("wow"))
 
 
 def test_an_approximate_caption_match_of_ordinary_words_alone_is_none():
