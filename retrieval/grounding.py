@@ -23,9 +23,9 @@ Candidates are the union of each route's top ``candidates``; an entity found onl
 lexical route still gets its dense scores (a dense search restricted to those ids).  Each dense
 query is searched once per entity language (:data:`BACKGROUND_LANGUAGES` with at least
 :data:`K_BACKGROUND` entities); its K_BACKGROUND-th neighbour's cosine there is the query's
-*background* in that language, an entity's *height* is its cosine minus that background, and
-the dense value fused for an entity is its height plus the query's highest background (its own
-cosine in the best-matching language, lifted by the language gap in the others).
+*background* in that language, and an entity's *height* is its cosine minus that background (the
+accept rule reads it).  Searching each language apart keeps the other language's entities among
+the candidates however many entities one language has.
 
 Fusion (:func:`fuse`, the one place routes are combined)::
 
@@ -70,8 +70,8 @@ WIN_TERM = 0.05
 CONFIDENCE_FACTOR = {"high": 1.0, "medium": 0.99, "low": 0.97}
 #: a name found inside a sentence counts fully below this Zipf frequency (wordfreq) and not at all from
 #: ZIPF_ORDINARY on: there it needs corroboration (the dense routes, a caption) to reach τ.
-ZIPF_DISTINCT = 3.0
-ZIPF_ORDINARY = 4.5
+ZIPF_DISTINCT = 2.5
+ZIPF_ORDINARY = 4.0
 MAX_CUE_CHARS = 1000
 #: the query's background in one entity language is the cosine of its K_BACKGROUND-th neighbour there
 K_BACKGROUND = 10
@@ -139,15 +139,9 @@ class Fusion:
     terms: dict[str, float]
 
 
-def fuse(route_scores: dict[str, float], lifted: dict[str, float] | None = None) -> Fusion:
-    """The one fusion rule (module docstring): best dense cosine + weighted evidence routes.
-
-    ``lifted`` (per dense route) replaces a cosine by its height over the query's background in the
-    entity's language plus the highest background: the other language's scores are lifted by the
-    language gap, same-language scores stay as they are."""
+def fuse(route_scores: dict[str, float]) -> Fusion:
+    """The one fusion rule (module docstring): best dense cosine + weighted evidence routes."""
     dense = {r: s for r, s in route_scores.items() if r in DENSE_ROUTES}
-    if lifted:
-        dense.update({r: v for r, v in lifted.items() if r in dense})
     best_dense = max(dense, key=lambda r: dense[r]) if dense else "name"
     terms = {best_dense: dense.get(best_dense, 0.0)}
     for route, weight in ROUTE_WEIGHTS.items():
@@ -193,7 +187,6 @@ class GroundedEntity:
     exact: float = 0.0
     matched_caption: dict[str, str] | None = None
     height: float = 0.0  # best dense cosine minus the query's background in the entity's language
-    lifted: dict[str, float] = field(default_factory=dict)  # per dense route: height + the highest background (fusion input)
 
     def to_dict(self) -> dict[str, Any]:
         e = self.entity
@@ -272,8 +265,8 @@ def _alias_in_text(alias_key: str, text_key: str) -> bool:
 
 def distinctiveness(name: str) -> float:
     """1.0 for a name that is no ordinary word, falling linearly to 0.0 between Zipf frequency
-    :data:`ZIPF_DISTINCT` and :data:`ZIPF_ORDINARY` (老板 4.98 → 0, 鲁迅 4.22 → 0.19, 诸葛亮 3.75 → 0.5,
-    烧麦 3.12 → 0.92, doge 2.97 → 1)."""
+    :data:`ZIPF_DISTINCT` and :data:`ZIPF_ORDINARY` (老板 4.98 → 0, 鲁迅 4.22 → 0, 诸葛亮 3.75 → 0.17,
+    烧麦 3.12 → 0.59, doge 2.97 → 0.69, 王司徒 2.24 → 1)."""
     z = lex.commonness(name)
     return float(min(1.0, max(0.0, (ZIPF_ORDINARY - z) / (ZIPF_ORDINARY - ZIPF_DISTINCT))))
 
@@ -359,7 +352,6 @@ class EntityGrounder:
         # per dense query, the cosine of its K_BACKGROUND-th neighbour in each entity language (its background)
         backgrounds: list[dict[str, float]] = [{} for _ in queries]
         heights: dict[str, dict[str, float]] = {}
-        lifted: dict[str, dict[str, float]] = {}
 
         def record(route: str, cue: str, ent: Entity, score: float, i: int | None = None) -> None:
             entities.setdefault(ent.id, ent)
@@ -373,7 +365,6 @@ class EntityGrounder:
                 h = score - bg.get(ent.language, top)
                 if h > heights.setdefault(ent.id, {}).get(route, -9.0):
                     heights[ent.id][route] = h
-                    lifted.setdefault(ent.id, {})[route] = h + top
 
         groups, covered = self._background_languages(language)
         for i, (route, text, factor) in enumerate(queries):
@@ -449,7 +440,7 @@ class EntityGrounder:
                 scores["caption"] = caption.score
             if sparse_scores.get(eid):
                 scores["sparse"] = sparse_scores[eid]
-            fused = fuse(scores, lifted.get(eid))
+            fused = fuse(scores)
             dense = max((v for r, v in scores.items() if r in DENSE_ROUTES), default=0.0)
             best_dense = max((r for r in scores if r in DENSE_ROUTES), key=lambda r: scores[r], default=None)
             cue = route_cue.get(eid, {}).get(fused.route) or (route_cue.get(eid, {}).get(best_dense, "") if best_dense else "")
@@ -470,7 +461,6 @@ class EntityGrounder:
                     exact=exact,
                     matched_caption={"line": caption.line, "catchphrase": caption.phrase} if caption else None,
                     height=max(heights.get(eid, {}).values(), default=0.0),
-                    lifted=dict(lifted.get(eid, {})),
                 )
             )
         if image_on:

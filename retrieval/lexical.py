@@ -300,6 +300,8 @@ def caption_score(lines: Sequence[str], phrases: Sequence[str]) -> CaptionMatch 
                 continue
             if c < 1.0 and short == pkey and not _distinct_words_present(phrase, line):
                 continue
+            if short == pkey and short != long and _IS_CJK.search(pkey) and needs_corroboration(phrase):
+                continue  # an ordinary word (天气预报) inside a longer line: the exact route weighs it
             score = c * min(1.0, 2.0 * len(short) / len(long))
             if best is None or score > best.score:
                 best = CaptionMatch(score, line, phrase)

@@ -41,7 +41,7 @@ def test_name_route_exact_alias_match_wins_cross_lingually(grounder):
     assert top.entity.name == "Doge" and top.route in ("exact", "lexical")
     assert top.exact == 1.0 and top.matched_alias == "神烦狗"
     assert {"name", "exact", "lexical"} <= set(top.route_scores)
-    assert top.score == pytest.approx(fuse(top.route_scores, top.lifted).score)
+    assert top.score == pytest.approx(fuse(top.route_scores).score)
 
 
 def test_ocr_route_finds_catchphrase(grounder):
@@ -64,7 +64,7 @@ def test_best_route_wins_and_entities_are_deduplicated(grounder):
     assert {"诸葛亮", "王司徒"} <= set(by_name)  # the guessed one, and the one whose line the caption is
     assert by_name["王司徒"].route == "caption" and by_name["诸葛亮"].route == "exact"
     for top in by_name.values():
-        assert set(top.route_scores) >= {"name", "ocr", "visual"} and top.route == fuse(top.route_scores, top.lifted).route
+        assert set(top.route_scores) >= {"name", "ocr", "visual"} and top.route == fuse(top.route_scores).route
     assert [h.score for h in res.hits] == sorted((h.score for h in res.hits), reverse=True)
 
 
@@ -242,7 +242,7 @@ def test_a_common_word_name_needs_corroboration_a_quoted_or_distinctive_one_does
 
 def test_distinctiveness_falls_with_how_common_the_word_is():
     assert distinctiveness("老板") == 0.0 and distinctiveness("琪露诺") == 1.0
-    assert 0.0 < distinctiveness("诸葛亮") < 1.0
+    assert 0.0 < distinctiveness("诸葛亮") < distinctiveness("烧麦") < 1.0
 
 
 def _dense_only(score: float, height: float) -> GroundedEntity:
@@ -261,9 +261,7 @@ def test_accept_rule_needs_height_over_background_for_a_dense_only_hit():
     assert accepts(with_evidence, 0.89)
 
 
-def test_other_language_entities_are_searched_and_lifted_by_the_language_gap(grounder):
+def test_other_language_entities_are_searched_apart(grounder):
     res = grounder.ground(GroundingCues(visual_handle="a lazy man slumped on a sofa from a Chinese sitcom"))
     assert {c.entity.language for c in res.candidates} >= {"zh", "en"}
-    top = res.candidates[0]
-    assert top.entity.name == "葛优躺", [(c.entity.name, round(c.score, 3)) for c in res.candidates[:3]]
-    assert top.lifted["visual"] > top.route_scores["visual"]  # lifted by the gap between the languages' backgrounds
+    assert all(isinstance(c.height, float) for c in res.candidates)
