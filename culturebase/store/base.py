@@ -185,6 +185,10 @@ class Collection(abc.ABC):
     def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
         """The named sparse vector of each existing id."""
 
+    def retrieve_dense(self, ids: Sequence[str], vector_name: str) -> dict[str, np.ndarray]:
+        """The named dense vector of each existing id (as stored: unit length for cosine vectors)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read dense vectors back")
+
     def flush(self) -> None:
         """Persist pending writes (no-op where writes are synchronous)."""
 

