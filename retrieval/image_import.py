@@ -35,13 +35,17 @@ class ImageProblem:
         return {"line": self.line, "image": self.image, "reason": self.reason}
 
 
-def http_fetcher(max_bytes: int, timeout_s: float = 20.0) -> Fetcher:
-    """Download with a byte cap while streaming (the operator's own import file: any host it names)."""
+def http_fetcher(max_bytes: int, timeout_s: float = 20.0, guard: bool = False) -> Fetcher:
+    """Download with a byte cap while streaming.  Unguarded: the operator's own import file, any host it
+    names.  ``guard=True``: every request and redirect hop must resolve to a public address
+    (:func:`address_check`)."""
 
     def fetch(url: str) -> bytes:
         import httpx
 
-        with httpx.Client(follow_redirects=True, timeout=timeout_s, headers={"User-Agent": "CultureKAR-import/0.1"}) as client:
+        hooks = {"request": [lambda request: address_check(str(request.url))]} if guard else {}
+        headers = {"User-Agent": "CultureKAR-import/0.1"}
+        with httpx.Client(follow_redirects=True, timeout=timeout_s, headers=headers, event_hooks=hooks) as client:
             with client.stream("GET", url) as resp:
                 if resp.status_code != 200:
                     raise ImageRejected("http_error", f"HTTP {resp.status_code}")
@@ -76,29 +80,10 @@ def address_check(url: str) -> None:
 
 
 def guarded_fetcher(max_bytes: int, timeout_s: float = 20.0) -> Fetcher:
-    """Like :func:`http_fetcher`, for URLs a third-party dump names (``kar kb import --fetch-images``): every
-    request and redirect hop must resolve to a public address (:func:`address_check`); the bytes then
-    go through the image store's checks (content sniffed, pixel and size limits)."""
-
-    def fetch(url: str) -> bytes:
-        import httpx
-
-        def check(request: httpx.Request) -> None:
-            address_check(str(request.url))
-
-        headers = {"User-Agent": "CultureKAR-import/0.1"}
-        with httpx.Client(follow_redirects=True, timeout=timeout_s, headers=headers, event_hooks={"request": [check]}) as client:
-            with client.stream("GET", url) as resp:
-                if resp.status_code != 200:
-                    raise ImageRejected("http_error", f"HTTP {resp.status_code}")
-                buf = bytearray()
-                for chunk in resp.iter_bytes():
-                    buf += chunk
-                    if len(buf) > max_bytes:
-                        raise ImageRejected("too_large", f"more than the limit of {max_bytes} bytes")
-                return bytes(buf)
-
-    return fetch
+    """:func:`http_fetcher` for URLs a third-party dump names (``kar kb import --fetch-images``): every request
+    and redirect hop must resolve to a public address; the bytes then go through the image store's checks
+    (content sniffed, pixel and size limits)."""
+    return http_fetcher(max_bytes, timeout_s, guard=True)
 
 
 def _entries(rec: dict[str, Any]) -> list[Any]:
