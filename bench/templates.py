@@ -221,6 +221,10 @@ def main() -> None:
 
     data_dir = Path(args.data)
     templates = json.loads((data_dir / "memegen_templates.json").read_text("utf-8"))
+    page_of = {t["id"]: (t.get("source") or "").rstrip("/").split("://")[-1] for t in templates}
+
+    def same_page(a: str, b: str | None) -> bool:
+        return b is not None and bool(page_of.get(a)) and page_of.get(a) == page_of.get(b)
     with_image = [t["id"] for t in templates if (data_dir / "memegen" / f"{t['id']}.jpg").is_file()]
     rng = random.Random(args.seed)
     order = sorted(with_image)
@@ -267,6 +271,7 @@ def main() -> None:
         kb.add(real)
         real_s = time.perf_counter() - t0
         entity_of = {e.aliases[0]: e.id for e in real}
+        template_of = {eid: tid for tid, eid in entity_of.items()}
         n_distractors = max(0, args.entities - len(real))
         fresh, t_gen = 0, 0.0
         dis_entities = []
@@ -328,6 +333,9 @@ def main() -> None:
                 "style": style, "tid": tid, "positive": positive,
                 "top1": bool(accepted) and accepted[0].entity_id == entity_of.get(tid),
                 "claimed": bool(accepted),
+                # the claimed template is filed under the query template's own KnowYourMeme page (memegen's
+                # `source`): e.g. "Socially Awesome Awkward Penguin" is a variant on the Socially Awkward Penguin page
+                "claimed_same_page": bool(accepted) and same_page(tid, template_of.get(accepted[0].entity_id)),
                 "hash_top1": nearest is not None and nearest.distance <= route.tau and nearest.entity_id == entity_of.get(tid),
                 "hash_claimed": nearest is not None and nearest.distance <= route.tau,
                 "signal": accepted[0].signal(route.tau) if accepted else None,
@@ -384,6 +392,8 @@ def main() -> None:
             "won_by_signal": signals,
             "misses": sorted({r["tid"] for r in pos if not r["top1"]}),
             "false_claim_ids": sorted({r["tid"] for r in neg if r["claimed"]}),
+            # the same, not counting a claim of a template filed under the query's own KnowYourMeme page
+            "false_claims_other_page": round(sum(r["claimed"] and not r["claimed_same_page"] for r in neg) / max(1, len(neg)), 3),
         }
     n_images = len(real) + n_distractors
     out = {
