@@ -225,6 +225,16 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 # -- plots --------------------------------------------------------------------------------------
 
 
+def _save(fig: Any, path: Path) -> Path:
+    """Lay out, write (110 dpi) and close one figure; returns its path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def make_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     """Coverage bars, Visual vs Knowledge, repair vs damage, VIKR state histogram."""
     import matplotlib
@@ -246,10 +256,7 @@ def make_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     ax.set_ylabel("% of items")
     ax.set_title("Layer coverage per condition")
     ax.legend(fontsize=7, ncols=5)
-    fig.tight_layout()
-    paths.append(out_dir / "coverage.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out_dir / "coverage.png"))
 
     fig, ax = plt.subplots(figsize=(5, 5))
     for condition in sorted({r["condition"] for r in rows}):
@@ -259,10 +266,7 @@ def make_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     ax.set_ylabel("Knowledge coverage (%)")
     ax.set_title("Visual vs Knowledge across models")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(out_dir / "visual_vs_knowledge.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out_dir / "visual_vs_knowledge.png"))
 
     aug = augmentation_rows(report)
     if aug:
@@ -276,10 +280,7 @@ def make_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
         ax.set_ylabel("Repair (% of baseline failures fixed)")
         ax.set_title("Repair vs damage (Success)")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        paths.append(out_dir / "repair_vs_damage.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+        paths.append(_save(fig, out_dir / "repair_vs_damage.png"))
 
     fig, ax = plt.subplots(figsize=(8, 4))
     by_condition: dict[str, np.ndarray] = {}
@@ -296,10 +297,7 @@ def make_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     ax.set_ylabel("% of items (mean over models)")
     ax.set_title("VIKR state histogram")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(out_dir / "vikr_states.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out_dir / "vikr_states.png"))
     return paths
 
 

@@ -109,29 +109,22 @@ def _counters_table(job: CrawlJob) -> Table:
     return table
 
 
-class Cancelled(Exception):
-    """Ctrl-C stopped the job being followed (it was cancelled; what it stored is kept)."""
-
-    def __init__(self, job: CrawlJob) -> None:
-        super().__init__(job.id)
-        self.job = job
-
-
-def _follow(manager: CrawlJobManager, job: CrawlJob, show: bool) -> CrawlJob:
-    """Poll the job's counters until it finishes; Ctrl-C cancels it and raises :class:`Cancelled`."""
+def _follow(manager: CrawlJobManager, job: CrawlJob, show: bool) -> tuple[CrawlJob, bool]:
+    """Poll the job's counters until it finishes; Ctrl-C cancels it (what it stored is kept).
+    Returns the finished job and whether Ctrl-C cancelled it."""
     try:
         if not show:
-            return manager.wait(job.id)
+            return manager.wait(job.id), False
         with Live(_counters_table(job), console=err, refresh_per_second=4, transient=False) as live:
             while not job.finished:
                 time.sleep(0.25)
                 job = manager.get(job.id)
                 live.update(_counters_table(job))
-        return job
+        return job, False
     except KeyboardInterrupt:
         err.print(f"cancelling job {job.id} ...", markup=False)
         manager.cancel(job.id)
-        raise Cancelled(manager.wait(job.id, timeout=60)) from None
+        return manager.wait(job.id, timeout=60), True
 
 
 def _finish(job: CrawlJob, json_out: bool, cancelled: bool = False, kb_flag: str = "") -> None:
@@ -216,10 +209,7 @@ def crawl_command(
             else:
                 out.print(job.id, markup=False, highlight=False, soft_wrap=True)
             return
-        try:
-            job = _follow(manager, job, show=not json_out)
-        except Cancelled as stop:
-            job, cancelled = stop.job, True
+        job, cancelled = _follow(manager, job, show=not json_out)
     except JobError as exc:
         raise fail(str(exc), ExitCode.USAGE) from None
     finally:
@@ -264,10 +254,7 @@ def _one(action: str, job_id: str, json_out: bool, **kw: Any) -> None:
         else:
             job = manager.resume(job_id)
             if kw.get("wait"):
-                try:
-                    job = _follow(manager, job, show=not json_out)
-                except Cancelled as stop:
-                    job, cancelled = stop.job, True
+                job, cancelled = _follow(manager, job, show=not json_out)
     except JobError as exc:
         raise fail(str(exc), ExitCode.USAGE) from None
     finally:
