@@ -197,7 +197,6 @@ def crawl_command(
     if full:
         scrapy_settings["KAR_INCREMENTAL"] = False
     manager = _manager()
-    cancelled = False
     try:
         if spider in SPIDERS:  # said before the job starts (an unknown spider is refused by start below)
             target = str(kb) if kb is not None else (manager.settings.qdrant_url or str(manager.settings.kb_path))
