@@ -489,11 +489,12 @@ class EntityGrounder:
         routes["exact"] = "ran" if name_keys or lex.squash(cues.ocr_text) else "skipped: no entity guess or OCR text"
 
         ocr_key = normalize_text(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])
+        ocr_keys = (ocr_key, *lex.ocr_letter_readings(ocr_key))  # 5tonks is also read as stonks
         quoted = {normalize_text(q) for q in lex.quoted_spans(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])}
         scored: list[GroundedEntity] = []
         for eid, ent in entities.items():
             scores = dict(route_scores.get(eid, {}))
-            exact, matched = self._lexical(ent, name_keys, ocr_key, quoted)
+            exact, matched = self._lexical(ent, name_keys, ocr_keys, quoted)
             if exact:
                 scores["exact"] = exact
             caption = lex.caption_score(lines, lex.catchphrases(ent)) if lines else None
@@ -554,9 +555,12 @@ class EntityGrounder:
         return GroundingResult(result.candidates[:k], result.candidates, self.tau, result.routes)
 
     @staticmethod
-    def _lexical(entity: Entity, name_keys: set[str], ocr_key: str, quoted: set[str] = frozenset()) -> tuple[float, str | None]:  # type: ignore[assignment]
+    def _lexical(
+        entity: Entity, name_keys: set[str], ocr_keys: Sequence[str], quoted: set[str] = frozenset()  # type: ignore[assignment]
+    ) -> tuple[float, str | None]:
         """The ``exact`` route: a guess equals a name/alias (1.0); a name/alias is quoted in the OCR text
-        (0.6) or occurs in it as whole words (0.6 × :func:`distinctiveness`); or a near match."""
+        (0.6) or occurs in it as whole words (0.6 × :func:`distinctiveness`) — in the text as read or in
+        one of its :func:`~retrieval.lexical.ocr_letter_readings`; or a near match."""
         best, matched = 0.0, None
         for alias in entity.names:
             key = normalize_text(alias)
@@ -564,7 +568,7 @@ class EntityGrounder:
                 return 1.0, alias
             if key in quoted and best < 0.6:
                 best, matched = 0.6, alias
-            elif best < 0.6 and _alias_in_text(key, ocr_key):
+            elif best < 0.6 and any(_alias_in_text(key, k) for k in ocr_keys):
                 value = 0.6 * distinctiveness(alias)
                 if value > best:
                     best, matched = value, alias

@@ -137,6 +137,29 @@ def commonness(name: str) -> float:
     return max(0.0, sum(float(zipf_frequency(w, "en")) for w in words) - 9.0 * (len(words) - 1))
 
 
+#: digits OCR reads in place of look-alike letters (rapidocr: ``5TONKS`` for ``STONKS``, ``W0W`` for ``WOW``);
+#: ``1`` is read for both ``l`` and ``i``
+_OCR_DIGIT_LETTERS: tuple[dict[str, str], ...] = (
+    {"0": "o", "1": "l", "2": "z", "5": "s", "6": "g", "8": "b"},
+    {"0": "o", "1": "i", "2": "z", "5": "s", "6": "g", "8": "b"},
+)
+_MIXED_WORD = re.compile(rf"[^\W_{_CJK_CHAR}]*(?:[a-z][^\W_{_CJK_CHAR}]*\d|\d[^\W_{_CJK_CHAR}]*[a-z])[^\W_{_CJK_CHAR}]*")
+
+
+def ocr_letter_readings(text_key: str) -> list[str]:
+    """The other readings of a normalised OCR text whose words mix letters and digits: each digit that
+    OCR confuses with a letter read as that letter (``5tonks`` → ``stonks``).  Words of digits alone
+    (``2024``, ``area 51``) are left as they are; [] when no word mixes the two."""
+    if not _MIXED_WORD.search(text_key):
+        return []
+    readings = []
+    for table in _OCR_DIGIT_LETTERS:
+        folded = _MIXED_WORD.sub(lambda m: "".join(table.get(c, c) for c in m.group()), text_key)
+        if folded != text_key and folded not in readings:
+            readings.append(folded)
+    return readings
+
+
 def needs_corroboration(name: str) -> bool:
     """A name that is also a common word (:data:`COMMON_ZIPF`): found inside a sentence it is no evidence alone."""
     return commonness(name) >= COMMON_ZIPF

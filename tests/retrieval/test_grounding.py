@@ -265,3 +265,14 @@ def test_other_language_entities_are_searched_apart(grounder):
     res = grounder.ground(GroundingCues(visual_handle="a lazy man slumped on a sofa from a Chinese sitcom"))
     assert {c.entity.language for c in res.candidates} >= {"zh", "en"}
     assert all(isinstance(c.height, float) for c in res.candidates)
+
+
+def test_ocr_digits_read_as_letters_find_a_distinctive_name(grounder):
+    """rapidocr reads STONKS as 5TONKS: the exact route also reads the digit as its look-alike letter."""
+    res = grounder.ground(GroundingCues(ocr_text="5TONKS"))
+    top = res.candidates[0]
+    assert top.entity.name == "Stonks" and top.exact == pytest.approx(0.6) and top.matched_alias == "Stonks"
+    assert res.hits and res.hits[0].entity.name == "Stonks"
+    # digits alone are numbers, not letters: nothing is read into "2024" or "51"
+    plain = grounder.ground(GroundingCues(ocr_text="Area 51 in 2024"))
+    assert all(c.exact == 0.0 for c in plain.candidates)
