@@ -160,9 +160,36 @@ def ocr_letter_readings(text_key: str) -> list[str]:
     return readings
 
 
+#: jieba dictionary tags of proper nouns and non-words: a name tagged otherwise is a word of the language
+#: (nr person, nrt/nrfg transliterated or full names, ns place, nt organisation, nz other proper noun)
+PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz", "x", "eng"})
+
+
+@lru_cache(maxsize=1)
+def _word_tags() -> dict[str, str]:
+    import jieba.posseg
+
+    _jieba()
+    return jieba.posseg.dt.word_tag_tab
+
+
+@lru_cache(maxsize=65536)
+def is_dictionary_word(name: str) -> bool:
+    """Whether a Chinese name is an ordinary word of the language: an entry of jieba's dictionary tagged as a
+    common word (noun, verb, adjective, time word, idiom ...), not as a proper noun (:data:`PROPER_TAGS`).
+    Dishes, objects and everyday phrases (东坡肉, 烧麦, 火车, 老板) are, however rare wordfreq finds them;
+    person and character names (诸葛亮, 鲁迅, 孙悟空) and names the dictionary lacks (琪露诺) are not."""
+    key = normalize(name).strip()
+    if not key or not _IS_CJK.search(key) or not all(_IS_CJK.match(c) for c in key):
+        return False
+    tag = _word_tags().get(key)
+    return tag is not None and tag not in PROPER_TAGS
+
+
 def needs_corroboration(name: str) -> bool:
-    """A name that is also a common word (:data:`COMMON_ZIPF`): found inside a sentence it is no evidence alone."""
-    return commonness(name) >= COMMON_ZIPF
+    """A name that is also a common word (:data:`COMMON_ZIPF`, or a Chinese dictionary word:
+    :func:`is_dictionary_word`): found inside a sentence it is no evidence alone."""
+    return commonness(name) >= COMMON_ZIPF or is_dictionary_word(name)
 
 
 def quoted_spans(text: str) -> list[str]:

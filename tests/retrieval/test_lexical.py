@@ -129,3 +129,12 @@ def test_ocr_letter_readings_only_for_words_mixing_letters_and_digits():
     assert ocr_letter_readings("m1nd") == ["mlnd", "mind"]
     assert ocr_letter_readings("area 51 in 2024") == [] and ocr_letter_readings("doge") == []
     assert ocr_letter_readings("蚌埠住了 666") == []
+
+
+def test_dictionary_words_are_ordinary_names_are_not():
+    from retrieval.lexical import is_dictionary_word, needs_corroboration
+
+    for word in ("东坡肉", "烧麦", "火车", "老板", "麻婆豆腐"):
+        assert is_dictionary_word(word) and needs_corroboration(word), word
+    for name in ("诸葛亮", "鲁迅", "孙悟空", "琪露诺", "Doge", "东坡肉A"):
+        assert not is_dictionary_word(name), name
