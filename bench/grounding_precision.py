@@ -19,6 +19,9 @@ hit above τ (zh / en), top-1 at τ of the positives by kind and by language (th
 is the top hit and passes τ; a hit whose name equals the expected name counts, a Moegirl
 namesake included), top-1 by rank alone, and grounding latency p50/p95 (query embeddings are
 cached, so latency is the store's searches plus fusion, the part that grows with the KB).
+Then every size's KB is opened at once and each query grounded at each size in turn
+(``latency_side_by_side``: p50/p95 per size and the p50 ratio to the smallest size, the figure the
+issue caps at 1.5× for 40,000 entities; a shared machine's load touches every size alike).
 ``--baseline FILE`` (a JSON this script printed) adds ``ratio_to_baseline`` beside each figure.
 ``--dump`` writes each query's top candidates with their route scores (for calibrate_tau.py).
 
@@ -32,6 +35,7 @@ import argparse
 import hashlib
 import json
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -104,15 +108,23 @@ def open_kb(work: Path, size: int, real: Path, embedder: CachedEmbedder) -> Know
     return kb
 
 
-def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None) -> tuple[list[dict[str, Any]], float]:
+def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None) -> tuple[list[dict[str, Any]], float, list[str]]:
     """Ground every query; rows carry the top candidates for re-scoring offline.
 
     A negative whose whole text is the name or alias of an entity of this KB (the sample's "林黛玉"
-    among Moegirl characters) is no negative here: it is left out (``named_in_kb``)."""
+    among Moegirl characters) or of a work of this KB's entities (``蜡笔小新``: its source work, or the
+    ``《work》`` a Moegirl character's description names) is no negative here: it names something the KB
+    holds, so it is left out and listed (``named_in_kb``)."""
     from culturebase.entity import normalize_text
 
-    keys = {normalize_text(n) for e in kb.store.iter_entities() for n in e.names}
+    keys: set[str] = set()
+    for e in kb.store.iter_entities():
+        keys.update(normalize_text(n) for n in e.names)
+        keys.update(normalize_text(w) for w in (e.source_work, *re.findall(r"《([^《》]+)》", e.description)) if w)
+    named = [q["query"] for q in queries if not q.get("expected") and normalize_text(q["query"]) in keys]
     queries = [q for q in queries if q.get("expected") or normalize_text(q["query"]) not in keys]
+    if named:
+        log.info("left out %d negatives naming an entity or work of this KB: %s", len(named), ", ".join(named))
     grounder = EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20)
     # warm the query-embedding cache and the store's pages
     kb.embedder.encode_queries([q["query"] for q in queries])
@@ -140,7 +152,29 @@ def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None
                 ],
             }
         )
-    return rows, grounder.tau
+    return rows, grounder.tau, named
+
+
+def interleaved_latency(kbs: dict[int, KnowledgeBase], queries: list[dict[str, Any]], tau: float | None, rounds: int = 2) -> dict[str, Any]:
+    """Grounding latency of every size measured side by side: each query grounded at each size in turn, so
+    that the machine's load changes touch every size alike; p50/p95 per size and p50 over the smallest size's."""
+    grounders = {s: EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20) for s, kb in kbs.items()}
+    times: dict[int, list[float]] = {s: [] for s in kbs}
+    for rnd in range(rounds + 1):  # round 0 warms the caches and pages
+        for q in queries:
+            for s, g in grounders.items():
+                t = time.perf_counter()
+                g.ground(cues_for(q["route"], q["query"]))
+                if rnd:
+                    times[s].append((time.perf_counter() - t) * 1000)
+    p50 = {s: float(np.percentile(v, 50)) for s, v in times.items()}
+    smallest = min(kbs)
+    return {
+        "rounds": rounds,
+        "p50_ms": {str(s): round(v, 2) for s, v in p50.items()},
+        "p95_ms": {str(s): round(float(np.percentile(v, 95)), 2) for s, v in times.items()},
+        "p50_ratio_to_smallest": {str(s): round(v / p50[smallest], 3) for s, v in p50.items()},
+    }
 
 
 def _share(xs: list[bool]) -> float | None:
@@ -187,6 +221,10 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="a JSON printed earlier: ratios beside each figure")
     ap.add_argument("--dump", type=Path, help="write every query's row (top candidates, route scores) as JSONL per size")
     ap.add_argument("--label", default="", help="a label printed with the figures")
+    ap.add_argument(
+        "--no-side-by-side", dest="side_by_side", action="store_false",
+        help="skip the latency run that grounds each query at every size in turn (p50 ratio to the smallest size)",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     real = args.real if args.real.is_absolute() else (Path.cwd() / args.real)
@@ -199,7 +237,7 @@ def main() -> None:
     for size in [int(s) for s in args.sizes.split(",") if s]:
         kb = open_kb(args.work, size, real, embedder)
         try:
-            rows, tau = run_size(kb, queries, args.tau)
+            rows, tau, named = run_size(kb, queries, args.tau)
             n = kb.store.count()
         finally:
             kb.close()
@@ -222,12 +260,21 @@ def main() -> None:
             for r in rows
             if not r.get("expected") and r["accepted"]
         ][:15]
+        entry["negatives_left_out_naming_the_kb"] = named
         result["sizes"][str(size)] = entry
         log.info("size %d done: %s", size, json.dumps(entry["held-out"], ensure_ascii=False))
+    if args.side_by_side and len(result["sizes"]) > 1:
+        kbs = {int(s): open_kb(args.work, int(s), real, embedder) for s in result["sizes"]}
+        try:
+            result["latency_side_by_side"] = interleaved_latency(kbs, queries, args.tau)
+        finally:
+            for kb in kbs.values():
+                kb.close()
+        log.info("latency side by side: %s", json.dumps(result["latency_side_by_side"]))
     if args.baseline and args.baseline.exists():
         base = json.loads(args.baseline.read_text("utf-8"))
         result["ratio_to_baseline"] = {
-            size: ratios({k: v for k, v in e.items() if k != "negatives_grounded_examples"}, base["sizes"].get(size, {}))
+            size: ratios({k: v for k, v in e.items() if k not in ("negatives_grounded_examples", "negatives_left_out_naming_the_kb")}, base["sizes"].get(size, {}))
             for size, e in result["sizes"].items()
         }
     print(json.dumps(result, ensure_ascii=False, indent=2))

@@ -97,6 +97,13 @@ def _clean(value: Any) -> Any:
     return _WS.sub(" ", value).strip() if isinstance(value, str) else value
 
 
+def _stored_time(value: Any) -> datetime | None:
+    """A datetime as :meth:`Entity.to_payload` writes it (ISO 8601), or None."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value)
+
+
 class Entity(BaseModel):
     """One cultural entity (a character, work, meme template, catchphrase ...)."""
 
@@ -236,10 +243,32 @@ class Entity(BaseModel):
         return payload
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "Entity":
-        """Rebuild a record from a stored payload."""
+    def from_payload(cls, payload: dict[str, Any], trusted: bool = False) -> "Entity":
+        """Rebuild a record from a stored payload.
+
+        ``trusted``: the payload is one :meth:`to_payload` wrote (a validated record), so it is rebuilt
+        without validating it again (grounding rebuilds a hundred candidates a query); a payload that
+        does not have that shape is validated as usual."""
         data = {k: v for k, v in payload.items() if k in cls.model_fields}
+        if trusted:
+            try:
+                return cls._rebuilt(data)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                pass
         return cls.model_validate(data)
+
+    @classmethod
+    def _rebuilt(cls, data: dict[str, Any]) -> "Entity":
+        if not data.get("id") or not data.get("name"):
+            raise ValueError("not a stored record")
+        data["sources"] = [
+            Source.model_construct(site=s["site"], url=s["url"], retrieved_at=_stored_time(s.get("retrieved_at")))
+            for s in data.get("sources") or []
+        ]
+        data["images"] = [EntityImage.model_construct(**i) for i in data.get("images") or []]
+        if "updated_at" in data:
+            data["updated_at"] = _stored_time(data["updated_at"])
+        return cls.model_construct(**data)
 
     @classmethod
     def from_release(cls, record: dict[str, Any]) -> "Entity":

@@ -51,6 +51,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -274,10 +275,17 @@ def _alias_in_text(alias_key: str, text_key: str) -> bool:
     return re.search(rf"(?<![\w]){re.escape(alias_key)}(?![\w])", text_key) is not None
 
 
+#: normalised name keys, cached: the exact route keys every alias of every candidate on every query
+_name_key = lru_cache(maxsize=65536)(normalize_text)
+
+
 def distinctiveness(name: str) -> float:
     """1.0 for a name that is no ordinary word, falling linearly to 0.0 between Zipf frequency
     :data:`ZIPF_DISTINCT` and :data:`ZIPF_ORDINARY` (老板 4.98 → 0, 鲁迅 4.22 → 0, 诸葛亮 3.75 → 0.17,
-    烧麦 3.12 → 0.59, doge 2.97 → 0.69, 王司徒 2.24 → 1)."""
+    doge 2.97 → 0.69, 王司徒 2.24 → 1); 0.0 for a word of the Chinese dictionary however rare
+    (东坡肉 2.5, 烧麦 3.12: :func:`~retrieval.lexical.is_dictionary_word`)."""
+    if lex.is_dictionary_word(name):
+        return 0.0
     z = lex.commonness(name)
     return float(min(1.0, max(0.0, (ZIPF_ORDINARY - z) / (ZIPF_ORDINARY - ZIPF_DISTINCT))))
 
@@ -413,6 +421,11 @@ class EntityGrounder:
         backgrounds: list[dict[str, float]] = [{} for _ in queries]
         heights: dict[str, dict[str, float]] = {}
 
+        def entity_of(hit: Any) -> Entity:
+            """A hit's entity, built once per id (from the store's own payload: no re-validation)."""
+            ent = entities.get(hit.id)
+            return ent if ent is not None else Entity.from_payload(hit.payload, trusted=True)
+
         def record(route: str, cue: str, ent: Entity, score: float, i: int | None = None) -> None:
             entities.setdefault(ent.id, ent)
             scores = route_scores.setdefault(ent.id, {})
@@ -433,14 +446,14 @@ class EntityGrounder:
             searches = [PayloadFilter.of(language=lg) for lg in groups] + ([] if covered else [flt_lang])
             for lg, flt in zip([*groups, None], searches):
                 hits = coll.search(ROUTE_VECTOR[route], vector, self.candidates, flt)
-                found += [(Entity.from_payload(h.payload), h.score * factor) for h in hits]
+                found += [(entity_of(h), h.score * factor) for h in hits]
                 if lg is not None and hits:
                     backgrounds[i][lg] = hits[min(K_BACKGROUND, len(hits)) - 1].score * factor
             if route == "name":
                 # entities whose name/alias equals the guess are scored even when dense search missed them
                 key = normalize_text(text.split(" | ")[0])
                 exact = PayloadFilter.of(match_keys=[key], language=language)
-                found += [(Entity.from_payload(h.payload), h.score * factor) for h in coll.search("identity", vector, self.candidates, exact)]
+                found += [(entity_of(h), h.score * factor) for h in coll.search("identity", vector, self.candidates, exact)]
             for ent, score in found:
                 record(route, text, ent, score, i)
             routes[route] = "ran"
@@ -453,27 +466,35 @@ class EntityGrounder:
                 if not qvec:
                     continue
                 for hit in coll.search_sparse("lexical", qvec, self.candidates * LEXICAL_POOL, flt_lang):
-                    record("lexical", text, Entity.from_payload(hit.payload), lex.normalized_bm25(hit.score, qvec, n_entities))
+                    record("lexical", text, entity_of(hit), lex.normalized_bm25(hit.score, qvec, n_entities))
             routes["lexical"] = "ran"
         else:
             routes["lexical"] = "skipped: this CultureBase was built without the lexical index (run `kar kb reindex`)"
 
-        # entities found only by the lexical route get their dense scores too (a search restricted to their ids)
-        for i, (route, text, factor) in enumerate(queries):
-            missing = [eid for eid in entities if route not in route_scores.get(eid, {})]
-            if not missing:
-                continue
-            # their stored vectors, scored exactly (a filtered HNSW search over a few ids among tens of
-            # thousands returned none of them)
-            for eid, vec in coll.retrieve_dense(missing, ROUTE_VECTOR[route]).items():
-                record(route, text, entities[eid], float(vec @ batch.dense[i]) * factor, i)  # type: ignore[union-attr]
+        # an entity that one dense query did not find (found by another route or by the lexical route) gets
+        # that query's cosine too: its stored vectors, read in one request and scored exactly (a filtered
+        # HNSW search over a few ids among tens of thousands returned none of them)
+        lacking: dict[str, list[int]] = {}
+        for i, (route, _, _) in enumerate(queries):
+            for eid in entities:
+                if route not in route_scores.get(eid, {}):
+                    lacking.setdefault(eid, []).append(i)
+        if lacking:
+            names = sorted({ROUTE_VECTOR[queries[i][0]] for idx in lacking.values() for i in idx})
+            stored = coll.retrieve_vectors(list(lacking), names)
+            for eid, idx in lacking.items():
+                for i in idx:
+                    route, text, factor = queries[i]
+                    vec = stored.get(eid, {}).get(ROUTE_VECTOR[route])
+                    if vec is not None:
+                        record(route, text, entities[eid], float(vec @ batch.dense[i]) * factor, i)  # type: ignore[union-attr]
 
         sparse_scores: dict[str, float] = {}
         if batch is not None and batch.sparse is not None and "identity_sparse" in coll.spec.sparse:
             sparse_queries = [batch.sparse[i] for i, (r, _, _) in enumerate(queries) if r in ("name", "ocr") and batch.sparse[i]]
             for sq in sparse_queries:
                 for hit in coll.search_sparse("identity_sparse", sq, self.candidates, flt_lang):
-                    entities.setdefault(hit.id, Entity.from_payload(hit.payload))
+                    entities.setdefault(hit.id, entity_of(hit))
             docs = coll.retrieve_sparse(list(entities), "identity_sparse")
             for eid, doc in docs.items():
                 sparse_scores[eid] = max((_sparse_share(sq, doc) for sq in sparse_queries), default=0.0)
@@ -489,11 +510,12 @@ class EntityGrounder:
         routes["exact"] = "ran" if name_keys or lex.squash(cues.ocr_text) else "skipped: no entity guess or OCR text"
 
         ocr_key = normalize_text(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])
+        ocr_keys = (ocr_key, *lex.ocr_letter_readings(ocr_key))  # 5tonks is also read as stonks
         quoted = {normalize_text(q) for q in lex.quoted_spans(cues.ocr_text[:lex.MAX_LEXICAL_CHARS])}
         scored: list[GroundedEntity] = []
         for eid, ent in entities.items():
             scores = dict(route_scores.get(eid, {}))
-            exact, matched = self._lexical(ent, name_keys, ocr_key, quoted)
+            exact, matched = self._lexical(ent, name_keys, ocr_keys, quoted)
             if exact:
                 scores["exact"] = exact
             caption = lex.caption_score(lines, lex.catchphrases(ent)) if lines else None
@@ -554,24 +576,27 @@ class EntityGrounder:
         return GroundingResult(result.candidates[:k], result.candidates, self.tau, result.routes)
 
     @staticmethod
-    def _lexical(entity: Entity, name_keys: set[str], ocr_key: str, quoted: set[str] = frozenset()) -> tuple[float, str | None]:  # type: ignore[assignment]
+    def _lexical(
+        entity: Entity, name_keys: set[str], ocr_keys: Sequence[str], quoted: set[str] = frozenset()  # type: ignore[assignment]
+    ) -> tuple[float, str | None]:
         """The ``exact`` route: a guess equals a name/alias (1.0); a name/alias is quoted in the OCR text
-        (0.6) or occurs in it as whole words (0.6 × :func:`distinctiveness`); or a near match."""
+        (0.6) or occurs in it as whole words (0.6 × :func:`distinctiveness`) — in the text as read or in
+        one of its :func:`~retrieval.lexical.ocr_letter_readings`; or a near match."""
         best, matched = 0.0, None
         for alias in entity.names:
-            key = normalize_text(alias)
+            key = _name_key(alias)
             if key in name_keys:
                 return 1.0, alias
             if key in quoted and best < 0.6:
                 best, matched = 0.6, alias
-            elif best < 0.6 and _alias_in_text(key, ocr_key):
+            elif best < 0.6 and any(_alias_in_text(key, k) for k in ocr_keys):
                 value = 0.6 * distinctiveness(alias)
                 if value > best:
                     best, matched = value, alias
             for guess in name_keys:
+                if 2.0 * min(len(guess), len(key)) < 0.85 * (len(guess) + len(key)):
+                    continue  # SequenceMatcher.real_quick_ratio(), without building the matcher
                 sm = difflib.SequenceMatcher(None, guess, key)
-                if sm.real_quick_ratio() < 0.85:
-                    continue
                 ratio = sm.ratio()
                 if ratio >= 0.85 and 0.5 * ratio > best:
                     best, matched = 0.5 * ratio, alias

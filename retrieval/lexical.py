@@ -137,9 +137,59 @@ def commonness(name: str) -> float:
     return max(0.0, sum(float(zipf_frequency(w, "en")) for w in words) - 9.0 * (len(words) - 1))
 
 
+#: digits OCR reads in place of look-alike letters (rapidocr: ``5TONKS`` for ``STONKS``, ``W0W`` for ``WOW``);
+#: ``1`` is read for both ``l`` and ``i``
+_OCR_DIGIT_LETTERS: tuple[dict[str, str], ...] = (
+    {"0": "o", "1": "l", "2": "z", "5": "s", "6": "g", "8": "b"},
+    {"0": "o", "1": "i", "2": "z", "5": "s", "6": "g", "8": "b"},
+)
+_MIXED_WORD = re.compile(rf"[^\W_{_CJK_CHAR}]*(?:[a-z][^\W_{_CJK_CHAR}]*\d|\d[^\W_{_CJK_CHAR}]*[a-z])[^\W_{_CJK_CHAR}]*")
+
+
+def ocr_letter_readings(text_key: str) -> list[str]:
+    """The other readings of a normalised OCR text whose words mix letters and digits: each digit that
+    OCR confuses with a letter read as that letter (``5tonks`` → ``stonks``).  Words of digits alone
+    (``2024``, ``area 51``) are left as they are; [] when no word mixes the two."""
+    if not _MIXED_WORD.search(text_key):
+        return []
+    readings = []
+    for table in _OCR_DIGIT_LETTERS:
+        folded = _MIXED_WORD.sub(lambda m: "".join(table.get(c, c) for c in m.group()), text_key)
+        if folded != text_key and folded not in readings:
+            readings.append(folded)
+    return readings
+
+
+#: jieba dictionary tags of proper nouns and non-words: a name tagged otherwise is a word of the language
+#: (nr person, nrt/nrfg transliterated or full names, ns place, nt organisation, nz other proper noun)
+PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz", "x", "eng"})
+
+
+@lru_cache(maxsize=1)
+def _word_tags() -> dict[str, str]:
+    import jieba.posseg
+
+    _jieba()
+    return jieba.posseg.dt.word_tag_tab
+
+
+@lru_cache(maxsize=65536)
+def is_dictionary_word(name: str) -> bool:
+    """Whether a Chinese name is an ordinary word of the language: an entry of jieba's dictionary tagged as a
+    common word (noun, verb, adjective, time word, idiom ...), not as a proper noun (:data:`PROPER_TAGS`).
+    Dishes, objects and everyday phrases (东坡肉, 烧麦, 火车, 老板) are, however rare wordfreq finds them;
+    person and character names (诸葛亮, 鲁迅, 孙悟空) and names the dictionary lacks (琪露诺) are not."""
+    key = normalize(name).strip()
+    if not key or not _IS_CJK.search(key) or not all(_IS_CJK.match(c) for c in key):
+        return False
+    tag = _word_tags().get(key)
+    return tag is not None and tag not in PROPER_TAGS
+
+
 def needs_corroboration(name: str) -> bool:
-    """A name that is also a common word (:data:`COMMON_ZIPF`): found inside a sentence it is no evidence alone."""
-    return commonness(name) >= COMMON_ZIPF
+    """A name that is also a common word (:data:`COMMON_ZIPF`, or a Chinese dictionary word:
+    :func:`is_dictionary_word`): found inside a sentence it is no evidence alone."""
+    return commonness(name) >= COMMON_ZIPF or is_dictionary_word(name)
 
 
 def quoted_spans(text: str) -> list[str]:

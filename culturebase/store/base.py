@@ -185,9 +185,14 @@ class Collection(abc.ABC):
     def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
         """The named sparse vector of each existing id."""
 
+    def retrieve_vectors(self, ids: Sequence[str], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+        """The named dense vectors of each existing id, read in one request (as stored: unit length for
+        cosine vectors); a point without one of the names lacks that key."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read dense vectors back")
+
     def retrieve_dense(self, ids: Sequence[str], vector_name: str) -> dict[str, np.ndarray]:
         """The named dense vector of each existing id (as stored: unit length for cosine vectors)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot read dense vectors back")
+        return {i: v[vector_name] for i, v in self.retrieve_vectors(ids, [vector_name]).items() if vector_name in v}
 
     def flush(self) -> None:
         """Persist pending writes (no-op where writes are synchronous)."""

@@ -72,6 +72,18 @@ def _scored(hit: Any) -> ScoredRecord:
     return ScoredRecord(payload["_id"], float(hit.score), payload)
 
 
+def _vectors_by_id(records: Sequence[Any], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """``{id: {name: vector}}`` of retrieved records (the engine converts ``payload`` and ``vector`` on each
+    access: each is read once)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for r in records:
+        payload, vectors = r.payload, r.vector
+        if not payload or not isinstance(vectors, dict):
+            continue
+        out[payload["_id"]] = {n: np.asarray(vectors[n], dtype=np.float32) for n in vector_names if vectors.get(n) is not None}
+    return out
+
+
 class EdgeCollection(Collection):
     """A collection stored as one Qdrant Edge shard."""
 
@@ -165,19 +177,17 @@ class EdgeCollection(Collection):
                 out[r.payload["_id"]] = dict(zip(vec.indices, vec.values))
         return out
 
-    def retrieve_dense(self, ids: Sequence[str], vector_name: str) -> dict[str, np.ndarray]:
-        if not ids:
+    def retrieve_vectors(self, ids: Sequence[str], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+        if not ids or not vector_names:
             return {}
         with self._turns.turn():
-            records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=["_id"], with_vector=[vector_name])
-        return {
-            r.payload["_id"]: np.asarray(r.vector[vector_name], dtype=np.float32)
-            for r in records
-            if r.payload and isinstance(r.vector, dict) and r.vector.get(vector_name) is not None
-        }
+            records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=["_id"], with_vector=list(vector_names))
+        return _vectors_by_id(records, vector_names)
 
     def count(self, flt: PayloadFilter | None = None) -> int:
         qe = _edge()
+        if flt is None or not flt.equals:  # the shard's own point count: exact, and free (an exact count scans)
+            return int(self._shard.info().points_count)
         return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
 
     def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:

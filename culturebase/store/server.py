@@ -147,16 +147,16 @@ class ServerCollection(Collection):
                 out[r.payload["_id"]] = dict(zip(vec.indices, vec.values))
         return out
 
-    def retrieve_dense(self, ids: Sequence[str], vector_name: str) -> dict[str, np.ndarray]:
-        if not ids:
+    def retrieve_vectors(self, ids: Sequence[str], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+        if not ids or not vector_names:
             return {}
         records = self._client.retrieve(
-            self.alias, ids=[point_uuid(i) for i in ids], with_payload=["_id"], with_vectors=[vector_name]
+            self.alias, ids=[point_uuid(i) for i in ids], with_payload=["_id"], with_vectors=list(vector_names)
         )
         return {
-            r.payload["_id"]: np.asarray(r.vector[vector_name], dtype=np.float32)
+            r.payload["_id"]: {n: np.asarray(r.vector[n], dtype=np.float32) for n in vector_names if r.vector.get(n) is not None}
             for r in records
-            if r.payload and isinstance(r.vector, dict) and r.vector.get(vector_name) is not None
+            if r.payload and isinstance(r.vector, dict)
         }
 
     def count(self, flt: PayloadFilter | None = None) -> int:

@@ -113,6 +113,9 @@ def test_search_returns_nearest_with_filters(store):
     assert store.entities.retrieve_sparse([ents[2].id], "identity_sparse") == {ents[2].id: {2: 1.0, 1002: 0.5}}
     dense = store.entities.retrieve_dense([ents[2].id, "no-such-id"], "visual")
     assert list(dense) == [ents[2].id]
+    both = store.entities.retrieve_vectors([ents[2].id, ents[3].id, "no-such-id"], ["visual", "identity"])
+    assert sorted(both) == sorted([ents[2].id, ents[3].id]) and set(both[ents[3].id]) == {"visual", "identity"}
+    assert np.array_equal(both[ents[2].id]["visual"], dense[ents[2].id])
     v = vecs["visual"][2]
     assert float(dense[ents[2].id] @ (v / (v @ v) ** 0.5)) == pytest.approx(1.0, abs=1e-3)
 
@@ -122,6 +125,8 @@ def test_delete_scroll_and_stats(store):
     store.upsert_entities(ents, _vectors(7), _sparse(7))
     assert store.delete([ents[0].id, "nope"]) == 1
     assert store.count() == 6
+    store.upsert_entities(ents[1:], {k: v[1:] for k, v in _vectors(7).items()}, {k: v[1:] for k, v in _sparse(7).items()})  # same ids again
+    assert store.count() == 6 and store.count(language="en") + store.count(language="zh") == 6
     assert sorted(e.id for e in store.iter_entities(batch=2)) == sorted(e.id for e in ents[1:])
     stats = store.stats()
     assert stats["entities"] == 6 and stats["by_language"] == {"en": 3, "zh": 3}

