@@ -104,7 +104,9 @@ def open_kb(work: Path, size: int, real: Path, embedder: CachedEmbedder) -> Know
     return kb
 
 
-def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None) -> tuple[list[dict[str, Any]], float]:
+def run_size(
+    kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None, crosslingual: bool = True
+) -> tuple[list[dict[str, Any]], float]:
     """Ground every query; rows carry the top candidates for re-scoring offline.
 
     A negative whose whole text is the name or alias of an entity of this KB (the sample's "林黛玉"
@@ -113,7 +115,7 @@ def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None
 
     keys = {normalize_text(n) for e in kb.store.iter_entities() for n in e.names}
     queries = [q for q in queries if q.get("expected") or normalize_text(q["query"]) not in keys]
-    grounder = EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20)
+    grounder = EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20, crosslingual=crosslingual)
     # warm the query-embedding cache and the store's pages
     kb.embedder.encode_queries([q["query"] for q in queries])
     for q in queries[:20]:
@@ -187,6 +189,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="a JSON printed earlier: ratios beside each figure")
     ap.add_argument("--dump", type=Path, help="write every query's row (top candidates, route scores) as JSONL per size")
     ap.add_argument("--label", default="", help="a label printed with the figures")
+    ap.add_argument("--no-crosslingual", action="store_true", help="ground without the cross-lingual pass (retrieval/crosslingual.py)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     real = args.real if args.real.is_absolute() else (Path.cwd() / args.real)
@@ -195,11 +198,13 @@ def main() -> None:
     settings = Settings()
     embedder = CachedEmbedder(build_embedder(settings), args.work / "embeddings")
     queries = load_queries()
-    result: dict[str, Any] = {"label": args.label, "embedder": embedder.name, "queries": len(queries), "sizes": {}}
+    result: dict[str, Any] = {
+        "label": args.label, "embedder": embedder.name, "crosslingual": not args.no_crosslingual, "queries": len(queries), "sizes": {},
+    }
     for size in [int(s) for s in args.sizes.split(",") if s]:
         kb = open_kb(args.work, size, real, embedder)
         try:
-            rows, tau = run_size(kb, queries, args.tau)
+            rows, tau = run_size(kb, queries, args.tau, crosslingual=not args.no_crosslingual)
             n = kb.store.count()
         finally:
             kb.close()
