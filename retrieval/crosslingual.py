@@ -114,16 +114,16 @@ class LanguageReference:
         return np.partition(sims, sims.shape[1] - k, axis=1)[:, -k:].mean(axis=1)
 
 
-_CACHE: dict[str, dict[str, LanguageReference]] = {}
+_CACHE: dict[tuple[str, int], dict[str, LanguageReference]] = {}
 _LOCK = threading.Lock()
 
 
 def language_references(embedder: Any) -> dict[str, LanguageReference]:
-    """Reference statistics per language for ``embedder``, embedded once per process (per embedder name)."""
-    name = str(getattr(embedder, "name", type(embedder).__name__))
+    """Reference statistics per language for ``embedder``, embedded once per process (per embedder name and size)."""
+    key = (str(getattr(embedder, "name", type(embedder).__name__)), int(getattr(embedder, "dim", 0) or 0))
     with _LOCK:
-        if name in _CACHE:
-            return _CACHE[name]
+        if key in _CACHE:
+            return _CACHE[key]
         refs: dict[str, LanguageReference] = {}
         for lang, texts in reference_texts().items():
             queries = np.asarray(embedder.encode_queries(texts).dense, dtype=np.float64)
@@ -132,7 +132,7 @@ def language_references(embedder: Any) -> dict[str, LanguageReference]:
             qc, pc = _unit(queries - mq), _unit(passages - mp)
             ref = LanguageReference(mq, mp, passages, pc, np.zeros(len(pc)), qc)
             refs[lang] = LanguageReference(mq, mp, passages, pc, ref.hub(pc), qc)
-        _CACHE[name] = refs
+        _CACHE[key] = refs
         return refs
 
 
