@@ -31,11 +31,15 @@ cosine and ``mapped`` (retrieval/grounding.py, route ``visual`` only: :data:`ROU
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 import re
 import threading
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +55,8 @@ HUB_WEIGHT = 1.0
 #: how many of the best centered reference-query cosines make a candidate's hubness
 K_HUB = 10
 REFERENCE_FILE = "language_reference.json"
+
+log = logging.getLogger(__name__)
 
 _HANGUL = re.compile(r"[\uac00-\ud7af]")
 _KANA = re.compile(r"[\u3040-\u30ff]")
@@ -118,21 +124,67 @@ _CACHE: dict[tuple[str, int], dict[str, LanguageReference]] = {}
 _LOCK = threading.Lock()
 
 
+def _statistics(queries: np.ndarray, passages: np.ndarray) -> LanguageReference:
+    """One language's statistics from its reference texts embedded as queries and as passages."""
+    queries, passages = np.asarray(queries, dtype=np.float64), np.asarray(passages, dtype=np.float64)
+    mq, mp = queries.mean(axis=0), passages.mean(axis=0)
+    qc, pc = _unit(queries - mq), _unit(passages - mp)
+    ref = LanguageReference(mq, mp, passages, pc, np.zeros(len(pc)), qc)
+    return LanguageReference(mq, mp, passages, pc, ref.hub(pc), qc)
+
+
+def _cache_file(name: str, dim: int, texts: dict[str, list[str]]) -> Path | None:
+    """Where the reference embeddings of one embedder are kept between processes: ``DATA_DIR/cache``
+    (a ``kar kb search`` is one process; embedding the 640 texts again would cost it seconds)."""
+    try:
+        from culturebase.settings import get_settings
+
+        folder = Path(get_settings().data_dir) / "cache"
+    except Exception:  # settings that do not validate: no disk cache, the pass still runs
+        return None
+    digest = hashlib.sha1(json.dumps([name, dim, texts], ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+    return folder / f"crosslingual-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}-{digest}.npz"
+
+
+def _embedded(embedder: Any, name: str, dim: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each language's reference texts embedded as queries and as passages: from the disk cache, else embedded
+    now and written there (atomically; a folder that cannot be written only costs the next process the time)."""
+    texts = reference_texts()
+    path = _cache_file(name, dim, texts)
+    if path is not None and path.exists():
+        try:
+            with np.load(path) as data:
+                out = {lang: (data[f"{lang}.queries"], data[f"{lang}.passages"]) for lang in texts}
+            if all(q.shape == (len(texts[lang]), dim) == p.shape for lang, (q, p) in out.items()):
+                return out
+        except (OSError, KeyError, ValueError) as exc:
+            log.warning("cross-lingual reference cache %s unreadable (%s): embedding again", path, exc)
+    out = {
+        lang: (np.asarray(embedder.encode_queries(t).dense, dtype=np.float32), np.asarray(embedder.encode_documents(t).dense, dtype=np.float32))
+        for lang, t in texts.items()
+    }
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+            np.savez(tmp, **{f"{lang}.{kind}": arr for lang, pair in out.items() for kind, arr in zip(("queries", "passages"), pair)})
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("cross-lingual reference cache %s not written (%s)", path, exc)
+    return out
+
+
 def language_references(embedder: Any) -> dict[str, LanguageReference]:
-    """Reference statistics per language for ``embedder``, embedded once per process (per embedder name and size)."""
-    key = (str(getattr(embedder, "name", type(embedder).__name__)), int(getattr(embedder, "dim", 0) or 0))
+    """Reference statistics per language for ``embedder``: embedded once (kept in memory per process and on
+    disk under ``DATA_DIR/cache``, keyed by the embedder's name and size and the reference texts)."""
+    name = str(getattr(embedder, "name", type(embedder).__name__))
+    dim = int(getattr(embedder, "dim", 0) or 0)
     with _LOCK:
-        if key in _CACHE:
-            return _CACHE[key]
-        refs: dict[str, LanguageReference] = {}
-        for lang, texts in reference_texts().items():
-            queries = np.asarray(embedder.encode_queries(texts).dense, dtype=np.float64)
-            passages = np.asarray(embedder.encode_documents(texts).dense, dtype=np.float64)
-            mq, mp = queries.mean(axis=0), passages.mean(axis=0)
-            qc, pc = _unit(queries - mq), _unit(passages - mp)
-            ref = LanguageReference(mq, mp, passages, pc, np.zeros(len(pc)), qc)
-            refs[lang] = LanguageReference(mq, mp, passages, pc, ref.hub(pc), qc)
-        _CACHE[key] = refs
+        if (name, dim) in _CACHE:
+            return _CACHE[(name, dim)]
+        embedded = _embedded(embedder, name, dim)
+        refs = {lang: _statistics(q, p) for lang, (q, p) in embedded.items()}
+        _CACHE[(name, dim)] = refs
         return refs
 
 

@@ -81,3 +81,47 @@ def test_reference_texts_are_parallel_and_large_enough():
     assert set(refs) >= {"en", "zh"}
     assert len(refs["en"]) == len(refs["zh"]) >= 2 * K_HUB
     assert all(query_language(t) == "zh" for t in refs["zh"]) and all(query_language(t) == "en" for t in refs["en"])
+
+
+class _CountingHashEmbedder:
+    """Hashed trigrams (fast), counting the texts it embeds."""
+
+    name = "test-crosslingual-cache"
+    dim = 64
+
+    def __init__(self) -> None:
+        from tests.crawlers.hash_embedder import HashEmbedder
+
+        self.inner = HashEmbedder()
+        self.texts = 0
+
+    def encode_queries(self, texts):
+        self.texts += len(texts)
+        return self.inner.encode_queries(texts)
+
+    def encode_documents(self, texts):
+        self.texts += len(texts)
+        return self.inner.encode_documents(texts)
+
+
+def test_reference_embeddings_are_kept_on_disk_between_processes(tmp_path, monkeypatch):
+    import retrieval.crosslingual as xl
+
+    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "data"))
+    first = _CountingHashEmbedder()
+    refs = xl.language_references(first)
+    n = sum(len(t) for t in reference_texts().values())
+    assert first.texts == 2 * n and list((tmp_path / "data" / "cache").glob("crosslingual-*.npz"))
+    monkeypatch.delitem(xl._CACHE, (first.name, first.dim))  # a new process: memory cache empty
+    second = _CountingHashEmbedder()
+    again = xl.language_references(second)
+    assert second.texts == 0  # read from disk
+    for lang in refs:
+        assert again[lang].mean_query == pytest.approx(refs[lang].mean_query)
+        assert again[lang].passages_hub == pytest.approx(refs[lang].passages_hub)
+    monkeypatch.delitem(xl._CACHE, (first.name, first.dim))
+    for f in (tmp_path / "data" / "cache").glob("*.npz"):
+        f.write_bytes(b"not an npz")  # a damaged cache file: embedded again, not an error
+    third = _CountingHashEmbedder()
+    xl.language_references(third)
+    assert third.texts == 2 * n
