@@ -108,7 +108,9 @@ def open_kb(work: Path, size: int, real: Path, embedder: CachedEmbedder) -> Know
     return kb
 
 
-def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None) -> tuple[list[dict[str, Any]], float, list[str]]:
+def run_size(
+    kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None, crosslingual: bool = True
+) -> tuple[list[dict[str, Any]], float, list[str]]:
     """Ground every query; rows carry the top candidates for re-scoring offline.
 
     A negative whose whole text is the name or alias of an entity of this KB (the sample's "林黛玉"
@@ -125,7 +127,7 @@ def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None
     queries = [q for q in queries if q.get("expected") or normalize_text(q["query"]) not in keys]
     if named:
         log.info("left out %d negatives naming an entity or work of this KB: %s", len(named), ", ".join(named))
-    grounder = EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20)
+    grounder = EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20, crosslingual=crosslingual)
     # warm the query-embedding cache and the store's pages
     kb.embedder.encode_queries([q["query"] for q in queries])
     for q in queries[:20]:
@@ -155,10 +157,14 @@ def run_size(kb: KnowledgeBase, queries: list[dict[str, Any]], tau: float | None
     return rows, grounder.tau, named
 
 
-def interleaved_latency(kbs: dict[int, KnowledgeBase], queries: list[dict[str, Any]], tau: float | None, rounds: int = 2) -> dict[str, Any]:
+def interleaved_latency(
+    kbs: dict[int, KnowledgeBase], queries: list[dict[str, Any]], tau: float | None, crosslingual: bool = True, rounds: int = 2
+) -> dict[str, Any]:
     """Grounding latency of every size measured side by side: each query grounded at each size in turn, so
     that the machine's load changes touch every size alike; p50/p95 per size and p50 over the smallest size's."""
-    grounders = {s: EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20) for s, kb in kbs.items()}
+    grounders = {
+        s: EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20, crosslingual=crosslingual) for s, kb in kbs.items()
+    }
     times: dict[int, list[float]] = {s: [] for s in kbs}
     for rnd in range(rounds + 1):  # round 0 warms the caches and pages
         for q in queries:
@@ -225,6 +231,7 @@ def main() -> None:
         "--no-side-by-side", dest="side_by_side", action="store_false",
         help="skip the latency run that grounds each query at every size in turn (p50 ratio to the smallest size)",
     )
+    ap.add_argument("--no-crosslingual", action="store_true", help="ground without the cross-lingual pass (retrieval/crosslingual.py)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     real = args.real if args.real.is_absolute() else (Path.cwd() / args.real)
@@ -233,11 +240,13 @@ def main() -> None:
     settings = Settings()
     embedder = CachedEmbedder(build_embedder(settings), args.work / "embeddings")
     queries = load_queries()
-    result: dict[str, Any] = {"label": args.label, "embedder": embedder.name, "queries": len(queries), "sizes": {}}
+    result: dict[str, Any] = {
+        "label": args.label, "embedder": embedder.name, "crosslingual": not args.no_crosslingual, "queries": len(queries), "sizes": {},
+    }
     for size in [int(s) for s in args.sizes.split(",") if s]:
         kb = open_kb(args.work, size, real, embedder)
         try:
-            rows, tau, named = run_size(kb, queries, args.tau)
+            rows, tau, named = run_size(kb, queries, args.tau, crosslingual=not args.no_crosslingual)
             n = kb.store.count()
         finally:
             kb.close()
@@ -266,7 +275,7 @@ def main() -> None:
     if args.side_by_side and len(result["sizes"]) > 1:
         kbs = {int(s): open_kb(args.work, int(s), real, embedder) for s in result["sizes"]}
         try:
-            result["latency_side_by_side"] = interleaved_latency(kbs, queries, args.tau)
+            result["latency_side_by_side"] = interleaved_latency(kbs, queries, args.tau, crosslingual=not args.no_crosslingual)
         finally:
             for kb in kbs.values():
                 kb.close()

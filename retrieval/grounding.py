@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from culturebase.entity import Entity, normalize_text
 from culturebase.store import CultureBaseStore, PayloadFilter
 from retrieval import lexical as lex
+from retrieval.crosslingual import ROUTES as CROSSLINGUAL_ROUTES, CrossLingualPass
 from retrieval.embedders import Embedder
 
 if TYPE_CHECKING:
@@ -357,8 +358,11 @@ class EntityGrounder:
         top_k: int = 5,
         candidates: int = 20,
         image_route: Any = None,
+        crosslingual: bool = True,
     ) -> None:
         self.image_route = image_route  # retrieval.image_route.ImageRoute (None: no image route)
+        # the cross-lingual pass of the visual route (retrieval/crosslingual.py); False: plain cosines only
+        self.crosslingual = CrossLingualPass(embedder, k_background=K_BACKGROUND) if crosslingual else None
         self.store = store
         self.embedder = embedder
         self.tau = default_tau(embedder.name) if tau is None else tau
@@ -426,16 +430,15 @@ class EntityGrounder:
             ent = entities.get(hit.id)
             return ent if ent is not None else Entity.from_payload(hit.payload, trusted=True)
 
-        def record(route: str, cue: str, ent: Entity, score: float, i: int | None = None) -> None:
+        def record(route: str, cue: str, ent: Entity, score: float, i: int | None = None, height: float | None = None) -> None:
             entities.setdefault(ent.id, ent)
             scores = route_scores.setdefault(ent.id, {})
             if score > scores.get(route, -1.0):
                 scores[route] = score
                 route_cue.setdefault(ent.id, {})[route] = cue
             bg = backgrounds[i] if i is not None else None
-            if bg:
-                top = max(bg.values())
-                h = score - bg.get(ent.language, top)
+            if bg or height is not None:
+                h = height if height is not None else score - bg.get(ent.language, max(bg.values()))  # type: ignore[union-attr]
                 if h > heights.setdefault(ent.id, {}).get(route, -9.0):
                     heights[ent.id][route] = h
 
@@ -456,6 +459,12 @@ class EntityGrounder:
                 found += [(entity_of(h), h.score * factor) for h in coll.search("identity", vector, self.candidates, exact)]
             for ent, score in found:
                 record(route, text, ent, score, i)
+            # -- cross-lingual pass (retrieval/crosslingual.py): other-language entities scored on centered vectors,
+            #    mapped back to the plain cosine scale with their own height; an entity keeps its larger score
+            if self.crosslingual is not None and route in CROSSLINGUAL_ROUTES:
+                known = {ent.id: ent for ent, _ in found}
+                for xh in self.crosslingual.score(coll, ROUTE_VECTOR[route], text, vector, groups, known, self.candidates, factor):
+                    record(route, text, xh.entity, xh.score, height=xh.height)
             routes[route] = "ran"
 
         # lexical route: BM25 over the embedder-independent sparse vector, one query per distinct cue text
