@@ -31,7 +31,7 @@ Progress = Callable[[int], None]
 #: formats whose images are the operator's own (paths, stored forms, URLs): fetched unless told not to
 OWN_FORMATS = ("jsonl", "release")
 #: formats counted by line (the rest by entry index)
-LINE_FORMATS = ("jsonl", "kymkb")
+LINE_FORMATS = ("jsonl", "kymkb", "crawl")
 
 
 def count_entries(path: Path, fmt: str) -> int | None:
@@ -244,7 +244,10 @@ def import_dump(
         from retrieval.knowledge_base import ImportFileError
 
         raise ImportFileError(str(exc)) from None
-    report = ImportReport(path=str(path), format=fmt, unit="line" if fmt in LINE_FORMATS else "entry")
+    unit = "line" if fmt in LINE_FORMATS else "entry"
+    if fmt == "crawl" and path.is_file() and first_bytes(path, 4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        unit = "entry"  # `scrapy crawl -o items.json`: a JSON array
+    report = ImportReport(path=str(path), format=fmt, unit=unit)
     fetch_images = fmt in OWN_FORMATS if fetch_images is None else fetch_images
     resolve = None
     images = kb.image_store
