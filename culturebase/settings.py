@@ -119,6 +119,10 @@ class Settings(BaseSettings):
         False,
         description="Also embed and store the `full` text vector of new entity collections (no grounding route searches it).",
     )
+    import_archive_max_mb: int = Field(
+        2048, ge=1,
+        description="Largest unpacked size of a dump archive posted to POST /v1/entities/import (zip / tar.gz of a dump folder); bigger ones are refused with 413.",
+    )
     import_chunk: int = Field(256, ge=1, le=65536, description="Entities read, embedded and written per step of an import.")
 
     # -- grounding ----------------------------------------------------------------------
