@@ -250,7 +250,7 @@ def import_dump(
     unit = "line" if fmt in LINE_FORMATS else "entry"
     if fmt == "crawl" and path.is_file() and first_bytes(path, 4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
         unit = "entry"  # `scrapy crawl -o items.json`: a JSON array
-    report = ImportReport(path=str(path), format=fmt, unit=unit)
+    report = ImportReport(path=str(path), format=fmt, unit=unit, dry_run=dry_run)
     fetch_images = fmt in OWN_FORMATS if fetch_images is None else fetch_images
     resolve = None
     images = None if dry_run else kb.image_store

@@ -201,4 +201,4 @@ async def import_entities(
         raise ApiError(400, "invalid_import", f"body: {report.stopped}")
     data = report.to_dict()
     data.pop("path", None)
-    return {**data, "total_entities": total, "dry_run": dry_run}
+    return {**data, "total_entities": total}
