@@ -351,8 +351,10 @@ class EdgeBackend(Backend):
         qe = _edge()
         shard_dir = folder / "shard"
         shard = qe.EdgeShard.create(str(shard_dir), self._config(spec, embedder, layout))
+        # a large (on-disk) KB keeps its keyword indexes (language, sites, name keys) in mapped files too
+        keyword = qe.KeywordIndexParams(memory=qe.Memory.Cold) if layout.on_disk else qe.PayloadSchemaType.Keyword
         for field_name in spec.keyword_indexes:
-            shard.update(qe.UpdateOperation.create_field_index(field_name, qe.PayloadSchemaType.Keyword))
+            shard.update(qe.UpdateOperation.create_field_index(field_name, keyword))
         meta = {
             "collection": spec.name,
             "embedder": embedder.name,
