@@ -53,7 +53,7 @@ def _open(create: bool = True):  # type: ignore[no-untyped-def]
     epilog="Examples:\n\n  kar kb import examples/culturebase_sample.jsonl\n\n  kar kb import kb_entries.json --kb data/culturebase --json\n\n  kar kb import memes.json --format kym-2023 --category Meme",
 )
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="A dump file or folder: our JSONL, the MemeBench release, a KnowYourMeme scrape, KYMKB, Moegirlpedia maps.", show_default=False)],
+    file: Annotated[Path, typer.Argument(help="A dump file or folder (or a zip / tar.gz of one): our JSONL, the MemeBench release, a KnowYourMeme scrape, KYMKB, Moegirlpedia maps, a crawl's scrapy -o output.", show_default=False)],
     fmt: Annotated[
         Optional[str],
         typer.Option("--format", help="jsonl | release | kym-imkg | kym-2023 | kymkb | crawl | moegirl (default: detected)."),
