@@ -13,20 +13,19 @@ resumed jobs rely on.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 from scrapy.exceptions import DropItem
 
-from culturebase.entity import Entity, Source, canonical_url, make_entity_id, normalize_text
+from culturebase.entity import Entity, canonical_url, normalize_text
+from culturebase.importers.crawl import MIN_CONTENT_CHARS, item_to_entity  # the one mapping, shared with `kar kb import --format crawl`
 from crawlers.runner import crawl_db_of, job_id_of, kar_settings_of
-from crawlers.text import chunk_text, one_line
+from crawlers.text import chunk_text
 
 log = logging.getLogger(__name__)
-
-MIN_CONTENT_CHARS = 20
+__all__ = ["MIN_CONTENT_CHARS", "CultureBasePipeline", "NormalizePipeline", "item_to_entity"]
 
 
 def drop(crawler: Any, item: Any, reason: str) -> DropItem:
@@ -43,47 +42,6 @@ def _short_validation_reason(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "record"
     return f"invalid {loc}"
-
-
-def item_to_entity(item: Any, retrieved_at: float | None = None) -> Entity:
-    """A page item as a CultureBase entity (raises ValueError / ValidationError when it cannot be one)."""
-    from datetime import datetime, timezone
-
-    name = one_line(item.get("name") or "")
-    if not name:
-        raise ValueError("missing name")
-    url = item.get("url") or ""
-    content = " ".join(item.get(k) or "" for k in ("description", "visual_desc", "cultural_usage"))
-    if len(content.strip()) < MIN_CONTENT_CHARS:
-        raise ValueError("no content")
-    aliases = [one_line(a) for a in item.get("aliases") or [] if a and one_line(a)]
-    tags = [one_line(t) for t in item.get("tags") or [] if t and one_line(t)]
-    when = datetime.fromtimestamp(retrieved_at or time.time(), timezone.utc)
-    extra = [
-        Source(site=s["site"], url=s["url"], retrieved_at=when)
-        for s in item.get("extra_sources") or []
-        if s.get("url") and canonical_url(s["url"]) != canonical_url(url or "x:")
-    ]
-    id_url = item.get("id_url")
-    return Entity(
-        id=make_entity_id(name, url=id_url) if id_url else "",
-        name=name,
-        aliases=[a for a in aliases if len(a) <= 200][:200],
-        source_work=item.get("source_work") or "",
-        description=(item.get("description") or "")[:20_000],
-        visual_desc=(item.get("visual_desc") or "")[:20_000],
-        cultural_usage=(item.get("cultural_usage") or "")[:20_000],
-        language=item.get("language") or "und",
-        sources=[
-            Source(
-                site=item.get("site") or "web",
-                url=url,
-                retrieved_at=when,
-            ),
-            *extra,
-        ],
-        tags=[t for t in tags if len(t) <= 200][:200],
-    )
 
 
 class NormalizePipeline:

@@ -9,6 +9,10 @@ from collections.abc import Iterable
 import mwparserfromhell
 from mwparserfromhell.nodes import Comment, ExternalLink, Heading, HTMLEntity, Tag, Template, Text, Wikilink
 
+from culturebase.importers.text import one_line  # one definition, shared with the dump importers
+
+__all__ = ["one_line"]
+
 _WS = re.compile(r"[ \t\u3000\xa0]+")
 _NL = re.compile(r"\s*\n\s*")
 
@@ -33,11 +37,6 @@ def clean_ws(text: str) -> str:
         if line or (out and out[-1]):
             out.append(line)
     return "\n".join(out).strip()
-
-
-def one_line(text: str) -> str:
-    """All whitespace (newlines too) collapsed to single spaces."""
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def _template_name(tpl: Template) -> str:

@@ -31,7 +31,7 @@ Progress = Callable[[int], None]
 #: formats whose images are the operator's own (paths, stored forms, URLs): fetched unless told not to
 OWN_FORMATS = ("jsonl", "release")
 #: formats counted by line (the rest by entry index)
-LINE_FORMATS = ("jsonl", "kymkb")
+LINE_FORMATS = ("jsonl", "kymkb", "crawl")
 
 
 def count_entries(path: Path, fmt: str) -> int | None:
@@ -230,13 +230,16 @@ def import_dump(
     progress: Progress | None = None,
     total: Callable[[int | None], None] | None = None,
     chunk: int = 256,
+    dry_run: bool = False,
 ) -> ImportReport:
     """Import a dump (format given or detected) into ``kb``; returns the report by reason.
 
     ``fetch_images`` (default: yes for our JSONL / the release, no for the published dumps) fetches
     image URLs with ``fetcher`` (default: any host for our JSONL and the release, as before; only public
     addresses, every redirect hop checked, for a published dump) through the image store's checks; ``total`` is told the entry count once
-    known (progress bar); ``progress`` is called with the number of entities written."""
+    known (progress bar); ``progress`` is called with the number of entities written.  ``dry_run`` reads,
+    validates and merges the whole dump and reports what would be stored, without embedding or storing
+    anything (no image is fetched or stored: image fields count as not fetched)."""
     path = Path(path)
     try:
         fmt, entries = open_dump(path, fmt)
@@ -244,10 +247,13 @@ def import_dump(
         from retrieval.knowledge_base import ImportFileError
 
         raise ImportFileError(str(exc)) from None
-    report = ImportReport(path=str(path), format=fmt, unit="line" if fmt in LINE_FORMATS else "entry")
+    unit = "line" if fmt in LINE_FORMATS else "entry"
+    if fmt == "crawl" and path.is_file() and first_bytes(path, 4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        unit = "entry"  # `scrapy crawl -o items.json`: a JSON array
+    report = ImportReport(path=str(path), format=fmt, unit=unit, dry_run=dry_run)
     fetch_images = fmt in OWN_FORMATS if fetch_images is None else fetch_images
     resolve = None
-    images = kb.image_store
+    images = None if dry_run else kb.image_store
     if images is not None:
         from retrieval.image_import import guarded_fetcher, http_fetcher, resolve_images
 
@@ -265,9 +271,20 @@ def import_dump(
     if total is not None:
         total(count)
     cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None
-    drop_images = fmt not in OWN_FORMATS and (not fetch_images or resolve is None)  # a dump's image URL: fetched or counted
+    drop_images = dry_run or (fmt not in OWN_FORMATS and (not fetch_images or resolve is None))  # a dump's image URL: fetched or counted
     validated = _validated(entries, report, cats, resolve, drop_images=drop_images)
     written: set[str] = set()
+    if dry_run:
+        try:
+            for new, again in _chunks(validated, report, chunk):
+                written.update(e.id for e in new)
+                written.update(e.id for e in again)
+        except DumpError as exc:
+            from retrieval.knowledge_base import ImportFileError
+
+            raise ImportFileError(str(exc)) from None
+        report.stored = len(written)
+        return report
     try:
         before = kb.store.count()
         kb.store.prepare_layout(before + (count or 0))

@@ -127,6 +127,7 @@ class ImportPublic(BaseModel):
     notes_total: int = 0
     images_not_fetched: int = 0
     stopped: str | None = None
+    dry_run: bool = False  # true: read and validated only, nothing stored (`stored`: what would be)
 
 
 class CrawlJobCreate(BaseModel):

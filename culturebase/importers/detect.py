@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from culturebase.importers.base import DumpEntry, DumpError, first_value
+from culturebase.importers.crawl import is_crawl_row, read_crawl
 from culturebase.importers.kym import read_kym
 from culturebase.importers.kymkb import MEME_PICTURES, METADATA, TEMPLATE_INFO, find_kymkb_file, has_metadata_folders, read_kymkb
 from culturebase.importers.moegirl import CHAR2SUBJECT, read_moegirl
@@ -21,6 +22,7 @@ FORMATS: dict[str, tuple[Reader, str]] = {
     "kym-imkg": (read_kym, "IMKG's KnowYourMeme scrape (kym.raw.json: a JSON array of title/url/details/content/... entries)"),
     "kym-2023": (read_kym, "a 2023-layout KnowYourMeme Scrapy export (JSON arrays, possibly several one after the other, or JSONL; ld/parent keys)"),
     "kymkb": (read_kymkb, f"KYMKB (A Template Is All You Meme): a folder or its {TEMPLATE_INFO} / {MEME_PICTURES}, or per-meme */{METADATA}"),
+    "crawl": (read_crawl, "our spiders' feed export (`scrapy crawl <spider> -o items.jsonl` or `.json`: one crawled page a row, site/url/name/page_key/...)"),
     "moegirl": (read_moegirl, f"Moegirlpedia maps: a folder with {CHAR2SUBJECT} (+ char2cv.json, subject_index.json, extra_info.json)"),
 }
 
@@ -67,6 +69,8 @@ def detect_format(path: Path) -> str:
         return "kymkb"
     kind, first = first_value(path)
     if kind in ("array", "lines") and isinstance(first, dict):
+        if is_crawl_row(first):
+            return "crawl"
         if _is_kymkb(first):
             return "kymkb"
         if _is_kym(first):

@@ -59,6 +59,8 @@ class ImportReport:
     image_problems: list[Any] = field(default_factory=list)  # retrieval.image_import.ImageProblem
     images_not_fetched: int = 0
     stopped: str | None = None
+    #: read and validated only: ``stored`` is what would have been stored
+    dry_run: bool = False
 
     def note(self, line: int, field_name: str, reason: str) -> None:
         """Record a field left out of a stored entry (the first :data:`MAX_NOTES` are kept, all are counted)."""
@@ -93,4 +95,5 @@ class ImportReport:
             "image_problems": [p.to_dict() for p in self.image_problems],
             "images_not_fetched": self.images_not_fetched,
             "stopped": self.stopped,
+            "dry_run": self.dry_run,
         }

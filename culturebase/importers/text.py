@@ -12,6 +12,11 @@ _CITE = re.compile(r"\[\d{1,3}\]")
 _WS = re.compile(r"\s+")
 
 
+def one_line(text: str) -> str:
+    """All whitespace (newlines too) collapsed to single spaces."""
+    return _WS.sub(" ", text).strip()
+
+
 def clean_inline(value: Any) -> str:
     """One line of text: HTML tags and entities resolved, citation marks (``[3]``) dropped, spaces collapsed;
     anything but a string is ``""``."""

@@ -207,6 +207,12 @@ class Collection(abc.ABC):
     def begin_bulk(self) -> None:
         """Prepare for a bulk import: defer index building until :meth:`end_bulk`."""
 
+    #: points per index segment built during a bulk import (None: the indexes are built at the end only)
+    segment_points: int | None = None
+
+    def build_segment(self) -> None:
+        """During a bulk import, after :attr:`segment_points` points: build their indexes now."""
+
     def end_bulk(self) -> None:
         """Finish a bulk import: persist and build the indexes once."""
         self.flush()

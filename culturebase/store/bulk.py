@@ -6,6 +6,10 @@
   Qdrant Edge never indexes in the background, so writes already go to plain appendable
   segments), on a clean exit ``end_bulk()`` (flush, then the HNSW graphs and quantized
   copies are built once instead of being rebuilt while segments grow);
+* on the embedded store, every ``segment_points`` points written (the collection's layout,
+  ``KAR_SEGMENT_POINTS``) it builds their indexes as one segment (``build_segment()``) and
+  the engine does not merge segments beyond that size: the index build's memory is that of
+  one segment, not of the whole dump;
 * before every batch it checks the free space of the store's disk: the embedded engine writes
   through memory-mapped files, and a write into a full file system kills the process
   (SIGBUS) instead of raising.  When less than ``min_free_bytes`` plus twice the largest
@@ -65,6 +69,8 @@ class BulkWriter:
         self.stored = 0
         self.started = time.perf_counter()
         self._max_growth = 0
+        self._since_segment = 0
+        self.segments_built = 0
 
     # -- context ------------------------------------------------------------------------
     def __enter__(self) -> "BulkWriter":
@@ -125,8 +131,34 @@ class BulkWriter:
         if before is not None:
             self._max_growth = max(self._max_growth, before - _free_bytes(self.disk_path))  # type: ignore[arg-type]
         self.stored += len(points)
+        self._since_segment += len(points)
+        segment = getattr(self.collection, "segment_points", None)
+        if segment is not None and self._since_segment >= segment:
+            self._build_segment()
         if self.progress is not None:
             self.progress(len(points))
+
+    def _build_segment(self) -> None:
+        """Build the indexes of the points written since the last segment; a build the engine refuses (a
+        nearly full disk) stops the import like a refused batch, with everything written kept."""
+        try:
+            self.collection.build_segment()
+        except StoreError:
+            raise
+        except Exception as exc:
+            try:
+                self.collection.flush()
+            except Exception:  # pragma: no cover
+                pass
+            where = f"the disk holding {self.disk_path} is nearly full: " if "space" in str(exc).lower() and self.disk_path else ""
+            raise BulkImportError(
+                f"import stopped: {where}the store could not build the index of the last {self._since_segment} {self.what} ({exc}); "
+                f"stored {self._of_total()} {self.what} so far, all kept; free disk space and rerun the import "
+                "(stored points are overwritten, not duplicated)",
+                self.stored,
+            ) from exc
+        self._since_segment = 0
+        self.segments_built += 1
 
     def rate(self) -> float:
         """Points per second so far."""

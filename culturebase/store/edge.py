@@ -42,6 +42,7 @@ from culturebase.store.base import (
 )
 from culturebase.store.fifo_turns import FifoTurns
 from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
+from culturebase.store.memory import release_free_heap
 
 log = logging.getLogger(__name__)
 META_FILE = "culturekar.json"
@@ -135,9 +136,26 @@ class EdgeCollection(Collection):
         self._shard.flush()
 
     def optimize(self) -> None:
-        """Run Qdrant's segment optimizers in-process (builds the HNSW index once segments are large)."""
+        """Run Qdrant's segment optimizers in-process (builds the HNSW index once segments are large), then
+        hand the heap the build freed back to the OS."""
         if not self.read_only:
             self._shard.optimize()
+            release_free_heap()
+
+    @property
+    def segment_points(self) -> int | None:
+        """Points per index segment (the bulk writer builds a segment's index each time so many were written)."""
+        return self.layout.segment_points if self.layout is not None else None
+
+    def segment_info(self) -> dict[str, int]:
+        """The engine's segments, points and indexed vectors (benches and tests)."""
+        info = self._shard.info()
+        return {"segments": int(info.segments_count), "points": int(info.points_count), "indexed_vectors": int(info.indexed_vectors_count)}
+
+    def build_segment(self) -> None:
+        """During a bulk import: persist what was written and build its index now, as one segment."""
+        self.flush()
+        self.optimize()
 
     def scroll_points(self, batch: int = 256) -> Iterator[PointRecord]:
         """Every point with its dense and sparse vectors (reindex without re-embedding)."""
@@ -317,16 +335,22 @@ class EdgeBackend(Backend):
         # small KBs get their graphs too: a 5k-entity exhaustive scan costs 0.25 ms, its HNSW
         # search 0.15 ms at recall 1.0 (bench/grounding.py); below ~100 KB a scan is cheaper
         hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=SMALL_INDEX_KB)
+        # a large (on-disk) KB keeps its sparse (BM25) index and point-id map in mapped files too, not on the heap
+        cold = qe.Memory.Cold if layout.on_disk else None
         return qe.EdgeConfig(
             vectors=edge_vector_params(qe, layout, spec.dense, embedder.dim, hnsw),
             sparse_vectors={
-                n: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if n in spec.idf_sparse else None) for n in spec.sparse
+                n: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if n in spec.idf_sparse else None, memory=cold)
+                for n in spec.sparse
             }
             or None,
             hnsw_config=hnsw,
             payload_memory=qe.Memory.Cold if layout.on_disk else qe.Memory.Cached,
+            id_tracker_memory=cold,
             optimizers=qe.EdgeOptimizersConfig(
-                indexing_threshold=layout.indexing_threshold_kb if layout.indexing_threshold_kb is not None else SMALL_INDEX_KB
+                indexing_threshold=layout.indexing_threshold_kb if layout.indexing_threshold_kb is not None else SMALL_INDEX_KB,
+                # segments are built segment_points at a time (BulkWriter) and not merged beyond that
+                max_segment_size=layout.max_segment_kb(embedder.dim),
             ),
             # the calling thread holds the GIL for the whole search, so searches run one at a time;
             # a pool of one runs it at 1 core instead of ~1.8 and sooner (KAR_SEARCH_THREADS)
@@ -337,8 +361,10 @@ class EdgeBackend(Backend):
         qe = _edge()
         shard_dir = folder / "shard"
         shard = qe.EdgeShard.create(str(shard_dir), self._config(spec, embedder, layout))
+        # a large (on-disk) KB keeps its keyword indexes (language, sites, name keys) in mapped files too
+        keyword = qe.KeywordIndexParams(memory=qe.Memory.Cold) if layout.on_disk else qe.PayloadSchemaType.Keyword
         for field_name in spec.keyword_indexes:
-            shard.update(qe.UpdateOperation.create_field_index(field_name, qe.PayloadSchemaType.Keyword))
+            shard.update(qe.UpdateOperation.create_field_index(field_name, keyword))
         meta = {
             "collection": spec.name,
             "embedder": embedder.name,
@@ -416,9 +442,14 @@ class EdgeBackend(Backend):
         shard = self._create_at(new_dir, spec, embedder, layout)
         staging = EdgeCollection(new_dir, spec, embedder, shard, layout=layout)
         try:
+            since = 0
             for batch in points:
                 staging.upsert(batch)
-            staging.optimize()  # indexes built once, after the bulk writes
+                since += len(batch)
+                if layout.segment_points is not None and since >= layout.segment_points:
+                    staging.build_segment()  # one segment's graphs at a time: memory does not grow with the KB
+                    since = 0
+            staging.optimize()  # the last segment's indexes
         except BaseException:
             staging.close()
             shutil.rmtree(new_dir, ignore_errors=True)

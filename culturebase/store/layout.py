@@ -5,7 +5,9 @@ A :class:`LayoutPolicy` (from the settings) turns the expected number of points 
 
 * ``quantization``: ``int8`` keeps a scalar-quantized copy of every dense vector in RAM
   (a quarter of float32) and searches it, rescoring the best candidates with the original
-  vectors; ``none`` searches the float32 vectors.
+  vectors; ``none`` searches the float32 vectors.  With ``on_disk`` the int8 copy lives in
+  the page cache (a mapped file pre-warmed at load), otherwise on the heap.
+* ``segment_points``: the points per index segment (see :mod:`culturebase.store.bulk`).
 * ``on_disk``: the original float32 vectors and the payloads stay in memory-mapped files
   (the OS page cache holds what is touched; only rescoring reads them), instead of being
   loaded into RAM.
@@ -21,8 +23,8 @@ was written by an older CultureKAR (no quantization, every vector in RAM): it is
 read-only until ``kar kb reindex`` rewrites it, reusing its stored vectors.
 
 Both backends implement every part: Qdrant Edge through ``EdgeVectorParams(memory=Cold,
-quantization_config=ScalarQuantizationConfig(Int8, memory=Pinned), hnsw_config=m=0)`` and
-``EdgeConfig(payload_memory=Cold)``; a Qdrant server through ``VectorParams(on_disk=True,
+quantization_config=ScalarQuantizationConfig(Int8, memory=Cached), hnsw_config=m=0)`` and
+``EdgeConfig(payload_memory=Cold, optimizers=EdgeOptimizersConfig(max_segment_size=...))``; a Qdrant server through ``VectorParams(on_disk=True,
 quantization_config=..., hnsw_config=HnswConfigDiff(m=0))`` and ``on_disk_payload``.
 """
 
@@ -49,6 +51,18 @@ class StoreLayout:
     quantile: float = 0.99
     oversampling: float = 2.0
     indexing_threshold_kb: int | None = None  # None: the engine's default (10 MB of vectors per segment)
+    #: points per index segment: a bulk import builds the graphs of every so many points as it writes them,
+    #: and segments are not merged beyond that size (None: one segment, built at the end; older collections)
+    segment_points: int | None = None
+
+    def max_segment_kb(self, dim: int) -> int | None:
+        """The engine's ``max_segment_size`` for ``segment_points`` vectors of ``dim`` (its unit: 1 KB = one
+        vector of 256 floats).  The engine merges only segments below this size (measured: 10k-point
+        segments of 384-d vectors stay apart at 15,000 and all merge into one at 16,500), so a segment the
+        import built full is never merged again."""
+        if self.segment_points is None:
+            return None
+        return max(1, self.segment_points * dim // 256)
 
     def has_hnsw(self, vector_name: str) -> bool:
         """Whether ``vector_name`` gets an HNSW graph."""
@@ -74,6 +88,7 @@ class StoreLayout:
             quantile=float(raw.get("quantile", 0.99)),
             oversampling=float(raw.get("oversampling", 2.0)),
             indexing_threshold_kb=raw.get("indexing_threshold_kb"),
+            segment_points=raw.get("segment_points"),
         )
 
     def describe(self) -> str:
@@ -94,6 +109,7 @@ class LayoutPolicy:
     hnsw_vectors: tuple[str, ...] | None = None
     oversampling: float = 2.0
     indexing_threshold_kb: int | None = None
+    segment_points: int | None = 10_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> "LayoutPolicy":
@@ -104,6 +120,7 @@ class LayoutPolicy:
             large_kb=getattr(settings, "large_kb_entities", 20_000),
             hnsw_vectors=tuple(hv) if hv else None,
             oversampling=getattr(settings, "quantization_oversampling", 2.0),
+            segment_points=getattr(settings, "segment_points", 10_000) or None,
         )
 
     def choose(self, expected_points: int | None, dense: tuple[str, ...]) -> StoreLayout:
@@ -120,6 +137,7 @@ class LayoutPolicy:
             hnsw_vectors=hnsw,
             oversampling=self.oversampling,
             indexing_threshold_kb=self.indexing_threshold_kb,
+            segment_points=self.segment_points,
         )
 
 
@@ -130,7 +148,10 @@ def edge_vector_params(qe: Any, layout: StoreLayout, dense: tuple[str, ...], dim
     """Qdrant Edge ``EdgeVectorParams`` per dense vector for ``layout`` (``hnsw`` is the global graph config)."""
     quant = None
     if layout.quantization == "int8":
-        quant = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=layout.quantile, memory=qe.Memory.Pinned)
+        # a large (on-disk) KB keeps its int8 copy in the page cache, pre-warmed at load (Cached), not on the
+        # heap (Pinned): the same speed while RAM lasts, and memory that does not grow the process's heap
+        quant_memory = qe.Memory.Cached if layout.on_disk else qe.Memory.Pinned
+        quant = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=layout.quantile, memory=quant_memory)
     memory = qe.Memory.Cold if layout.on_disk else None
     out = {}
     for name in dense:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -53,14 +53,17 @@ def _open(create: bool = True):  # type: ignore[no-untyped-def]
     epilog="Examples:\n\n  kar kb import examples/culturebase_sample.jsonl\n\n  kar kb import kb_entries.json --kb data/culturebase --json\n\n  kar kb import memes.json --format kym-2023 --category Meme",
 )
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="A dump file or folder: our JSONL, the MemeBench release, a KnowYourMeme scrape, KYMKB, Moegirlpedia maps.", show_default=False)],
+    file: Annotated[Path, typer.Argument(help="A dump file or folder (or a zip / tar.gz of one): our JSONL, the MemeBench release, a KnowYourMeme scrape, KYMKB, Moegirlpedia maps, a crawl's scrapy -o output.", show_default=False)],
     fmt: Annotated[
         Optional[str],
-        typer.Option("--format", help="jsonl | release | kym-imkg | kym-2023 | kymkb | moegirl (default: detected)."),
+        typer.Option("--format", help="jsonl | release | kym-imkg | kym-2023 | kymkb | crawl | moegirl (default: detected)."),
     ] = None,
     category: Annotated[
         Optional[str], typer.Option("--category", help="Only entries of these categories, comma-separated (KnowYourMeme: Meme,Subculture,...; Moegirlpedia: 日本作品,...).")
     ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Read and validate the whole dump and print the report, storing nothing (nothing is embedded).")
+    ] = False,
     fetch_images: Annotated[
         Optional[bool],
         typer.Option("--fetch-images/--no-fetch-images", help="Fetch image URLs through the image checks (default: yes for our JSONL and the release, no for the published dumps)."),
@@ -68,18 +71,23 @@ def import_cmd(
     json_out: JsonOption = False,
     kb: KbOption = None,
 ) -> None:
-    """Import a dump, streamed; the report counts stored, merged, skipped and rejected entries (exit 3 if any was rejected or the dump was cut)."""
+    """Import a dump, streamed (a zip / tar.gz of a dump folder is unpacked first); the report counts stored,
+    merged, skipped and rejected entries (exit 3 if any was rejected or the dump was cut)."""
+    from contextlib import ExitStack
+
     _use_kb(kb)
-    with user_errors():
+    with user_errors(), ExitStack() as stack:
         categories = [c for c in (category or "").split(",") if c.strip()] or None
+        path = _unpacked(file, stack)
         with _open() as kb:
             with progress_bar() as bar:
-                task = bar.add_task(f"importing {file.name}", total=None)
+                task = bar.add_task(f"{'checking' if dry_run else 'importing'} {file.name}", total=None)
                 report = kb.import_dump(
-                    file, fmt=fmt, categories=categories, fetch_images=fetch_images,
+                    path, fmt=fmt, categories=categories, fetch_images=fetch_images, dry_run=dry_run,
                     progress=lambda n: bar.advance(task, n), total=lambda n: bar.update(task, total=n),
                 )
             total = kb.store.count()
+        report.path = str(file)
     if json_out:
         emit_json({**report.to_dict(), "total_entities": total})
     else:
@@ -88,11 +96,33 @@ def import_cmd(
         raise typer.Exit(ExitCode.PARTIAL)
 
 
+def _unpacked(file: Path, stack: Any) -> Path:
+    """``file`` itself, or for a zip / tar(.gz) archive the dump unpacked from it into a temporary folder
+    (removed when ``stack`` closes; the size limit is KAR_IMPORT_ARCHIVE_MAX_MB)."""
+    import tempfile
+
+    from culturebase.importers.archive import ArchiveError, archive_kind, unpack_archive
+    from culturebase.settings import get_settings
+    from retrieval.knowledge_base import ImportFileError
+
+    if not file.is_file():
+        return file
+    with file.open("rb") as fh:
+        if archive_kind(fh.read(512)) is None:
+            return file
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kar-import-")))
+    try:
+        return unpack_archive(file, tmp / "dump", get_settings().import_archive_max_mb * 2**20)
+    except ArchiveError as exc:
+        raise ImportFileError(f"{file}: {exc} (KAR_IMPORT_ARCHIVE_MAX_MB)" if "limit" in str(exc) else f"{file}: {exc}") from None
+
+
 def _print_import_report(report, file: Path, total: int) -> None:  # type: ignore[no-untyped-def]
     """The import report by reason (data printed without markup)."""
     unit = report.unit
+    stored = f"would store {report.stored} (dry run: nothing stored)" if report.dry_run else f"stored {report.stored}"
     line = (
-        f"{report.format}: read {report.read} entries from {file}: stored {report.stored}, "
+        f"{report.format}: read {report.read} entries from {file}: {stored}, "
         f"{report.merged_duplicates} duplicates merged, {report.skipped} skipped by category, "
         f"{len(report.rejected)} rejected; CultureBase now holds {total}"
     )

@@ -6,6 +6,7 @@ pipeline (the text serves as every cue route).  Writes need a read-write API key
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
@@ -93,16 +94,24 @@ async def delete_entity(entity_id: EntityId, services: Services, key: WriteKey) 
     return Response(status_code=204)
 
 
+#: content types of a posted dump: text dumps, or an archive of a dump folder (zip, tar, tar.gz)
+TEXT_TYPES = ("application/x-ndjson", "application/jsonl", "application/json", "text/plain")
+ARCHIVE_TYPES = ("application/zip", "application/x-zip-compressed", "application/gzip", "application/x-gzip",
+                 "application/x-tar", "application/x-gtar", "application/x-compressed-tar", "application/octet-stream")
+
+
 @router.post(
     "/v1/entities/import",
     response_model=ImportPublic,
-    responses=ERR,
+    responses={**ERR, 400: {"model": ErrorPublic}, 507: {"model": ErrorPublic}},
     openapi_extra={
         "requestBody": {
             "required": True,
             "content": {
                 "application/x-ndjson": {"schema": {"type": "string"}},
                 "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
+                "application/zip": {"schema": {"type": "string", "format": "binary"}},
+                "application/gzip": {"schema": {"type": "string", "format": "binary"}},
             },
         }
     },
@@ -113,77 +122,83 @@ async def import_entities(
     key: WriteKey,
     format: Annotated[
         str | None,
-        Query(max_length=20, description="jsonl | release | kym-imkg | kym-2023 | kymkb (its template_info.json); default: detected."),
+        Query(max_length=20, description="jsonl | release | kym-imkg | kym-2023 | kymkb | crawl | moegirl (an archive of the folder); default: detected."),
     ] = None,
     category: Annotated[
         str | None, Query(max_length=1000, description="Only entries of these categories, comma-separated (KnowYourMeme: Meme,Subculture,...).")
     ] = None,
+    dry_run: Annotated[
+        bool, Query(description="Read and validate the dump and report what would be stored, without storing (nothing is embedded).")
+    ] = False,
 ) -> dict[str, Any]:
-    """Import JSONL (one record a line), the MemeBench release's JSON list, or a published dump (a KnowYourMeme
-    scrape, KYMKB's template_info.json); rejected entries are reported by line or index.  Image URLs are not fetched."""
+    """Import JSONL (one record a line), the MemeBench release's JSON list, a published dump (a KnowYourMeme
+    scrape, a crawl's `scrapy crawl -o` output, ...) or an archive (zip, tar.gz) of a dump folder (the
+    Moegirlpedia maps, KYMKB), streamed by the same readers as `kar kb import`; rejected entries are reported
+    by line or index.  Image URLs are not fetched."""
     from culturebase.importers import FORMATS, DumpError, detect_format, formats_help
-    from retrieval.dump_import import OWN_FORMATS
-    from retrieval.knowledge_base import ImportFileError, KnowledgeBase
+    from culturebase.importers.archive import ArchiveError, ArchiveTooLarge, archive_kind, unpack_archive
+    from culturebase.store.bulk import BulkImportError
+    from retrieval.knowledge_base import ImportFileError
 
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if ctype not in ("application/x-ndjson", "application/jsonl", "application/json", "text/plain"):
-        raise ApiError(415, "unsupported_content_type", "send the records as application/x-ndjson (JSONL) or application/json (a list)")
-    if format is not None and (format not in FORMATS or format == "moegirl"):
-        raise ApiError(422, "unknown_format", f"format {format!r} cannot be posted; the formats are — {formats_help()} (moegirl: a folder, use `kar kb import`)")
+    if ctype not in TEXT_TYPES + ARCHIVE_TYPES:
+        raise ApiError(
+            415, "unsupported_content_type",
+            "send the records as application/x-ndjson (JSONL) or application/json (a list), or a dump folder as application/zip or application/gzip (tar.gz)",
+        )
+    if format is not None and format not in FORMATS:
+        raise ApiError(422, "unknown_format", f"format {format!r} is not one we read; the formats are — {formats_help()}")
     raw = await request.body()
     if not raw.strip():
         raise ApiError(400, "empty_import", "the import body is empty")
+    kind = archive_kind(raw[:512])
+    if kind is None and ctype in ARCHIVE_TYPES and ctype != "application/octet-stream":
+        raise ApiError(422, "invalid_archive", f"the body is sent as {ctype} but is not a zip or tar(.gz) archive")
+    if kind is None and format == "moegirl":
+        raise ApiError(422, "unknown_format", "format 'moegirl' is a folder of maps: post it as a zip or tar.gz archive of the folder")
     categories = [c for c in (category or "").split(",") if c.strip()] or None
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "import.jsonl"
-        path.write_bytes(raw)
+        if kind is not None:
+            archive = Path(tmp) / "body.archive"
+            archive.write_bytes(raw)
+            del raw
+            limit = services.settings.import_archive_max_mb * 2**20
+            try:
+                path = await asyncio.to_thread(unpack_archive, archive, Path(tmp) / "dump", limit)
+            except ArchiveTooLarge as exc:
+                raise ApiError(413, "archive_too_large", f"{exc} (KAR_IMPORT_ARCHIVE_MAX_MB)") from None
+            except ArchiveError as exc:
+                raise ApiError(422, "invalid_archive", str(exc)) from None
+            archive.unlink()
+        else:
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ApiError(400, "invalid_import", f"body: not UTF-8 text (byte {exc.start})") from None
+            path = Path(tmp) / "import.jsonl"
+            path.write_bytes(raw)
+        shown = str(path)
         fmt = format
         if fmt is None:
             try:
                 fmt = detect_format(path)
-            except DumpError:
+            except DumpError as exc:
+                if kind is not None:  # a folder we do not know: say what is in it, and what we read
+                    raise ApiError(422, "unknown_format", str(exc).replace(shown, "the archive")) from None
                 fmt = "jsonl"  # our reader names what is wrong with the body
-        if fmt not in OWN_FORMATS:
-            def stream() -> tuple[Any, int]:
-                rep = services.kb.import_dump(path, fmt=fmt, categories=categories, fetch_images=False)
-                return rep, services.kb.store.count()
 
-            from culturebase.store.bulk import BulkImportError
+        def run() -> tuple[Any, int]:
+            rep = services.kb.import_dump(path, fmt=fmt, categories=categories, fetch_images=False, dry_run=dry_run)
+            return rep, services.kb.store.count()
 
-            try:
-                report, total = await services.kb_call(stream)
-            except ImportFileError as exc:
-                raise ApiError(422, "invalid_import", str(exc).replace(str(path), "body")) from None
-            except BulkImportError as exc:
-                raise ApiError(507, "import_stopped", str(exc).replace(str(services.settings.kb_path), "the KB folder")) from None
-            if report.stopped and not report.stored:
-                raise ApiError(400, "invalid_import", f"body: {report.stopped}")
-            data = report.to_dict()
-            data.pop("path", None)
-            return {**data, "total_entities": total}
-        validator = KnowledgeBase.__new__(KnowledgeBase)  # validation does not touch the store
-        validator._image_route = getattr(services.kb, "image_route", None)  # images: stored forms only, no URL fetched
         try:
-            entities, report = validator.validate_file(path, fetch_images=False)
+            report, total = await (services.kb_read(run) if dry_run else services.kb_call(run))
         except ImportFileError as exc:
-            message = str(exc).replace(str(path), "body")
-            raise ApiError(400 if "JSON" in message or "UTF-8" in message else 422, "invalid_import", message) from None
-        report.format = fmt
-
-    def store() -> int:  # a bulk import: layout by size, indexing once at the end, the free-disk guard
-        services.kb.bulk_add(entities)
-        return services.kb.store.count()
-
-    if report.read and not entities and report.rejected:
-        total = await services.kb_call(services.kb.store.count)
-    else:
-        from culturebase.store.bulk import BulkImportError
-
-        try:
-            total = await services.kb_call(store)
+            raise ApiError(422, "invalid_import", str(exc).replace(shown, "body")) from None
         except BulkImportError as exc:
             raise ApiError(507, "import_stopped", str(exc).replace(str(services.settings.kb_path), "the KB folder")) from None
-    report.stored = len(entities)
+    if report.stopped and not report.stored:
+        raise ApiError(400, "invalid_import", f"body: {report.stopped}")
     data = report.to_dict()
     data.pop("path", None)
     return {**data, "total_entities": total}

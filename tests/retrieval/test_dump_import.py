@@ -173,3 +173,35 @@ def test_fetch_images_goes_through_the_image_checks_and_refuses_private_addresse
             assert kept.images == e.images  # a re-import that fetched nothing keeps the image fetched before
     finally:
         httpd.shutdown()
+
+
+def test_cli_imports_a_zipped_moegirl_folder_and_dry_runs(tmp_path, server):
+    import zipfile
+
+    from culturebase.settings import get_settings
+    from services.cli import app
+
+    maps = {"char2subject.json": {"米拉(空洞骑士)": ["澳大利亚作品", "空洞骑士"], "泉此方": ["日本作品", "幸运星"]},
+            "char2cv.json": {"泉此方": ["平野绫"]}, "subject_index.json": ["空洞骑士", "幸运星"]}
+    archive = tmp_path / "moegirl.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, value in maps.items():
+            zf.writestr(f"moegirl/{name}", json.dumps(value, ensure_ascii=False))
+    env = {"KAR_KB_PATH": str(tmp_path / "kb"), "KAR_DATA_DIR": str(tmp_path / "data"), "KAR_EMBEDDER": "remote",
+           "KAR_EMBEDDER_URLS": server.base_url, "KAR_EMBEDDER_REMOTE_MODEL": server.model}
+    get_settings.cache_clear()
+    res = CliRunner().invoke(app, ["kb", "import", str(archive), "--dry-run", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert (report["format"], report["stored"], report["dry_run"], report["total_entities"], report["path"]) == ("moegirl", 2, True, 0, str(archive))
+    get_settings.cache_clear()
+    res = CliRunner().invoke(app, ["kb", "import", str(archive)], env=env)
+    assert res.exit_code == 0, res.output
+    assert "moegirl: read 2 entries" in res.output and "stored 2" in res.output
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("../../escape.json", "{}")
+    get_settings.cache_clear()
+    res = CliRunner().invoke(app, ["kb", "import", str(bad)], env=env)
+    assert res.exit_code == 2 and "'../../escape.json'" in res.output and "outside" in res.output
+    get_settings.cache_clear()

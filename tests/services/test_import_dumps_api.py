@@ -31,3 +31,17 @@ async def test_unknown_format_and_a_cut_dump_change_nothing(api):
                           headers={**rw(), "Content-Type": "application/json"})
     assert r.status_code == 400 and "entry 1" in r.json()["error"]["message"]
     assert store_fingerprint(services) == before
+
+
+async def test_a_crawl_output_is_detected_and_imported(api):
+    from tests.culturebase.test_import_crawl import page_row
+
+    client, services = api
+    count = services.kb.store.count()
+    rows = [page_row("Zzyzx Crawled Meme", "zzyzx-crawled"), page_row("", "no-name"), page_row("Zzyzx Crawled Meme", "zzyzx-crawled")]
+    body = "\n".join(json.dumps(r) for r in rows).encode()
+    r = await client.post("/v1/entities/import", content=body, headers={**rw(), "Content-Type": "application/x-ndjson"})
+    assert r.status_code == 200, r.text
+    rep = r.json()
+    assert (rep["format"], rep["unit"], rep["read"], rep["stored"], rep["merged_duplicates"]) == ("crawl", "line", 3, 1, 1)
+    assert rep["rejected"] == [{"line": 2, "reason": "field 'name': missing or empty"}] and rep["total_entities"] == count + 1
