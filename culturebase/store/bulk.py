@@ -119,14 +119,9 @@ class BulkWriter:
         except StoreError:
             raise
         except Exception as exc:
-            try:
-                self.collection.flush()
-            except Exception:  # pragma: no cover
-                pass
-            raise BulkImportError(
-                f"import stopped: the store refused a batch of {len(points)} {self.what} ({exc}); "
-                f"stored {self._of_total()} {self.what} so far; rerun the import to complete it",
-                self.stored,
+            raise self._stopped(
+                f"the store refused a batch of {len(points)} {self.what} ({exc}); "
+                f"stored {self._of_total()} {self.what} so far; rerun the import to complete it"
             ) from exc
         if before is not None:
             self._max_growth = max(self._max_growth, before - _free_bytes(self.disk_path))  # type: ignore[arg-type]
@@ -146,19 +141,22 @@ class BulkWriter:
         except StoreError:
             raise
         except Exception as exc:
-            try:
-                self.collection.flush()
-            except Exception:  # pragma: no cover
-                pass
             where = f"the disk holding {self.disk_path} is nearly full: " if "space" in str(exc).lower() and self.disk_path else ""
-            raise BulkImportError(
-                f"import stopped: {where}the store could not build the index of the last {self._since_segment} {self.what} ({exc}); "
+            raise self._stopped(
+                f"{where}the store could not build the index of the last {self._since_segment} {self.what} ({exc}); "
                 f"stored {self._of_total()} {self.what} so far, all kept; free disk space and rerun the import "
-                "(stored points are overwritten, not duplicated)",
-                self.stored,
+                "(stored points are overwritten, not duplicated)"
             ) from exc
         self._since_segment = 0
         self.segments_built += 1
+
+    def _stopped(self, why: str) -> BulkImportError:
+        """The error that stops the import, after flushing what was written (kept and searchable)."""
+        try:
+            self.collection.flush()
+        except Exception:  # pragma: no cover
+            pass
+        return BulkImportError(f"import stopped: {why}", self.stored)
 
     def rate(self) -> float:
         """Points per second so far."""
