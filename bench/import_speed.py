@@ -182,7 +182,7 @@ def child_compare(path: Path, fmt: str | None, order: str) -> dict[str, Any]:
     return out
 
 
-def child_remote(path: Path, urls: list[str], model: str, concurrency: int, batch: int, segment_points: int = 10_000) -> dict[str, Any]:
+def child_remote(path: Path, urls: list[str], model: str, concurrency: int, batch: int, segment_points: int = 20_000) -> dict[str, Any]:
     """Import ``path`` with the remote backend against the fake servers at ``urls``.  Prints the phase marks
     (wall-clock times: first and last chunk written) for the parent, which samples this process's anonymous
     and file-backed memory from outside (the engine holds the interpreter lock while it builds an index, so
@@ -388,7 +388,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--parts", default="moegirl,kym,rss,scaling")
     ap.add_argument("--rss-sizes", default="1000,10000,0", help="Characters for the RSS part (0 = all), smallest first.")
-    ap.add_argument("--segment-points", type=int, default=10_000, help="KAR_SEGMENT_POINTS of the RSS part's segmented runs.")
+    ap.add_argument("--segment-points", type=int, default=20_000, help="KAR_SEGMENT_POINTS of the RSS part's segmented runs.")
     ap.add_argument("--scaling-n", type=int, default=1500)
     ap.add_argument("--delay-s", type=float, default=0.1, help="Fake server time per request (scaling part).")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)

@@ -78,10 +78,11 @@ class Settings(BaseSettings):
         description="Named dense vectors that get an HNSW graph; the others (e.g. `full`) are only scanned exactly/filtered.",
     )
     segment_points: int = Field(
-        10_000, ge=0,
+        20_000, ge=0,
         description="Entities per index segment of a new embedded collection: an import builds the HNSW graphs of every so many "
-        "entities as it writes them and segments are not merged beyond that size, so the import's memory does not grow with the dump "
-        "(0: one segment built at the end: dense search ~2x faster at 40k entities, import memory grows with the dump).",
+        "entities as it writes them and segments are not merged beyond that size, so the import's memory stops growing past one "
+        "segment (smaller: less import memory, slower search: 10,000 gives 474 MB at 40k entities but grounding 1.66x slower "
+        "than at 200; 20,000: 688 MB, 1.40x; 0: one segment built at the end, 1,090 MB, 1.2x).",
     )
     min_free_disk_mb: int = Field(
         256, ge=0, description="An import into the embedded store stops (keeping what it stored) when less disk than this is free."

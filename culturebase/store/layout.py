@@ -109,7 +109,7 @@ class LayoutPolicy:
     hnsw_vectors: tuple[str, ...] | None = None
     oversampling: float = 2.0
     indexing_threshold_kb: int | None = None
-    segment_points: int | None = 10_000
+    segment_points: int | None = 20_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> "LayoutPolicy":
@@ -120,7 +120,7 @@ class LayoutPolicy:
             large_kb=getattr(settings, "large_kb_entities", 20_000),
             hnsw_vectors=tuple(hv) if hv else None,
             oversampling=getattr(settings, "quantization_oversampling", 2.0),
-            segment_points=getattr(settings, "segment_points", 10_000) or None,
+            segment_points=getattr(settings, "segment_points", 20_000) or None,
         )
 
     def choose(self, expected_points: int | None, dense: tuple[str, ...]) -> StoreLayout:
