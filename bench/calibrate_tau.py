@@ -44,6 +44,7 @@ from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 
 
 def cues_for(route: str, text: str) -> GroundingCues:
+    """The cue a labelled query stands for: a name guess, OCR text, a visual handle, or a free-text search."""
     if route == "search":
         return GroundingCues.from_text(text)
     if route == "name":

@@ -48,9 +48,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from culturebase.settings import Settings  # noqa: E402
+from calibrate_tau import cues_for  # noqa: E402  (the cue a labelled query stands for)
 from precision_kb import CachedEmbedder, build_kb, entities_for_size  # noqa: E402
 from retrieval.embedders import build_embedder  # noqa: E402
-from retrieval.grounding import EntityCue, EntityGrounder, GroundingCues  # noqa: E402
+from retrieval.grounding import EntityGrounder  # noqa: E402
 from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 
 log = logging.getLogger("bench.grounding_precision")
@@ -74,17 +75,6 @@ def load_queries() -> list[dict[str, Any]]:
             q["set"] = "sample"
             rows.append(q)
     return rows
-
-
-def cues_for(route: str, text: str) -> GroundingCues:
-    """The cue a query stands for: a name guess, OCR text, a visual handle, or a free-text search."""
-    if route == "search":
-        return GroundingCues.from_text(text)
-    if route == "name":
-        return GroundingCues(entities=[EntityCue(name=text, confidence="high")])
-    if route == "ocr":
-        return GroundingCues(ocr_text=text)
-    return GroundingCues(visual_handle=text)
 
 
 def open_kb(work: Path, size: int, real: Path, embedder: CachedEmbedder) -> KnowledgeBase:
