@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -29,6 +30,27 @@ def png_bytes(size: tuple[int, int] = (64, 48), color: str = "red", fmt: str = "
     buf = io.BytesIO()
     Image.new("RGB", size, color).save(buf, format=fmt)
     return buf.getvalue()
+
+
+@pytest.fixture
+def clean_kar_env(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every ``KAR_*`` variable of the environment removed and the settings cache cleared (again at the end);
+    gives ``set_env(KAR_X=value, ...)``, which sets those and returns the monkeypatch."""
+    from culturebase.settings import get_settings
+
+    for key in list(os.environ):
+        if key.startswith("KAR_"):
+            monkeypatch.delenv(key)
+
+    def set_env(**values: Any) -> pytest.MonkeyPatch:
+        for key, value in values.items():
+            monkeypatch.setenv(key, str(value))
+        get_settings.cache_clear()
+        return monkeypatch
+
+    get_settings.cache_clear()
+    yield set_env
+    get_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")

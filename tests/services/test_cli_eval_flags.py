@@ -5,7 +5,6 @@ aliases, `kar run --model/--base-url/--api-key/--kb` recorded in the manifest (n
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def kar_env(monkeypatch, tmp_path):
-    from culturebase.settings import get_settings
-
-    for key in list(os.environ):
-        if key.startswith("KAR_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("KAR_KB_PATH", str(tmp_path / "kb"))
-    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("KAR_OCR_ENABLED", "false")
-    get_settings.cache_clear()
-    yield monkeypatch
-    get_settings.cache_clear()
+def kar_env(clean_kar_env, tmp_path):
+    return clean_kar_env(KAR_KB_PATH=str(tmp_path / "kb"), KAR_DATA_DIR=str(tmp_path / "data"), KAR_OCR_ENABLED="false")
 
 
 def kar(*args: str):

@@ -4,7 +4,6 @@ to the ablation API: every bad item named (file, item, field), exit code 2 / HTT
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from typer.testing import CliRunner
@@ -32,17 +31,8 @@ def bad_release(root):
 
 
 @pytest.fixture
-def env(monkeypatch, tmp_path):
-    from culturebase.settings import get_settings
-
-    for key in list(os.environ):
-        if key.startswith("KAR_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("KAR_KB_PATH", str(tmp_path / "kb"))
-    get_settings.cache_clear()
-    yield monkeypatch
-    get_settings.cache_clear()
+def env(clean_kar_env, tmp_path):
+    return clean_kar_env(KAR_DATA_DIR=str(tmp_path / "data"), KAR_KB_PATH=str(tmp_path / "kb"))
 
 
 def assert_all_named(output: str, bench) -> None:

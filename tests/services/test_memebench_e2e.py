@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,19 +37,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def kar_env(monkeypatch, tmp_path):
-    from culturebase.settings import get_settings
-
-    for key in list(os.environ):
-        if key.startswith("KAR_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("KAR_KB_PATH", str(tmp_path / "kb"))
-    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("KAR_SEARCH_BACKEND", "local")
-    monkeypatch.setenv("KAR_OCR_ENABLED", "false")
-    get_settings.cache_clear()
-    yield monkeypatch
-    get_settings.cache_clear()
+def kar_env(clean_kar_env, tmp_path):
+    return clean_kar_env(KAR_KB_PATH=str(tmp_path / "kb"), KAR_DATA_DIR=str(tmp_path / "data"), KAR_SEARCH_BACKEND="local", KAR_OCR_ENABLED="false")
 
 
 def kar(*args: str) -> str:

@@ -14,7 +14,6 @@ missing evaluation) and its dual-aggregated output load in ``kar judge merge`` a
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from typer.testing import CliRunner
@@ -28,16 +27,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def env(monkeypatch, tmp_path):
-    from culturebase.settings import get_settings
-
-    for key in list(os.environ):
-        if key.startswith("KAR_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "data"))
-    get_settings.cache_clear()
-    yield monkeypatch
-    get_settings.cache_clear()
+def env(clean_kar_env, tmp_path):
+    return clean_kar_env(KAR_DATA_DIR=str(tmp_path / "data"))
 
 
 def release_complete(evaluation) -> bool:
