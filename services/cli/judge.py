@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from services.cli.console import ExitCode, emit_json, err, examples, fail, progress_bar, run_async, user_errors
-from services.cli.options import BenchAlias, ImageRootOption, JsonOption, MediaRootAlias, dataset_option, pick
+from services.cli.options import BenchAlias, ImageRootOption, JsonOption, MediaRootAlias, dataset_option, given, pick
 
 judge_app = typer.Typer(help="Judge responses against VIKR checklists (and merge two judges, or score DrivelHub+ with its rubric).",
                         no_args_is_help=False)
@@ -33,14 +33,7 @@ def judge_settings(model: str | None, base_urls: list[str] | None, concurrency: 
     """The process settings with the judge options given on the command line applied."""
     from culturebase.settings import get_settings
 
-    updates: dict[str, Any] = {}
-    if model:
-        updates["judge_model"] = model
-    if base_urls:
-        updates["judge_base_urls"] = list(base_urls)
-    if concurrency:
-        updates["judge_concurrency"] = concurrency
-    return get_settings().model_copy(update=updates)
+    return get_settings().model_copy(update=given(judge_model=model, judge_base_urls=base_urls, judge_concurrency=concurrency))
 
 
 def judge_command(

@@ -88,16 +88,15 @@ def kb_override(kb: Path | None) -> dict[str, Any]:
     return {"kb_path": kb} if kb is not None else {}
 
 
+def given(**values: Any) -> dict[str, Any]:
+    """Settings overrides for the options given on the command line: unset (None, 0, empty) ones are left
+    out, repeatable ones become lists."""
+    return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in values.items() if v}
+
+
 def vlm_overrides(model: str | None, base_urls: list[str] | None, api_key: str | None) -> dict[str, Any]:
     """Settings overrides for ``--model``, ``--base-url`` and ``--api-key`` (unset ones are left out)."""
-    updates: dict[str, Any] = {}
-    if model:
-        updates["vlm_model"] = model
-    if base_urls:
-        updates["vlm_base_urls"] = list(base_urls)
-    if api_key:
-        updates["vlm_api_key"] = api_key
-    return updates
+    return given(vlm_model=model, vlm_base_urls=base_urls, vlm_api_key=api_key)
 
 
 def dataset_option(help: str) -> Any:
