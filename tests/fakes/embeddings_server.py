@@ -14,10 +14,12 @@ import hashlib
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+
+from tests.fakes.json_handler import JsonHandler
 
 
 def fake_vector(text: str, dim: int) -> list[float]:
@@ -46,20 +48,7 @@ class FakeEmbeddingsServer:
         self._in_flight = 0
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -72,17 +61,17 @@ class FakeEmbeddingsServer:
                     if server.delay_s:
                         time.sleep(server.delay_s)
                     if self.path.rstrip("/") != "/v1/embeddings":
-                        self._send(404, {"error": {"message": f"no route {self.path}"}})
+                        self.send_json(404, {"error": {"message": f"no route {self.path}"}})
                         return
                     if fail is not None:
-                        self._send(fail, {"error": {"message": "scripted failure"}})
+                        self.send_json(fail, {"error": {"message": "scripted failure"}})
                         return
                     texts = body.get("input")
                     if isinstance(texts, str):
                         texts = [texts]
                     data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, server.dim)} for i, t in enumerate(texts)]
                     tokens = sum(len(t) for t in texts)
-                    self._send(200, {"object": "list", "model": server.served_model, "data": data[::-1],
+                    self.send_json(200, {"object": "list", "model": server.served_model, "data": data[::-1],
                                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
                 finally:
                     with server._lock:

@@ -23,8 +23,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.json_handler import JsonHandler
 
 
 @dataclass
@@ -123,12 +125,7 @@ class FakeOpenAIServer:
     def start(self) -> FakeOpenAIServer:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # silence stderr
-                pass
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]}, {})
@@ -174,24 +171,10 @@ class FakeOpenAIServer:
                         fake.in_flight -= 1
 
             def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
-                data = json.dumps(body).encode() if not isinstance(body, bytes) else body
                 try:
-                    self._send_head(status, data, headers)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
-                    return
-                try:
-                    self.wfile.write(data)
+                    self.send_json(status, body, headers)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. a timeout test)
                     self.close_connection = True
-
-            def _send_head(self, status: int, data: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -19,8 +19,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.json_handler import JsonHandler
 
 
 @dataclass
@@ -81,12 +83,7 @@ class FakeTavilyServer:
     def start(self) -> "FakeTavilyServer":
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
@@ -101,24 +98,16 @@ class FakeTavilyServer:
                 if delay:
                     time.sleep(delay)
                 if not self.headers.get("Authorization", "").startswith("Bearer "):
-                    return self._send(401, {"detail": {"error": "Unauthorized: missing or invalid API key."}})
+                    return self.send_json(401, {"detail": {"error": "Unauthorized: missing or invalid API key."}})
                 if scripted is not None and (scripted.status != 200 or scripted.body is not None):
                     body = scripted.body if scripted.body is not None else {"detail": {"error": f"scripted {scripted.status}"}}
-                    return self._send(scripted.status, body)
+                    return self.send_json(scripted.status, body)
                 if not self.path.rstrip("/").endswith("/search"):
-                    return self._send(404, {"detail": {"error": "not found"}})
+                    return self.send_json(404, {"detail": {"error": "not found"}})
                 query = str(payload.get("query", ""))
                 n = int(payload.get("max_results") or 5)
                 results = fake.results.get(query, default_results(query, n))[:n]
-                self._send(200, {"query": query, "answer": None, "images": [], "results": results, "response_time": 0.01})
-
-            def _send(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(200, {"query": query, "answer": None, "images": [], "results": results, "response_time": 0.01})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
