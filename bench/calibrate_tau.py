@@ -31,6 +31,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -92,16 +93,21 @@ def _accepts(c: dict, tau: float, min_height: float, min_evidence: float | None 
 
 
 def _figures(rows: list[dict], tau: float, min_height: float, min_evidence: float | None = None) -> dict:
+    return _figures_by(rows, lambda r: _accepts(r["candidates"][0], tau, min_height, min_evidence))
+
+
+def _figures_by(rows: list[dict], accepted: Callable[[dict], bool]) -> dict:
+    """False grounding and top-1 (overall, by kind) when a row's top candidate is taken as ``accepted(row)`` says."""
     neg = [r for r in rows if not r.get("expected")]
     pos = [r for r in rows if r.get("expected")]
 
     def ok(r: dict) -> bool:
-        return bool(r["candidates"]) and r["candidates"][0]["name"] == r["expected"] and _accepts(r["candidates"][0], tau, min_height, min_evidence)
+        return bool(r["candidates"]) and r["candidates"][0]["name"] == r["expected"] and accepted(r)
 
     kinds = sorted({r["kind"] for r in pos})
     return {
         "negatives": len(neg),
-        "false_grounding": round(sum(bool(r["candidates"]) and _accepts(r["candidates"][0], tau, min_height, min_evidence) for r in neg) / max(len(neg), 1), 3),
+        "false_grounding": round(sum(bool(r["candidates"]) and accepted(r) for r in neg) / max(len(neg), 1), 3),
         "positives": len(pos),
         "top1": round(sum(ok(r) for r in pos) / max(len(pos), 1), 3),
         "top1_by_kind": {k: round(sum(ok(r) for r in pos if r["kind"] == k) / len([r for r in pos if r["kind"] == k]), 3) for k in kinds},
@@ -173,23 +179,11 @@ def fitted_probability(sizes: dict[str, list[dict]], max_false: float) -> dict:
     x = np.array([_features(top(r)) for r in train])
     y = np.array([bool(r.get("expected")) and top(r)["name"] == r["expected"] for r in train], dtype=int)
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, class_weight="balanced")).fit(x, y)
+    scored = [r for rows in sizes.values() for r in rows if top(r)]
+    prob = dict(zip(map(id, scored), model.predict_proba(np.array([_features(top(r)) for r in scored]))[:, 1].tolist()))
 
     def figures(rows: list[dict], threshold: float) -> dict:
-        probs = {id(r): float(model.predict_proba([_features(top(r))])[0, 1]) for r in rows if top(r)}
-        accepted = {k for k, p in probs.items() if p >= threshold}
-        neg = [r for r in rows if not r.get("expected")]
-        pos = [r for r in rows if r.get("expected")]
-        ok = [id(r) in accepted and top(r)["name"] == r["expected"] for r in pos]
-        kinds = sorted({r["kind"] for r in pos})
-        return {
-            "negatives": len(neg),
-            "false_grounding": round(sum(id(r) in accepted for r in neg) / max(len(neg), 1), 3),
-            "positives": len(pos),
-            "top1": round(sum(ok) / max(len(pos), 1), 3),
-            "top1_by_kind": {
-                k: round(sum(o for o, r in zip(ok, pos) if r["kind"] == k) / len([r for r in pos if r["kind"] == k]), 3) for k in kinds
-            },
-        }
+        return _figures_by(rows, lambda r: prob[id(r)] >= threshold)
 
     cal = {s: [r for r in rows if r["split"] == "calibration"] for s, rows in sizes.items()}
     grid = []
