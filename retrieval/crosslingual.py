@@ -247,7 +247,9 @@ class CrossLingualPass:
         slope, intercept = _line_fit(c_ref, raw_ref)
         out: list[CrossLingualHit] = []
         for lg in others:
-            found = {h.id: Entity.from_payload(h.payload) for h in coll.search(vector_name, q_unit.astype(np.float32), limit, PayloadFilter.of(language=lg))}
+            hits = coll.search(vector_name, q_unit.astype(np.float32), limit, PayloadFilter.of(language=lg))
+            # an entity the plain search found is not rebuilt; the others come from the store's own payload
+            found = {h.id: known.get(h.id) or Entity.from_payload(h.payload, trusted=True) for h in hits}
             for eid, ent in known.items():
                 if ent.language == lg:
                     found.setdefault(eid, ent)
