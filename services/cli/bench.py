@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from services.cli.console import ExitCode, emit_json, err, examples, user_errors
+from services.cli.console import CliConsole, ExitCode, emit_json, err, examples, user_errors
 from services.cli.options import BenchAlias, ImageRootOption, JsonOption, MediaRootAlias, dataset_option, pick
 
 bench_app = typer.Typer(help="Benchmark-family datasets (MemeReaCon, AVMeme Exam, DrivelHub+, MemeCULT-1K): validate, convert.",
@@ -126,7 +125,7 @@ def report_retrieval_command(
         table.add_row(escape(d["name"]), str(d["n_queries"]),
                       *("–" if d["metrics"][m] is None else f"{d['metrics'][m]:.3f}" for m in MEASURE_NAMES),
                       str(d["missing_in_run"]), str(d["not_in_qrels"] + d["no_relevant"]))
-    Console(width=200).print(table)
+    CliConsole(width=200).print(table)
     if dropped:
         err.print(escape(f"{len(dropped)} qrels pair(s) name a file the run does not hold (left out, as the release does): "
                          f"{', '.join(dropped[:5])}"), highlight=False)

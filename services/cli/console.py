@@ -4,6 +4,10 @@ table, JSON on stdout, progress bars, and the mapping from the project's errors 
 Human output goes to stderr (``err``) or, for tables a user reads, to stdout (``out``); ``--json``
 output is one document on stdout.  Data shown through rich is escaped (rich reads ``[text]`` as
 markup).
+
+A terminal gets rich's layout at its width; a pipe or a file (``kar ... | tee log``, CI, tests) gets
+every sentence, path and table row on one line whatever ``COLUMNS`` says (:class:`CliConsole`), so
+what ``grep`` finds does not depend on the width of a terminal or the length of a path.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from enum import IntEnum
 from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -31,6 +35,7 @@ from rich.text import Text
 
 __all__ = [
     "EXIT_CODES",
+    "CliConsole",
     "ExitCode",
     "console",
     "emit_json",
@@ -76,9 +81,30 @@ def examples(*commands: str) -> str:
     return "Examples:\n\n" + "\n\n".join(f"  {c}" for c in commands)
 
 
-err = Console(stderr=True)
+#: the width a pipe or a file is laid out at: no sentence, path or table row of ours comes near it
+UNWRAPPED_WIDTH = 1_000_000
+
+
+class CliConsole(Console):
+    """A rich console that lays out for a terminal and never hard-wraps anything else.
+
+    Whether its stream is a terminal is asked at each print (tests and ``typer.testing`` swap
+    ``sys.stdout``); off a terminal the width is unlimited, so a line ends only where the text has a
+    newline.  Tables keep their natural width (none of ours expands)."""
+
+    @property  # type: ignore[override]
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        return size if self.is_terminal else ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+err = CliConsole(stderr=True)
 console = err  # the name older modules import
-out = Console(soft_wrap=True)
+out = CliConsole(soft_wrap=True)
 
 
 class RateColumn(ProgressColumn):

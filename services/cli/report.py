@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from services.cli.console import ExitCode, emit_json, err, examples, fail, progress_bar, user_errors
+from services.cli.console import CliConsole, ExitCode, emit_json, err, examples, fail, progress_bar, user_errors
 from services.cli.judge import JudgeBaseUrlOption, JudgeModelOption, judge_settings
 from services.cli.options import BenchAlias, ImageDirAlias, ImageRootOption, JsonOption, dataset_option, pick
 
@@ -76,7 +75,7 @@ def release_report(dataset: Path, judged: list[str], out: Path | None, *, bootst
     if json_out:
         emit_json(jsonable(report))
         return
-    Console(width=240).print(release_table(report))
+    CliConsole(width=240).print(release_table(report))
     recomputed = sum(r["n_recomputed_totals"] for r in report["runs"].values())
     if recomputed:
         err.print(f"{recomputed} judge total(s) disagreed with their parts and were recomputed (metrics.json lists them)",
