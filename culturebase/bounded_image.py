@@ -17,6 +17,7 @@ reduced at once.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,10 +70,29 @@ def draft_to(img: Any, max_side: int) -> None:
         img.draft(img.mode, (max(1, round(img.size[0] * ratio)), max(1, round(img.size[1] * ratio))))
 
 
+def draft_eighth(img: Any) -> None:
+    """A JPEG is checked at 1/8 scale (every scan still decoded, 1/64 of the pixels in RAM)."""
+    if (img.format or "").upper() == "JPEG":
+        img.draft(img.mode, (max(1, img.size[0] // 8), max(1, img.size[1] // 8)))
+
+
+def megapixels_to_decode(data: bytes, prepare: Callable[[Any], None] = draft_eighth) -> float:
+    """Megapixels a decode of ``data`` will hold after ``prepare`` (a JPEG draft), from the
+    header alone: what a pool job declares to the decode budget before it starts
+    (:meth:`culturebase.cpu.CpuPool.run_decode`).  0.0 when the header cannot be read (the
+    decode itself then says why)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            prepare(img)
+            return img.size[0] * img.size[1] / 1e6
+    except Exception:  # noqa: BLE001 - any unreadable header: the real decode reports it
+        return 0.0
+
+
 def decode_megapixels(data: bytes, max_side: int) -> float:
     """Megapixels :func:`open_bounded` will decode for ``data`` (header only; 0.0 when unreadable)."""
-    from culturebase.images import megapixels_to_decode
-
     return megapixels_to_decode(data, lambda img: draft_to(img, max_side))
 
 

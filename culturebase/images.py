@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from culturebase.bounded_image import ImageDecodeError, bounded_bytes, draft_eighth
 from culturebase.entity import EntityImage
 
 FORMATS = {"png": "png", "jpeg": "jpg", "gif": "gif", "webp": "webp"}
@@ -101,27 +101,6 @@ class CheckedImage:
         return MIME[self.format]
 
 
-def draft_eighth(img: Any) -> None:
-    """A JPEG is checked at 1/8 scale (every scan still decoded, 1/64 of the pixels in RAM)."""
-    if (img.format or "").upper() == "JPEG":
-        img.draft(img.mode, (max(1, img.size[0] // 8), max(1, img.size[1] // 8)))
-
-
-def megapixels_to_decode(data: bytes, prepare: Callable[[Any], None] = draft_eighth) -> float:
-    """Megapixels a decode of ``data`` will hold after ``prepare`` (a JPEG draft), from the
-    header alone: what a pool job declares to the decode budget before it starts
-    (:meth:`culturebase.cpu.CpuPool.run_decode`).  0.0 when the header cannot be read (the
-    decode itself then says why)."""
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            prepare(img)
-            return img.size[0] * img.size[1] / 1e6
-    except Exception:  # noqa: BLE001 - any unreadable header: the real decode reports it
-        return 0.0
-
-
 def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int, work_side: int | None = None) -> CheckedImage:
     """Sniff, size-check and fully decode image bytes; raises :class:`ImageRejected` (see module doc).
 
@@ -130,7 +109,6 @@ def check_image_bytes(data: bytes, max_bytes: int, max_pixels: int, work_side: i
     """
     from PIL import Image, UnidentifiedImageError
 
-    from culturebase.bounded_image import ImageDecodeError, bounded_bytes
     from culturebase.cpu import decode_budget
 
     if not data:

@@ -7,6 +7,10 @@ next chunk is read and validated on another thread and the previous one is writt
 embedded (the embedder works while the dump is parsed and the store writes).
 What grows is the set of ids already written and, for dumps keyed by title, title → id (tens
 of bytes an entity), used to merge a duplicate that comes after its first copy was written.
+
+It is the one import path: ``kar kb import``, ``POST /v1/entities/import``,
+:meth:`KnowledgeBase.import_dump` and :func:`read_dump` (validate and merge without storing: tests,
+benches, ``--dry-run``) all read through :mod:`culturebase.importers`.
 """
 
 from __future__ import annotations
@@ -26,12 +30,25 @@ from culturebase.importers.base import _ijson, first_bytes, open_binary
 from culturebase.importers.kymkb import find_kymkb_file
 from culturebase.importers.moegirl import CHAR2SUBJECT
 
+__all__ = ["ImportFileError", "count_entries", "import_dump", "read_dump", "record_to_entity"]
+
 log = logging.getLogger(__name__)
 Progress = Callable[[int], None]
 #: formats whose images are the operator's own (paths, stored forms, URLs): fetched unless told not to
 OWN_FORMATS = ("jsonl", "release")
 #: formats counted by line (the rest by entry index)
 LINE_FORMATS = ("jsonl", "kymkb", "crawl")
+
+
+class ImportFileError(ValueError):
+    """The import file as a whole cannot be read (missing, unreadable, not a format we read)."""
+
+
+def record_to_entity(record: dict[str, Any]) -> Entity:
+    """Our record format, or the release's (``source`` instead of ``source_work``)."""
+    if "source" in record and "source_work" not in record:
+        return Entity.from_release(record)
+    return Entity.model_validate(record)
 
 
 def count_entries(path: Path, fmt: str) -> int | None:
@@ -85,7 +102,7 @@ def _validated(
                     report.images_not_fetched += 1
             elif resolve is not None:
                 record = resolve(record, entry.where)
-            entity = _to_entity(record)
+            entity = record_to_entity(record)
         except ValidationError as exc:
             report.rejected.append(Rejected(entry.where, format_validation_error(exc)))
             continue
@@ -95,12 +112,6 @@ def _validated(
         for field_name, why in entry.notes:
             report.note(entry.where, field_name, why)
         yield entry, entity
-
-
-def _to_entity(record: dict[str, Any]) -> Entity:
-    if "source" in record and "source_work" not in record:
-        return Entity.from_release(record)
-    return Entity.model_validate(record)
 
 
 def _chunks(
@@ -220,32 +231,19 @@ def _write(kb: Any, writer: Any, pending: tuple[list[Entity], Any], written: set
     report.images += sum(len(e.images) for e in entities)
 
 
-def import_dump(
-    kb: Any,
+def _open_dump(
     path: Path,
-    fmt: str | None = None,
-    categories: Sequence[str] | None = None,
-    fetch_images: bool | None = None,
-    fetcher: Callable[[str], bytes] | None = None,
-    progress: Progress | None = None,
-    total: Callable[[int | None], None] | None = None,
-    chunk: int = 256,
-    dry_run: bool = False,
-) -> ImportReport:
-    """Import a dump (format given or detected) into ``kb``; returns the report by reason.
-
-    ``fetch_images`` (default: yes for our JSONL / the release, no for the published dumps) fetches
-    image URLs with ``fetcher`` (default: any host for our JSONL and the release, as before; only public
-    addresses, every redirect hop checked, for a published dump) through the image store's checks; ``total`` is told the entry count once
-    known (progress bar); ``progress`` is called with the number of entities written.  ``dry_run`` reads,
-    validates and merges the whole dump and reports what would be stored, without embedding or storing
-    anything (no image is fetched or stored: image fields count as not fetched)."""
-    path = Path(path)
+    fmt: str | None,
+    images: Any,
+    fetch_images: bool | None,
+    fetcher: Callable[[str], bytes] | None,
+    categories: Sequence[str] | None,
+    dry_run: bool,
+) -> tuple[str, Iterator[tuple[DumpEntry, Entity]], ImportReport]:
+    """The format, the stream of valid entities and the report they fill (see :func:`import_dump`)."""
     try:
         fmt, entries = open_dump(path, fmt)
     except DumpError as exc:
-        from retrieval.knowledge_base import ImportFileError
-
         raise ImportFileError(str(exc)) from None
     unit = "line" if fmt in LINE_FORMATS else "entry"
     if fmt == "crawl" and path.is_file() and first_bytes(path, 4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
@@ -253,7 +251,6 @@ def import_dump(
     report = ImportReport(path=str(path), format=fmt, unit=unit, dry_run=dry_run)
     fetch_images = fmt in OWN_FORMATS if fetch_images is None else fetch_images
     resolve = None
-    images = None if dry_run else kb.image_store
     if images is not None:
         from retrieval.image_import import guarded_fetcher, http_fetcher, resolve_images
 
@@ -267,12 +264,65 @@ def import_dump(
             report.image_problems.extend(problems)
             return record
 
+    cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None
+    drop_images = dry_run or (fmt not in OWN_FORMATS and (not fetch_images or resolve is None))  # a dump's image URL: fetched or counted
+    return fmt, _validated(entries, report, cats, resolve, drop_images=drop_images), report
+
+
+def read_dump(
+    path: Path,
+    fmt: str | None = None,
+    images: Any = None,
+    fetch_images: bool | None = None,
+    fetcher: Callable[[str], bytes] | None = None,
+    categories: Sequence[str] | None = None,
+) -> tuple[list[Entity], ImportReport]:
+    """Every valid entity of a dump, duplicates merged, without embedding or storing them, and the report.
+
+    The same reader, validation and merge as :func:`import_dump` (the list is held whole: for tests,
+    benches and small files).  With ``images`` (an :class:`~culturebase.images.ImageStore`) image
+    fields are resolved and stored there as an import would; without, they are counted as not fetched."""
+    path = Path(path)
+    fmt, validated, report = _open_dump(path, fmt, images, fetch_images, fetcher, categories, dry_run=images is None)
+    report.dry_run = False
+    by_id: dict[str, Entity] = {}
+    try:
+        for new, again in _chunks(validated, report, 1 << 30):
+            for entity in [*new, *again]:
+                by_id[entity.id] = by_id[entity.id].merged_with(entity) if entity.id in by_id else entity
+    except DumpError as exc:
+        raise ImportFileError(str(exc)) from None
+    report.images = sum(len(e.images) for e in by_id.values())
+    return list(by_id.values()), report
+
+
+def import_dump(
+    kb: Any,
+    path: Path,
+    fmt: str | None = None,
+    categories: Sequence[str] | None = None,
+    fetch_images: bool | None = None,
+    fetcher: Callable[[str], bytes] | None = None,
+    progress: Progress | None = None,
+    total: Callable[[int | None], None] | None = None,
+    chunk: int = 256,
+    dry_run: bool = False,
+) -> ImportReport:
+    """Import a dump (format given or detected) into ``kb`` (a :class:`~retrieval.knowledge_base.KnowledgeBase`);
+    returns the report by reason.
+
+    ``fetch_images`` (default: yes for our JSONL / the release, no for the published dumps) fetches
+    image URLs with ``fetcher`` (default: any host for our JSONL and the release, as before; only public
+    addresses, every redirect hop checked, for a published dump) through the image store's checks; ``total`` is told the entry count once
+    known (progress bar); ``progress`` is called with the number of entities written.  ``dry_run`` reads,
+    validates and merges the whole dump and reports what would be stored, without embedding or storing
+    anything (no image is fetched or stored: image fields count as not fetched)."""
+    path = Path(path)
+    images = None if dry_run else kb.image_store
+    fmt, validated, report = _open_dump(path, fmt, images, fetch_images, fetcher, categories, dry_run)
     count = count_entries(path, fmt)
     if total is not None:
         total(count)
-    cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None
-    drop_images = dry_run or (fmt not in OWN_FORMATS and (not fetch_images or resolve is None))  # a dump's image URL: fetched or counted
-    validated = _validated(entries, report, cats, resolve, drop_images=drop_images)
     written: set[str] = set()
     if dry_run:
         try:
@@ -280,8 +330,6 @@ def import_dump(
                 written.update(e.id for e in new)
                 written.update(e.id for e in again)
         except DumpError as exc:
-            from retrieval.knowledge_base import ImportFileError
-
             raise ImportFileError(str(exc)) from None
         report.stored = len(written)
         return report
@@ -291,8 +339,6 @@ def import_dump(
         with kb.store.bulk_writer(total=count, progress=progress, min_free_bytes=kb.min_free_bytes) as writer:
             _pipeline(kb, writer, _prefetched(_chunks(validated, report, chunk)), written, report, had_entities=before > 0)
     except DumpError as exc:
-        from retrieval.knowledge_base import ImportFileError
-
         raise ImportFileError(str(exc)) from None
     report.stored = len(written)
     return report

@@ -9,7 +9,6 @@ report the rejected ones with line numbers, and store the valid ones.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -17,13 +16,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from pydantic import ValidationError
 
 from culturebase.entity import Entity
 from culturebase.importers.report import ImportReport, Rejected, format_validation_error
 from culturebase.settings import Settings
 from culturebase.store import CollectionSpec, CultureBaseStore, EmbedderInfo, PointRecord, open_backend
 from culturebase.store.culturebase import ENTITY_LEXICAL, corpus_spec, entity_spec
+from retrieval.dump_import import ImportFileError, import_dump, read_dump, record_to_entity
 from retrieval.embedders import Embedder, build_embedder, embedder_info
 from retrieval.lexical import encode_documents, lexical_text
 
@@ -32,57 +31,9 @@ _COUNTS = threading.Lock()
 Progress = Callable[[int], None]
 
 
-# the report and its pieces live with the importers (culturebase/importers); re-exported here
-__all__ = ["ImportFileError", "ImportReport", "KnowledgeBase", "Rejected", "format_validation_error"]
-
-
-class ImportFileError(ValueError):
-    """The import file as a whole cannot be read (missing, unreadable, not JSON/JSONL)."""
-
-
-def parse_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """Yield ``(line_number, record, error)`` from our JSONL or the release's ``kb_entries.json`` (a JSON list)."""
-    try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        raise ImportFileError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ImportFileError(f"{path}: is a directory, expected a .jsonl or .json file") from None
-    except PermissionError:
-        raise ImportFileError(f"{path}: permission denied") from None
-    except UnicodeDecodeError as exc:
-        raise ImportFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ImportFileError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-        for i, rec in enumerate(data, start=1):
-            if isinstance(rec, dict):
-                yield i, rec, None
-            else:
-                yield i, None, f"record {i} is {type(rec).__name__}, expected a JSON object"
-        return
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg}"
-            continue
-        if not isinstance(rec, dict):
-            yield lineno, None, f"expected a JSON object, got {type(rec).__name__}"
-            continue
-        yield lineno, rec, None
-
-
-def record_to_entity(rec: dict[str, Any]) -> Entity:
-    """Our record format, or the release's (``source`` instead of ``source_work``)."""
-    if "source" in rec and "source_work" not in rec:
-        return Entity.from_release(rec)
-    return Entity.model_validate(rec)
+# the report and its pieces live with the importers (culturebase/importers), the import itself in
+# retrieval/dump_import; re-exported here
+__all__ = ["ImportFileError", "ImportReport", "KnowledgeBase", "Rejected", "format_validation_error", "record_to_entity"]
 
 
 class KnowledgeBase:
@@ -231,8 +182,6 @@ class KnowledgeBase:
     def import_dump(self, path: Path, **options: Any) -> ImportReport:
         """Stream a dump (any format :mod:`culturebase.importers` reads) into the KB; see
         :func:`retrieval.dump_import.import_dump` for the options."""
-        from retrieval.dump_import import import_dump
-
         options.setdefault("chunk", self.settings.import_chunk if self.settings is not None else 256)
         return import_dump(self, path, **options)
 
@@ -261,44 +210,15 @@ class KnowledgeBase:
         return stored
 
     # -- import / export ----------------------------------------------------------------
-    def validate_file(self, path: Path, fetch_images: bool = True) -> tuple[list[Entity], ImportReport]:
-        """Parse and validate a file (images are stored in the image folder); duplicates within the file are merged."""
-        from retrieval.image_import import http_fetcher, resolve_images
-
-        report = ImportReport(path=str(path))
-        images = self.image_store
-        fetch = http_fetcher(images.max_bytes) if images is not None and fetch_images else None
-        by_id: dict[str, Entity] = {}
-        for lineno, rec, error in parse_records(path):
-            report.read += 1
-            if error is not None:
-                report.rejected.append(Rejected(lineno, error))
-                continue
-            assert rec is not None
-            try:
-                if images is not None:
-                    rec, problems = resolve_images(dict(rec), lineno, Path(path).parent, images, fetch)
-                    report.image_problems.extend(problems)
-                entity = record_to_entity(rec)
-            except ValidationError as exc:
-                report.rejected.append(Rejected(lineno, format_validation_error(exc)))
-                continue
-            except ValueError as exc:
-                report.rejected.append(Rejected(lineno, str(exc)))
-                continue
-            if entity.id in by_id:
-                by_id[entity.id] = by_id[entity.id].merged_with(entity)
-                report.merged_duplicates += 1
-            else:
-                by_id[entity.id] = entity
-        report.images = sum(len(e.images) for e in by_id.values())
-        return list(by_id.values()), report
+    def validate_file(self, path: Path, fetch_images: bool | None = None) -> tuple[list[Entity], ImportReport]:
+        """Read, validate and merge a dump without embedding or storing it (:func:`retrieval.dump_import.read_dump`,
+        the import's own reader); images are stored in the image folder when this KB has one."""
+        return read_dump(Path(path), images=self.image_store, fetch_images=fetch_images)
 
     def import_file(self, path: Path, progress: Progress | None = None) -> ImportReport:
-        """Import a JSONL / release JSON file: valid records are stored, rejected ones reported by line."""
-        entities, report = self.validate_file(path)
-        report.stored = self.bulk_add(entities, progress=progress)
-        return report
+        """Import a file in any format :mod:`culturebase.importers` reads (streamed, see :meth:`import_dump`):
+        valid records are stored, rejected ones reported by line."""
+        return self.import_dump(Path(path), progress=progress)
 
     def optimize(self) -> None:
         """Let the engine build its indexes now (after bulk writes)."""

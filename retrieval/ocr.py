@@ -2,7 +2,7 @@
 
 The text is an extraction aid: it joins the OCR route of grounding and is shown to the
 extractor.  OCR never touches the full-size pixels; it works on two bounded copies made
-from one decode (:mod:`retrieval.bounded_image`: first frame, EXIF-upright):
+from one decode (:mod:`culturebase.bounded_image`: first frame, EXIF-upright):
 
 * **detection** runs on a copy whose longest side is ``det_side`` (``KAR_OCR_DET_SIDE``,
   800: a caption 2.5 % of the image high is still 11+ px there).  The detector's memory
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval.bounded_image import BoundedImage, ImageDecodeError, open_bounded
+from culturebase.bounded_image import BoundedImage, ImageDecodeError, open_bounded
 
 
 class OCRError(RuntimeError):

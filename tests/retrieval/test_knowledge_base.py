@@ -43,7 +43,7 @@ def test_import_reports_rejected_lines_and_stores_the_valid_ones(tmp_path, tiny_
             (2, "invalid JSON at column 2"),
             (3, "field 'name'"),
             (4, "field 'aliases'"),
-            (5, "expected a JSON object, got list"),
+            (5, "line 5 is list, expected a JSON object"),
         ]
         assert report.read == 7 and report.stored == 2 and report.merged_duplicates == 1
         merged = kb.store.find_by_name(["卧龙"])[0]
@@ -68,7 +68,8 @@ def test_release_kb_entries_json_imports_as_is(tmp_path, tiny_settings):
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "no such file"), ("[1, 2", "invalid JSON"), (b"\xff\xfe\x00", "not UTF-8")],
+    [(None, "no such file"), ("[1, 2", "first entry is a JSON int, not an object"), ("{1: 2", "not JSON"),
+     (b"\xff\xfe\x00", "not UTF-8 text \\(byte 0\\)")],
 )
 def test_unreadable_files_are_one_clear_error_and_store_nothing(tmp_path, tiny_settings, content, message):
     f = tmp_path / "bad.json"

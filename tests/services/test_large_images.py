@@ -71,7 +71,7 @@ def decode_peak_mb(data: bytes, tmp_path: Path) -> dict:
 import json, sys
 sys.path.insert(0, {str(REPO)!r})
 from services.images import validate_image
-from retrieval.bounded_image import open_bounded
+from culturebase.bounded_image import open_bounded
 def hwm():
     for line in open('/proc/self/status'):
         if line.startswith('VmHWM:'):
