@@ -23,6 +23,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
 
 
+def missing_evidence(evidence: dict[str, Any] | None, conditions: list[str]) -> str | None:
+    """Why the search conditions among ``conditions`` would run without web evidence (``evidence``: an
+    :class:`~retrieval.websearch.evidence.EvidenceStatus` as a dict), or None.  ``kar run`` and the API's
+    ablation jobs refuse such a run unless told to allow it; the caller adds how."""
+    searching = [c for c in conditions if c in SEARCH_CONDITIONS]
+    if not searching or not evidence or evidence.get("available", True):
+        return None
+    return f"{', '.join(searching)} would run without web evidence: {evidence.get('reason')}"
+
+
 @dataclass
 class PipelineResources:
     """A pipeline plus what it owns (closed by :meth:`aclose`)."""

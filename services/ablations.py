@@ -12,6 +12,10 @@ stopped is reported ``interrupted``; POSTing the same dataset and conditions aga
 ``resume_id`` continues it, since the runner skips finished items).
 
 Datasets are named relative to ``DATA_DIR/datasets`` (no absolute paths, no ``..``).
+
+As ``kar run`` does, a job for ``search_cot`` or ``kar`` whose search backend has nothing to search
+(an empty local corpus, ``KAR_SEARCH_BACKEND=none``) is refused up front (422 ``no_evidence``,
+naming the fix) unless ``allow_no_evidence`` is set; the run's manifest records the evidence status.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class AblationJob:
     summary: dict[str, Any] | None = None
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
+    allow_no_evidence: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,7 +157,25 @@ class AblationManager:
                         pass
         return sorted(self.jobs.values(), key=lambda j: j.created_at, reverse=True)
 
-    def start(self, dataset: str, conditions: list[str], limit: int | None, concurrency: int, resume_id: str | None = None) -> AblationJob:
+    def evidence(self, conditions: list[str], allow_no_evidence: bool) -> dict[str, Any] | None:
+        """The evidence status of the search conditions among ``conditions`` (asked now: the corpus may have
+        grown since the server started); raises 422 when they would run without evidence and that is not allowed."""
+        from agents.factory import SEARCH_CONDITIONS, missing_evidence
+        from culturebase.settings import get_settings
+        from retrieval.websearch import evidence_status
+
+        if not any(c in SEARCH_CONDITIONS for c in conditions):
+            return None
+        evidence = evidence_status(self.pipeline.deps.search, get_settings().search_backend).to_dict()
+        refusal = missing_evidence(evidence, conditions)
+        if refusal and not allow_no_evidence:
+            raise ApiError(422, "no_evidence", refusal + '; or set "allow_no_evidence": true to run them anyway (the manifest records it)')
+        return evidence
+
+    def start(
+        self, dataset: str, conditions: list[str], limit: int | None, concurrency: int, resume_id: str | None = None,
+        allow_no_evidence: bool = False,
+    ) -> AblationJob:
         from culturebase.settings import get_settings
         from eval.records import DatasetError
         from eval.tasks import load
@@ -166,6 +189,7 @@ class AblationManager:
         except (DatasetError, ValueError) as exc:  # every bad item, named relative to DATA_DIR/datasets
             message = str(exc).replace(str(self.datasets.resolve()) + os.sep, "")
             raise ApiError(422, "invalid_dataset", message) from None
+        evidence = self.evidence(conditions, allow_no_evidence)
         items = loaded.items
         if resume_id is not None:
             job = self.get(resume_id)
@@ -175,11 +199,12 @@ class AblationManager:
             job.dataset, job.conditions, job.limit, job.concurrency = dataset, conditions, limit, concurrency
         else:
             job = AblationJob(id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6], dataset=dataset, conditions=conditions, limit=limit, concurrency=concurrency)
+        job.allow_no_evidence = allow_no_evidence
         job.total = len(items) * len(conditions)
         self.jobs[job.id] = job
         self._save(job)
         runner = loaded.runner(self.pipeline, self.job_dir(job.id), conditions, settings=get_settings(), concurrency=concurrency,
-                               manifest={"api_job": job.id})
+                               manifest={"api_job": job.id, "evidence": evidence, "allow_no_evidence": allow_no_evidence})
         self.tasks[job.id] = asyncio.get_running_loop().create_task(self._run(job, runner, items, str(path)))
         return job
 

@@ -162,6 +162,9 @@ class AblationCreate(BaseModel):
     limit: int | None = Field(None, ge=1, le=1_000_000)
     concurrency: int = Field(4, ge=1, le=256)
     resume_id: str | None = Field(None, max_length=64)
+    allow_no_evidence: bool = Field(
+        False, description="Run search_cot/kar even when the search backend has nothing to search (else 422 no_evidence)."
+    )
 
 
 class AblationPublic(BaseModel):

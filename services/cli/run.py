@@ -46,18 +46,12 @@ RUN_EXAMPLES = examples(
     "kar run --dataset memebench/ --out runs/no-evidence --conditions vanilla,kar --allow-no-evidence  # KB grounding only",
 )
 
-#: the conditions that search the web (their evidence must exist, or the run is refused)
-SEARCH_CONDITIONS = ("search_cot", "kar")
-
-
 def evidence_refusal(describe: dict[str, Any], conditions: list[str]) -> str | None:
     """Why the run must not start (a search condition whose backend has nothing to search), or None."""
-    evidence = describe.get("evidence")
-    searching = [c for c in conditions if c in SEARCH_CONDITIONS]
-    if not searching or not evidence or evidence.get("available", True):
-        return None
-    return (f"{', '.join(searching)} would run without web evidence: {evidence.get('reason')}; "
-            "or pass --allow-no-evidence to run them anyway (the manifest records it)")
+    from agents.factory import missing_evidence
+
+    refusal = missing_evidence(describe.get("evidence"), conditions)
+    return refusal and refusal + "; or pass --allow-no-evidence to run them anyway (the manifest records it)"
 
 
 def run_command(

@@ -26,7 +26,8 @@ def public(job: Any) -> dict[str, Any]:
 
 @router.post("/v1/ablations", status_code=202, response_model=AblationPublic, responses=ERR)
 async def start_ablation(body: AblationCreate, services: Services, key: WriteKey, response: Response) -> dict[str, Any]:
-    job = services.ablations.start(body.dataset, list(dict.fromkeys(body.conditions)), body.limit, body.concurrency, body.resume_id)
+    job = services.ablations.start(body.dataset, list(dict.fromkeys(body.conditions)), body.limit, body.concurrency, body.resume_id,
+                                 allow_no_evidence=body.allow_no_evidence)
     response.headers["Location"] = f"/v1/ablations/{job.id}"
     return public(job)
 

@@ -117,6 +117,7 @@
     if (!conditions.length) { showError({ error: { code: "no_conditions", message: "choose at least one condition" } }); return; }
     const body = { dataset: byId("abl-dataset").value, conditions, concurrency: Number(byId("abl-concurrency").value) || 4 };
     if (byId("abl-limit").value) body.limit = Number(byId("abl-limit").value);
+    if (byId("abl-allow-no-evidence").checked) body.allow_no_evidence = true;
     byId("abl-start").disabled = true;
     try {
       const r = await fetch("/v1/ablations", { method: "POST", body: JSON.stringify(body), headers: headers(true) });

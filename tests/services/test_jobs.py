@@ -135,3 +135,30 @@ async def test_ablation_job_runs_a_family_benchmark_through_the_registry(api):
     assert {t["trace"]["task"]["task"] for t in traces} == {"CMI-C", "PI-G"}  # the task runner: each item's task prompt
     bad = await client.post("/v1/ablations", json={"dataset": "mr.jsonl", "conditions": ["vanilla", "context_note"]}, headers=rw())
     assert bad.status_code == 422 and "context_note does not apply to memereacon (2 items)" in bad.json()["error"]["message"]
+
+
+async def test_a_search_condition_with_nothing_to_search_is_refused_unless_allowed(make_client):
+    """As `kar run` does: search_cot/kar with no web evidence is a 422 naming the fix, before any job exists."""
+    async with make_client(search=None) as (client, services):
+        _dataset(Path(services.settings.data_dir))
+        r = await client.post("/v1/ablations", json={"dataset": "bench.json", "conditions": ["vanilla", "kar"], "limit": 1},
+                              headers=rw())
+        error = r.json()["error"]
+        assert r.status_code == 422 and error["code"] == "no_evidence", r.text
+        assert error["message"].startswith("kar would run without web evidence: web search is off")
+        assert '"allow_no_evidence": true' in error["message"]
+        assert (await client.get("/v1/ablations")).json() == []
+        r = await client.post("/v1/ablations", json={"dataset": "bench.json", "conditions": ["vanilla"], "limit": 1}, headers=rw())
+        assert r.status_code == 202, r.text  # a condition that does not search is not refused
+        r = await client.post("/v1/ablations", json={"dataset": "bench.json", "conditions": ["search_cot"], "limit": 1,
+                                                     "allow_no_evidence": True}, headers=rw())
+        assert r.status_code == 202, r.text
+        job = r.json()
+        for _ in range(200):
+            job = (await client.get(f"/v1/ablations/{job['id']}")).json()
+            if job["status"] not in ("queued", "running"):
+                break
+            await asyncio.sleep(0.05)
+        assert job["status"] == "succeeded", job
+        manifest = json.loads((services.ablations.job_dir(job["id"]) / "manifest.json").read_text("utf-8"))
+        assert manifest["allow_no_evidence"] is True and manifest["evidence"]["available"] is False
