@@ -101,6 +101,16 @@ class CliConsole(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
+    def rule(self, title: Any = "", *, characters: str = "─", style: Any = "rule.line", align: Any = "center") -> None:
+        """A horizontal rule: the terminal's width on a terminal; off it, just wider than its title."""
+        if self.is_terminal:
+            return super().rule(title, characters=characters, style=style, align=align)
+        from rich.cells import cell_len
+        from rich.rule import Rule
+
+        plain = Text.from_markup(title).plain if isinstance(title, str) else str(title)
+        self.print(Rule(title, characters=characters, style=style, align=align), width=max(80, cell_len(plain) + 8))
+
 
 err = CliConsole(stderr=True)
 console = err  # the name older modules import

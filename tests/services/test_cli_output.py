@@ -25,6 +25,13 @@ def test_a_pipe_gets_one_line_per_sentence_at_any_columns(monkeypatch):
         assert buffer.getvalue() == SENTENCE + "\n"
 
 
+def test_a_rule_off_a_terminal_is_as_wide_as_its_title():
+    buffer = io.StringIO()
+    CliConsole(file=buffer).rule(f"[bold]kar[/]  {SENTENCE}")
+    (line,) = buffer.getvalue().splitlines()
+    assert f"kar  {SENTENCE}" in line and len(line) <= len(SENTENCE) + 20
+
+
 def test_a_terminal_still_gets_rich_layout(monkeypatch):
     monkeypatch.setenv("COLUMNS", "40")
     buffer = io.StringIO()
