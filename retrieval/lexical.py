@@ -74,15 +74,10 @@ _QUOTED = re.compile(
 COMMON_ZIPF = 3.5
 
 
-@lru_cache(maxsize=1)
 def _jieba() -> Any:
-    import logging
+    from retrieval.jieba_dict import tokenizer  # its dictionary cached in the data directory
 
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    jieba.initialize()
-    return jieba
+    return tokenizer()
 
 
 @lru_cache(maxsize=4096)
@@ -165,12 +160,10 @@ def ocr_letter_readings(text_key: str) -> list[str]:
 PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz", "x", "eng"})
 
 
-@lru_cache(maxsize=1)
 def _word_tags() -> dict[str, str]:
-    import jieba.posseg
+    from retrieval.jieba_dict import word_tags  # jieba.posseg's table, without parsing dict.txt each start
 
-    _jieba()
-    return jieba.posseg.dt.word_tag_tab
+    return word_tags()
 
 
 @lru_cache(maxsize=65536)
