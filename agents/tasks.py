@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.media import MediaBundle, MediaError, Transcriber, prepare_video
+from agents.media.explain import clip_inputs
 from agents.pipeline.pipeline import KARPipeline
 from agents.pipeline.state import CONDITIONS, ExplainContext, ExplainResult
 from agents.runner import AblationRunner, read_done
@@ -50,20 +51,6 @@ class TaskItem:
     @property
     def output_id(self) -> str:  # the prediction record's id (AblationRunner writes it)
         return self.id
-
-
-def media_context(bundle: MediaBundle) -> dict[str, str]:
-    """Context lines describing a clip: its frames' timestamps and the transcript when there is one."""
-    times = ", ".join(f"{f.t:.1f}" for f in bundle.frames)
-    text = f"{len(bundle.frames)} frames of a {bundle.duration_s:.1f} s video, at {times} s"
-    if bundle.truncated:
-        text += f" (only the first {bundle.read_s:.0f} s were read)"
-    audio = {"native": "its audio track is attached", "transcribed": "its audio is transcribed below",
-             "no_audio_track": "it has no audio track", "none": "its audio is not provided", "failed": "its audio could not be transcribed"}
-    out = {"media": f"{text}; {audio.get(bundle.audio_mode, bundle.audio_mode)}"}
-    if bundle.transcript:
-        out["transcript"] = bundle.transcript
-    return out
 
 
 class TaskRunner(AblationRunner):
@@ -180,15 +167,8 @@ class TaskRunner(AblationRunner):
             extras["text_only"] = True
             extras["media"] = {"kind": "none", "text_only": True}
         elif bundle is not None:
-            if item.audio_only:  # no frames, no OCR of them: the audio (native or transcribed) alone
-                extras["audio_only"] = True
-            else:
-                extras["frames"] = [f.jpeg for f in bundle.frames]
-            if bundle.audio_wav:
-                extras["audio"] = bundle.audio_wav
-            extras["media"] = bundle.trace() | {"prepare_s": round(prep_s, 4)} | ({"audio_only": True} if item.audio_only else {})
-            extras["context"] = media_context(bundle) if not item.audio_only else (
-                {"transcript": bundle.transcript} if bundle.transcript else {})
+            _, clip = clip_inputs(bundle, prep_s, audio_only=item.audio_only)
+            extras.update(clip)
         else:
             extras["media"] = {"kind": "image", "path": item.media_path, "prepare_s": round(prep_s, 4)}
         pipeline_condition = "vanilla" if condition == "text_only" else condition

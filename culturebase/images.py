@@ -67,6 +67,8 @@ def _what_else(data: bytes) -> tuple[str, str]:
         return "html", "an HTML page"
     if head.startswith(b"%pdf"):
         return "not_an_image", "a PDF document"
+    if data.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "not_an_image", "a ZIP archive"
     if head.startswith(b"<?xml"):
         return "not_an_image", "an XML document"
     try:

@@ -210,6 +210,11 @@ class Settings(BaseSettings):
     media_audio: Literal["auto", "native", "transcribe", "none"] = Field(
         "auto", description="Audio: `native` (input_audio parts), `transcribe` (ASR endpoint), `none`; `auto` = transcribe when KAR_ASR_BASE_URL is set, else none."
     )
+    # -- clips and sounds given to explain (kar explain, POST /v1/explain): refused over a limit, never cut
+    media_max_s: float = Field(180.0, gt=0, description="Longest clip or sound explain accepts, in seconds (the container's claim and the decoded time).")
+    media_max_mb: float = Field(64.0, gt=0, description="Largest clip or sound explain accepts (an image stays at KAR_MAX_UPLOAD_MB).")
+    media_max_pixels: int = Field(8_294_400, ge=4096, description="Pixels of one video frame explain decodes at most (3840x2160).")
+    media_max_frames: int = Field(20_000, ge=1, description="Video frames explain decodes at most.")
     asr_base_url: str | None = Field(None, description="OpenAI-compatible /v1/audio/transcriptions endpoint (e.g. vLLM serving Whisper).")
     asr_model: str | None = Field(None, description="Transcription model id at KAR_ASR_BASE_URL.")
     asr_api_key: SecretStr | None = Field(None, description="API key for the transcription endpoint.")

@@ -130,6 +130,8 @@ class GroundingCues:
     #: the image itself: the grounder's image route hashes and matches it (undecodable bytes: the route is skipped)
     image_bytes: bytes | None = None
     image: Any = None  # retrieval.image_route.QueryImage: an image already prepared by the route (wins over image_bytes)
+    #: a clip's sampled frames (JPEG bytes): the image route reads each, an entity's best frame counts once (wins over image_bytes)
+    frames: list[bytes] = field(default_factory=list)
 
     @classmethod
     def from_text(cls, text: str) -> "GroundingCues":
@@ -139,7 +141,7 @@ class GroundingCues:
     def is_empty(self) -> bool:
         return not (
             self.ocr_text.strip() or self.visual_handle.strip() or any(e.name.strip() for e in self.entities) or self.image is not None
-            or bool(self.image_bytes)
+            or bool(self.image_bytes) or bool(self.frames)
         )
 
 
@@ -404,7 +406,7 @@ class EntityGrounder:
         characters) are dropped; ``result.routes`` says which routes ran and why others did not.
         """
         queries = self._route_queries(cues)
-        image_on = self.image_route is not None and (cues.image is not None or bool(cues.image_bytes))
+        image_on = self.image_route is not None and (cues.image is not None or bool(cues.image_bytes) or bool(cues.frames))
         routes: dict[str, str] = {}
         if not queries and not image_on:
             routes["all"] = "skipped: no cue with letters, digits or CJK characters"
@@ -556,14 +558,20 @@ class EntityGrounder:
                 )
             )
         if image_on:
-            query, why = self._image_query(cues)
+            if cues.frames:  # a clip: every sampled frame read as a picture, an entity's best frame counts once
+                from retrieval.frames_route import best_of_frames
+
+                matches, why = best_of_frames(self.image_route, cues.frames, language)
+                query = None if why else cues.frames
+            else:
+                query, why = self._image_query(cues)
+                matches = self.image_route.match(query, language=language) if query is not None else []
             if query is not None:
-                matches = self.image_route.match(query, language=language)
                 scored = fuse_image_matches(scored, matches, self.store, self.tau, self.image_route.tau)
                 routes["image"] = "ran"
             else:
                 routes["image"] = f"skipped: {why}"
-        elif cues.image is not None or cues.image_bytes:
+        elif cues.image is not None or cues.image_bytes or cues.frames:
             routes["image"] = "skipped: no image route (this CultureBase has no image index)"
         scored.sort(key=lambda g: (-g.score, g.entity.name))
         hits = [g for g in scored if accepts(g, self.tau)][: self.top_k]

@@ -36,7 +36,9 @@ class BodyLimitMiddleware:
 
     def __init__(self, app: Any, settings: Settings) -> None:
         self.app = app
-        image = int(settings.max_upload_mb * 1024 * 1024)
+        # an explain upload is an image (KAR_MAX_UPLOAD_MB) or a clip or sound (KAR_MEDIA_MAX_MB); the router
+        # applies the limit of what the bytes turn out to be
+        image = int(max(settings.max_upload_mb, settings.media_max_mb) * 1024 * 1024)
         # multipart adds part headers and form fields; base64 in JSON grows by 4/3
         self.upload_limit = image + BODY_SLACK
         self.json_limit = image * 4 // 3 + BODY_SLACK

@@ -55,7 +55,9 @@ def validate_image(data: bytes, max_bytes: int, max_pixels: int, work_side: int 
         status, code = REJECTION.get(exc.reason, (422, "image_corrupt"))
         message = str(exc)
         if code == "unsupported_image_type":
-            message += "; send PNG, JPEG, WebP or GIF"
+            from agents.media.sniff import ACCEPTED
+
+            message += f"; send {ACCEPTED}"
         elif code == "image_too_many_pixels" and "bomb" not in message:
             message += " (decompression bomb?)"
         raise ApiError(status, code, message) from None

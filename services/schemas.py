@@ -53,6 +53,9 @@ class ExplainPublic(BaseModel):
     error: dict[str, Any] | None
     trace: dict[str, Any]
     image: ImageInfoPublic
+    media: dict[str, Any] | None = Field(
+        None, description="For a clip or a sound: kind (video/audio), format, duration_s, frames, audio_mode, transcript."
+    )
     notes: list[str] = []
     message: str | None = None
 

@@ -14,13 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from agents.media.frames import MediaError, open_container
+from agents.media.frames import MediaError, MediaLimitError, MediaLimits, container_duration, open_container
 
 SAMPLE_RATE = 16_000
 
 
-def extract_wav(path: str | Path, max_duration_s: float = 600.0) -> bytes | None:
-    """The first audio stream as 16-bit mono 16 kHz WAV bytes (cut at the cap); None without one."""
+def extract_wav(path: str | Path, max_duration_s: float = 600.0, limits: MediaLimits | None = None) -> bytes | None:
+    """The first audio stream as 16-bit mono 16 kHz WAV bytes (cut at the cap); None without one.
+
+    With ``limits`` (explain inputs) a track longer than ``KAR_MEDIA_MAX_S``, by its container's claim or
+    while it is decoded (a stream that never ends), is refused instead of cut."""
     import av
 
     container = open_container(path)
@@ -28,6 +31,9 @@ def extract_wav(path: str | Path, max_duration_s: float = 600.0) -> bytes | None
         if not container.streams.audio:
             return None
         stream = container.streams.audio[0]
+        if limits is not None:
+            limits.check_duration(path, container_duration(container, stream))
+            max_duration_s = limits.max_s
         resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
         chunks: list[np.ndarray] = []
         limit = int(max_duration_s * SAMPLE_RATE)
@@ -39,6 +45,9 @@ def extract_wav(path: str | Path, max_duration_s: float = 600.0) -> bytes | None
                     chunks.append(data)
                     total += data.size
                 if total >= limit:
+                    if limits is not None:
+                        raise MediaLimitError("media_too_long", "KAR_MEDIA_MAX_S",
+                                              f"{Path(str(path)).name}: the audio runs past {limits.max_s:g} s")
                     break
             for out in resampler.resample(None):
                 chunks.append(out.to_ndarray().reshape(-1))

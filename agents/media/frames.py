@@ -20,6 +20,53 @@ class MediaError(ValueError):
     """The media file cannot be used (not a video, no video stream, undecodable); names the file."""
 
 
+class MediaLimitError(MediaError):
+    """A clip over one of the explain limits; ``limit`` names the setting, ``code`` the API error code."""
+
+    def __init__(self, code: str, limit: str, message: str) -> None:
+        super().__init__(f"{message} ({limit})")
+        self.code = code
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class MediaLimits:
+    """What an explain input may hold, enforced while decoding (the container's claims first, then each
+    decoded frame and sample): duration ``KAR_MEDIA_MAX_S``, pixels a frame ``KAR_MEDIA_MAX_PIXELS``,
+    decoded frames ``KAR_MEDIA_MAX_FRAMES``.  A clip over a limit is refused, never cut silently; a clip
+    that decodes to much less than its container claims is refused as truncated."""
+
+    max_s: float = 180.0
+    max_pixels: int = 8_294_400
+    max_frames: int = 20_000
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "MediaLimits":
+        return cls(settings.media_max_s, settings.media_max_pixels, settings.media_max_frames)
+
+    def check_duration(self, path: Any, claimed: float) -> None:
+        if claimed > self.max_s:
+            raise MediaLimitError("media_too_long", "KAR_MEDIA_MAX_S",
+                                  f"{Path(str(path)).name}: the clip is {claimed:.1f} s long; the limit is {self.max_s:g} s")
+
+    def check_decoded(self, path: Any, t: float, frames: int, pixels: int) -> None:
+        name = Path(str(path)).name
+        if t > self.max_s + 0.5:
+            raise MediaLimitError("media_too_long", "KAR_MEDIA_MAX_S",
+                                  f"{name}: decoding passed {self.max_s:g} s (the container did not say how long it is)")
+        if frames > self.max_frames:
+            raise MediaLimitError("media_too_many_frames", "KAR_MEDIA_MAX_FRAMES",
+                                  f"{name}: more than {self.max_frames} frames")
+        if pixels > self.max_pixels:
+            raise MediaLimitError("media_too_many_pixels", "KAR_MEDIA_MAX_PIXELS",
+                                  f"{name}: a frame of {pixels} pixels; the limit is {self.max_pixels}")
+
+    def check_complete(self, path: Any, claimed: float, decoded: float) -> None:
+        if claimed > 0 and decoded < claimed - max(1.0, 0.25 * claimed):
+            raise MediaLimitError("media_truncated", "a truncated or damaged file",
+                                  f"{Path(str(path)).name}: the container says {claimed:.1f} s but only {decoded:.1f} s could be decoded")
+
+
 @dataclass(frozen=True)
 class Frame:
     """One sampled frame: time in seconds, JPEG bytes, why it was picked (uniform/scene)."""
@@ -80,8 +127,12 @@ def sample_frames(
     scene_threshold: float = 0.2,
     max_duration_s: float = 600.0,
     frame_side: int = 768,
+    limits: MediaLimits | None = None,
 ) -> FrameSample:
-    """Sample ``n`` uniform frames plus up to ``scene_frames`` scene-change frames."""
+    """Sample ``n`` uniform frames plus up to ``scene_frames`` scene-change frames.
+
+    With ``limits`` (explain inputs) a clip over a limit is refused while it is decoded, and one that
+    decodes short of its claimed duration or fails mid-way is refused as truncated, instead of being cut."""
     import av
 
     container = open_container(path)
@@ -91,6 +142,10 @@ def sample_frames(
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         duration = container_duration(container, stream)
+        if limits is not None:
+            limits.check_duration(path, duration)
+            limits.check_decoded(path, 0.0, 0, (stream.codec_context.width or 0) * (stream.codec_context.height or 0))
+            max_duration_s = limits.max_s + 1.0  # past the limit check_decoded refuses; nothing is cut
         fps = float(stream.average_rate) if stream.average_rate else None
         read_s = min(duration, max_duration_s) if duration > 0 else max_duration_s
         truncated = duration > max_duration_s
@@ -108,6 +163,8 @@ def sample_frames(
             for frame in container.decode(stream):
                 index += 1
                 t = float(frame.time) if frame.time is not None else 0.0
+                if limits is not None:
+                    limits.check_decoded(path, t, index + 1, frame.width * frame.height)
                 if t > read_s:
                     break
                 first = first if first is not None else frame
@@ -128,8 +185,13 @@ def sample_frames(
         except av.error.FFmpegError as exc:
             if first is None:
                 raise MediaError(f"{path}: video stream cannot be decoded ({exc})") from None
+            if limits is not None:
+                raise MediaLimitError("media_truncated", "a truncated or damaged file",
+                                      f"{Path(str(path)).name}: decoding failed after {float(last.time or 0.0):.1f} s ({exc})") from None
         if first is None:
             raise MediaError(f"{path}: the video stream has no decodable frame")
+        if limits is not None:
+            limits.check_complete(path, duration, float(last.time or 0.0))
         notes = []
         if not targets or not uniform:  # unknown duration or a very short clip: take what exists
             uniform = [Frame(float(first.time or 0.0), _jpeg(first, frame_side), "uniform")]
@@ -143,3 +205,39 @@ def sample_frames(
         return FrameSample(frames, duration, min(read_s, float(last.time or 0.0)) if last is not None else 0.0, truncated, fps, notes)
     finally:
         container.close()
+
+
+def sample_animation(path: str | Path, n: int = 8, *, frame_side: int = 768, limits: MediaLimits | None = None) -> FrameSample:
+    """Frames of an animated GIF or WebP, read with Pillow (FFmpeg builds differ in animated WebP support):
+    ``n`` frames spread evenly over the animation, timed by each frame's duration.  With ``limits`` the
+    frame size, the frame count and the total duration are checked before any frame is decoded."""
+    from PIL import Image
+
+    path = Path(path)
+    try:
+        img = Image.open(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file: named
+        raise MediaError(f"{path}: not a readable animation ({type(exc).__name__}: {exc})") from None
+    with img:
+        count = int(getattr(img, "n_frames", 1) or 1)
+        if limits is not None:
+            limits.check_decoded(path, 0.0, count, img.size[0] * img.size[1])
+        starts: list[float] = []
+        t = 0.0
+        for index in range(count):  # durations come from the frame headers as Pillow seeks
+            img.seek(index)
+            starts.append(t)
+            t += float(img.info.get("duration") or 100) / 1000.0
+            if limits is not None:
+                limits.check_decoded(path, t, index + 1, img.size[0] * img.size[1])
+        k = min(n, count)
+        wanted = sorted({round(i * (count - 1) / max(1, k - 1)) for i in range(k)})
+        frames = []
+        for index in wanted:
+            img.seek(index)
+            picture = img.convert("RGB")
+            picture.thumbnail((frame_side, frame_side))
+            buffer = io.BytesIO()
+            picture.save(buffer, format="JPEG", quality=85)
+            frames.append(Frame(starts[index], buffer.getvalue(), "uniform"))
+    return FrameSample(frames, t, t, False, None)

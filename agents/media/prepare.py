@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.media.audio import Transcriber, extract_wav
-from agents.media.frames import Frame, MediaError, sample_frames
+from agents.media.frames import Frame, MediaError, MediaLimits, container_duration, open_container, sample_frames
 
 AUDIO_MODES = ("auto", "native", "transcribe", "none")
 
@@ -28,11 +28,12 @@ class MediaBundle:
     transcript: str | None = None
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    kind: str = "video"  # video | audio (a sound: no frames)
 
     def trace(self) -> dict[str, Any]:
         return {
             "path": self.path,
-            "kind": "video",
+            "kind": self.kind,
             "duration_s": round(self.duration_s, 3),
             "read_s": round(self.read_s, 3),
             "truncated": self.truncated,
@@ -62,11 +63,13 @@ def prepare_video(
     audio_path: str | Path | None = None,
     transcriber: Transcriber | None = None,
     language: str | None = None,
+    limits: MediaLimits | None = None,
 ) -> MediaBundle:
     """Sample frames and handle the audio as configured; MediaError for an unusable video.
 
     A clip without an audio track is not an error: ``audio_mode`` says ``no_audio_track``.
-    A failed transcription is recorded (``failed`` + the reason in notes), not fatal."""
+    A failed transcription is recorded (``failed`` + the reason in notes), not fatal.  With ``limits``
+    (explain inputs) a clip over a limit is refused while decoding (:class:`MediaLimits`)."""
     started = time.perf_counter()
     sample = sample_frames(
         path,
@@ -75,15 +78,55 @@ def prepare_video(
         scene_threshold=settings.media_scene_threshold,
         max_duration_s=settings.media_max_duration_s,
         frame_side=settings.media_frame_side,
+        limits=limits,
     )
     bundle = MediaBundle(str(path), sample.frames, sample.duration_s, sample.read_s, sample.truncated, "none", notes=list(sample.notes))
     bundle.timings["frames"] = time.perf_counter() - started
     mode = resolve_audio_mode(audio_mode or settings.media_audio, settings)
     if mode == "none":
         return bundle
+    return _with_audio(bundle, audio_path or path, mode, settings, transcriber, language, limits)
+
+
+def prepare_audio(
+    path: str | Path,
+    *,
+    settings: Any,
+    audio_mode: str | None = None,
+    transcriber: Transcriber | None = None,
+    language: str | None = None,
+    limits: MediaLimits | None = None,
+) -> MediaBundle:
+    """A sound (no frames): its audio decoded within ``limits`` whatever the mode (a sound over a limit is
+    refused even when it is not sent on), then sent natively, transcribed, or neither, as configured."""
     started = time.perf_counter()
-    wav = extract_wav(audio_path or path, settings.media_max_duration_s)
+    container = open_container(path)
+    try:
+        duration = container_duration(container, container.streams.audio[0] if container.streams.audio else None)
+    finally:
+        container.close()
+    wav = extract_wav(path, settings.media_max_duration_s, limits=limits)
+    if wav is None:
+        raise MediaError(f"{path}: has no audio stream")
+    read_s = max(0.0, (len(wav) - 44) / 2 / 16_000)
+    bundle = MediaBundle(str(path), [], duration or read_s, read_s, False, "none", kind="audio")
     bundle.timings["audio"] = time.perf_counter() - started
+    mode = resolve_audio_mode(audio_mode or settings.media_audio, settings)
+    if mode == "none":
+        bundle.notes.append("the sound is not sent on: set KAR_ASR_BASE_URL and KAR_ASR_MODEL to transcribe it, "
+                            "or KAR_MEDIA_AUDIO=native to send it to the VLM")
+        return bundle
+    return _with_audio(bundle, path, mode, settings, transcriber, language, limits, wav=wav)
+
+
+def _with_audio(
+    bundle: MediaBundle, path: str | Path, mode: str, settings: Any, transcriber: Transcriber | None, language: str | None,
+    limits: MediaLimits | None, wav: bytes | None = None,
+) -> MediaBundle:
+    if wav is None:
+        started = time.perf_counter()
+        wav = extract_wav(path, settings.media_max_duration_s, limits=limits)
+        bundle.timings["audio"] = time.perf_counter() - started
     if wav is None:
         bundle.audio_mode = "no_audio_track"
         bundle.notes.append("the clip has no audio track: sent without audio")

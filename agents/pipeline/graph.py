@@ -268,6 +268,7 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         cues = _cues(state)
 
         cues.image_bytes = state.get("image") or None  # the grounder's image route hashes and matches it itself
+        cues.frames = list(state.get("frames") or [])  # a clip: the route reads each sampled frame as a picture
 
         def run() -> Any:
             # no store-write lock: searches run concurrently (the embedded engine itself takes one at a time,

@@ -1,4 +1,9 @@
-"""``kar explain IMG``: one image through the pipeline, with the trace shown as text (or JSON).
+"""``kar explain FILE``: one image, clip or sound through the pipeline, with the trace shown as text (or JSON).
+
+The file is recognised by its content (:mod:`agents.media.sniff`): an image is checked and bounded
+once; a video (MP4, WebM, MOV, animated GIF/WebP) or a sound (MP3, WAV, OGG, M4A, FLAC) goes through
+the runner's media preparation (:func:`agents.media.explain.prepare_media`) within ``KAR_MEDIA_MAX_*``;
+anything else exits 2 naming the formats.
 
 Only terminal work lives here: settings from the command line, ``agents.factory.build_pipeline``,
 the pipeline's async API, and printing.
@@ -28,6 +33,8 @@ Examples:
   kar explain examples/images/doge_such_culture.png
 
   kar explain meme.png --condition kar --base-url http://localhost:8001/v1 --model Qwen/Qwen2.5-VL-7B-Instruct --json
+
+  kar explain clip.mp4   # a video: sampled frames, OCR of each, audio per KAR_MEDIA_AUDIO / KAR_ASR_*
 """
 
 
@@ -37,6 +44,18 @@ def print_explain(result: Any, notes: list[str]) -> None:
 
     t = result.trace
     out.rule(f"[bold]{escape(t['condition'])}[/]  {escape(str(result.image_path))}")
+    media = t.get("media")
+    if media and media.get("kind") in ("video", "audio"):
+        frames = media.get("frames") or []
+        said = f"{media['kind']} ({media.get('format') or '?'}), {media.get('duration_s', 0):.1f} s"
+        if media["kind"] == "video":
+            said += f", {len(frames)} frames at " + ", ".join(f"{f['t']:.1f}" for f in frames) + " s"
+        said += f"; audio: {media.get('audio_mode')}"
+        out.print("[bold]Media[/]:", escape(said))
+        if media.get("transcript"):
+            out.print("[bold]Transcript[/]:", escape(media["transcript"]))
+        for note in media.get("notes") or []:
+            out.print(f"[dim]{escape('  ' + note)}[/]")
     if t.get("ocr") is not None:
         out.print("[bold]OCR[/]:", escape((t["ocr"].get("text") or "(no text found)").replace("\n", " / ")))
     ex = t.get("extraction")
@@ -81,8 +100,57 @@ def print_explain(result: Any, notes: list[str]) -> None:
         out.print(f"[dim]note: {escape(note)}[/]")
 
 
+def _sniffed(path: Path) -> Any:
+    """What the file is, by its content; exit 2 naming the formats for anything else."""
+    from agents.media.explain import sniff_file
+    from agents.media.sniff import UnsupportedMedia
+
+    try:
+        return sniff_file(path)
+    except OSError as exc:
+        raise fail(f"{path}: {exc.strerror or exc}", ExitCode.USAGE) from None
+    except UnsupportedMedia as exc:
+        raise fail(f"{path}: {exc}", ExitCode.USAGE) from None
+
+
+async def _inputs(path: Path, sniffed: Any, settings: Any, language: str | None) -> tuple[bytes, dict[str, Any] | None]:
+    """The pipeline's image and extras: an image checked and bounded once; a clip or a sound prepared
+    (frames, audio, transcript) within KAR_MEDIA_MAX_*; what cannot be read exits 2 with the reason."""
+    import asyncio
+
+    from agents.media.explain import prepare_media
+    from agents.media.frames import MediaError
+    from culturebase.cpu import cpu_pool
+
+    size = path.stat().st_size
+    if sniffed.kind == "image":
+        from culturebase.bounded_image import decode_megapixels
+        from culturebase.images import ImageRejected, check_image_bytes
+
+        data = path.read_bytes()
+        side = max(settings.ocr_max_side, settings.vlm_max_image_side)
+        try:  # decoded once: OCR and the VLM's copy start from the bounded copy
+            checked = await cpu_pool().run_decode(decode_megapixels(data, side), check_image_bytes, data, len(data) + 1,
+                                                  settings.max_image_pixels, side)
+        except ImageRejected as exc:
+            raise fail(f"{path}: {exc}", ExitCode.USAGE) from None
+        return checked.data, None
+    limit = int(settings.media_max_mb * 2**20)
+    if size > limit:
+        raise fail(f"{path}: the file is {size} bytes; the limit is {limit} bytes (KAR_MEDIA_MAX_MB)", ExitCode.USAGE)
+    try:
+        media = await asyncio.to_thread(prepare_media, path, sniffed, settings, language=language)
+    except MediaError as exc:
+        raise fail(str(exc), ExitCode.USAGE) from None
+    return media.image, media.extras
+
+
 def explain_command(
-    image: Annotated[Path, typer.Argument(help="Image file (PNG/JPEG/WebP/GIF).", show_default=False)],
+    image: Annotated[
+        Path,
+        typer.Argument(help="An image (PNG, JPEG, WebP, GIF), a video (MP4, WebM, MOV, animated GIF/WebP) or a sound "
+                       "(MP3, WAV, OGG, M4A, FLAC), recognised by its content.", show_default=False),
+    ],
     condition: Annotated[
         str, typer.Option("--condition", "-c", help="vanilla, cot, search_cot, kar or context_note (all but kar need a VLM).")
     ] = "kar",
@@ -101,7 +169,7 @@ def explain_command(
     ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Explain one image and show the trace: OCR, grounded entities, searches, evidence, timings.
+    """Explain one image, clip or sound and show the trace: media, OCR, grounded entities, searches, evidence, timings.
 
     Without a VLM the default condition (kar) still runs OCR + grounding + search and says that no
     explanation was generated (exit 0); the other conditions need a VLM (exit 2)."""
@@ -110,10 +178,7 @@ def explain_command(
 
     if condition not in CONDITIONS:
         raise fail(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}", ExitCode.USAGE)
-    try:
-        data = image.read_bytes()
-    except OSError as exc:
-        raise fail(f"{image}: {exc.strerror or exc}", ExitCode.USAGE) from None
+    sniffed = _sniffed(image)
     context = ExplainContext(post_text=post_text, top_comment=top_comment, context_note=context_note)
 
     async def main() -> tuple[Any, list[str]]:
@@ -121,6 +186,10 @@ def explain_command(
         resources = build_pipeline(settings, (condition,), ocr_enabled=ocr)
         try:
             pipeline = resources.pipeline
+            if pipeline.deps.grounder is not None:  # jieba, wordfreq, OpenCV, the model load while OCR reads the image
+                from retrieval.warmup import start_warmup
+
+                start_warmup(pipeline.deps.grounder.embedder)
             if pipeline.deps.vlm is None and condition != "kar":
                 # without a VLM only the retrieval side can run; never pretend another condition ran
                 raise fail(f"condition {condition} needs a VLM. {NO_VLM_HELP}", ExitCode.USAGE)
@@ -130,10 +199,9 @@ def explain_command(
                         from services.cli.console import err
 
                         err.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
-            from agents.runner import _bounded
-
-            work = await _bounded(data)  # decoded once: OCR and the VLM's copy start from the bounded copy
-            result = await pipeline.explain(work, condition, context, item_id=image.stem, language=language, image_path=str(image))
+            work, extras = await _inputs(image, sniffed, settings, language)
+            result = await pipeline.explain(work, condition, context, item_id=image.stem, language=language, image_path=str(image),
+                                            extras=extras)
             return result, resources.notes
         finally:
             await resources.aclose()

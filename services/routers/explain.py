@@ -1,4 +1,11 @@
-"""``POST /v1/explain``: an image (multipart upload, ``image_url`` or ``image_base64``) → explanation + trace.
+"""``POST /v1/explain``: an image, a clip or a sound (multipart ``image`` or ``media`` upload, ``image_url``
+or ``image_base64``) → explanation + trace.
+
+The bytes are recognised by their content (:mod:`agents.media.sniff`): an image is checked and bounded
+once; a video (MP4, WebM, MOV, animated GIF/WebP) or a sound (MP3, WAV, OGG, M4A, FLAC) is prepared as
+the benchmark runner prepares clips (sampled frames, OCR of each, native audio or a transcript) within
+``KAR_MEDIA_MAX_*``, refused with a 4xx naming the limit otherwise; anything else is a 415 naming the
+formats.  The reply has the same shape, plus ``media`` for a clip or a sound.
 
 With ``stream=true`` (query or body) the stages arrive as server-sent events as they
 finish: ``extraction``, ``entities``, ``queries``, ``evidence``, ``explanation``, then
@@ -15,6 +22,7 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -26,7 +34,7 @@ from starlette.background import BackgroundTask
 from agents.factory import SEARCH_CONDITIONS
 from services.deps import ExplainCaller, Services
 from services.errors import ApiError
-from services.images import CheckedImage, check_url, validate_image
+from services.images import check_url, validate_image
 from services.schemas import ErrorPublic, ExplainCreate, ExplainPublic
 from services.state import NO_VLM_HELP, KarServices
 
@@ -37,9 +45,10 @@ ERRORS = {code: {"model": ErrorPublic} for code in (400, 401, 403, 413, 415, 422
 
 _form_schema = {
     "type": "object",
-    "required": ["image"],
     "properties": {
-        "image": {"type": "string", "format": "binary", "description": "PNG, JPEG, WebP or GIF (first frame)."},
+        "image": {"type": "string", "format": "binary", "description": "PNG, JPEG, WebP or GIF; or a clip or sound as for media."},
+        "media": {"type": "string", "format": "binary",
+                  "description": "A video (MP4, WebM, MOV, animated GIF/WebP) or sound (MP3, WAV, OGG, M4A, FLAC), or an image."},
         "condition": {"type": "string", "enum": ["vanilla", "cot", "search_cot", "kar", "context_note"], "default": "kar"},
         "language": {"type": "string", "maxLength": 16},
         "post_text": {"type": "string"},
@@ -90,7 +99,9 @@ async def _parse(request: Request, services: KarServices) -> tuple[ExplainCreate
         except Exception as exc:
             detail = getattr(exc, "detail", None) or str(exc)
             raise ApiError(400, "malformed_multipart", f"cannot read the multipart body: {detail}") from None
-        upload = form.get("image")
+        if form.get("image") is not None and form.get("media") is not None:
+            raise ApiError(422, "multiple_images", "send exactly one file: 'image' or 'media', not both")
+        upload = form.get("image") if form.get("image") is not None else form.get("media")
         data: dict[str, Any] = {}
         for key in ("condition", "language", "stream", "image_url"):
             value = form.get(key)
@@ -99,7 +110,7 @@ async def _parse(request: Request, services: KarServices) -> tuple[ExplainCreate
         ctx = {k: form.get(k) for k in CONTEXT_FIELDS if isinstance(form.get(k), str) and form.get(k)}
         if ctx:
             data["context"] = ctx
-        unknown = sorted(set(form.keys()) - {"image", "image_url", "condition", "language", "stream", *CONTEXT_FIELDS})
+        unknown = sorted(set(form.keys()) - {"image", "media", "image_url", "condition", "language", "stream", *CONTEXT_FIELDS})
         if unknown:
             raise ApiError(422, "validation_error", f"unknown form field(s): {', '.join(unknown)}")
         try:
@@ -110,7 +121,7 @@ async def _parse(request: Request, services: KarServices) -> tuple[ExplainCreate
         if upload is not None:
             if isinstance(upload, str):
                 raise ApiError(422, "validation_error", "image must be a file part (multipart upload), not a text field")
-            limit = int(services.settings.max_upload_mb * 1024 * 1024)
+            limit = int(max(services.settings.max_upload_mb, services.settings.media_max_mb) * 1024 * 1024)
             chunks, size = [], 0
             while chunk := await upload.read(256 * 1024):
                 size += len(chunk)
@@ -130,7 +141,7 @@ async def _parse(request: Request, services: KarServices) -> tuple[ExplainCreate
 def _check_request(body: ExplainCreate, upload: bytes | None, services: KarServices) -> None:
     sources = [name for name, value in (("image", upload), ("image_url", body.image_url), ("image_base64", body.image_base64)) if value is not None]
     if not sources:
-        raise ApiError(422, "missing_image", "send an image: a multipart 'image' file, 'image_url' or 'image_base64'")
+        raise ApiError(422, "missing_image", "send an image, clip or sound: a multipart 'image' or 'media' file, 'image_url' or 'image_base64'")
     if len(sources) > 1:
         raise ApiError(422, "multiple_images", f"send exactly one image source, not {' and '.join(sources)}")
     limit = services.settings.max_context_chars
@@ -149,9 +160,74 @@ def _check_request(body: ExplainCreate, upload: bytes | None, services: KarServi
         check_url(body.image_url)
 
 
-async def _image_bytes(body: ExplainCreate, upload: bytes | None, services: KarServices) -> CheckedImage:
+@dataclass
+class ExplainInput:
+    """What the pipeline gets for one request: the image bytes (a clip's first frame, empty for a sound),
+    the clip's extras (frames, audio, media trace), the reply's ``image`` record and its ``media`` record."""
+
+    data: bytes
+    image: dict[str, Any]
+    extras: dict[str, Any] | None = None
+    media: dict[str, Any] | None = None
+
+
+async def _input(body: ExplainCreate, upload: bytes | None, services: KarServices) -> ExplainInput:
+    """The request's bytes as the pipeline's input: an image checked and bounded, a clip or sound prepared."""
+    from agents.media.sniff import UnsupportedMedia, sniff
+
+    data = await _raw_bytes(body, upload, services)
+    try:
+        sniffed = sniff(data) if data else None
+    except UnsupportedMedia:
+        sniffed = None  # the image checker says what the bytes are, with the formats we read
+    if sniffed is None or sniffed.kind == "image":
+        image = await _image(data, services)
+        return ExplainInput(image.data, {"format": image.format, "width": image.width, "height": image.height, "bytes": image.source_bytes})
+    return await _clip(data, sniffed, body, services)
+
+
+async def _clip(data: bytes, sniffed: Any, body: ExplainCreate, services: KarServices) -> ExplainInput:
+    """A clip or a sound through the runner's media preparation, in the CPU pool, within KAR_MEDIA_MAX_*."""
+    import tempfile
+    from pathlib import Path
+
+    from agents.media.explain import prepare_media
+    from agents.media.frames import MediaError, MediaLimitError
+    from culturebase.cpu import cpu_pool
+
     settings = services.settings
-    max_bytes = int(settings.max_upload_mb * 1024 * 1024)
+    limit = int(settings.media_max_mb * 1024 * 1024)
+    if len(data) > limit:
+        raise ApiError(413, "media_too_large", f"the clip is {len(data)} bytes; the limit is {limit} bytes (KAR_MEDIA_MAX_MB)")
+
+    def prepare() -> Any:
+        with tempfile.TemporaryDirectory(prefix="kar-explain-") as folder:
+            path = Path(folder) / f"upload.{sniffed.format}"
+            path.write_bytes(data)
+            return prepare_media(path, sniffed, settings, language=body.language)
+
+    try:
+        media = await cpu_pool().run(prepare)
+    except MediaLimitError as exc:
+        raise ApiError(422, exc.code, str(exc).replace("upload." + sniffed.format + ": ", "")) from None
+    except MediaError as exc:
+        message = re.sub(r"\S*upload\.\w+:?\s*", "", str(exc)).strip()
+        raise ApiError(422, "media_unreadable", f"the {sniffed.format.upper()} cannot be read: {message}") from None
+    width = height = 0
+    if media.image:
+        import io
+
+        from PIL import Image
+
+        with Image.open(io.BytesIO(media.image)) as first:
+            width, height = first.size
+    info = {"format": media.format, "width": width, "height": height, "bytes": len(data)}
+    return ExplainInput(media.image, info, media.extras, media.describe())
+
+
+async def _raw_bytes(body: ExplainCreate, upload: bytes | None, services: KarServices) -> bytes:
+    settings = services.settings
+    max_bytes = int(max(settings.max_upload_mb, settings.media_max_mb) * 1024 * 1024)
     if upload is not None:
         data = upload
     elif body.image_base64 is not None:
@@ -167,6 +243,12 @@ async def _image_bytes(body: ExplainCreate, upload: bytes | None, services: KarS
     else:
         assert body.image_url is not None
         data = await services.fetcher.fetch(body.image_url)
+    return data
+
+
+async def _image(data: bytes, services: KarServices) -> Any:
+    settings = services.settings
+    max_bytes = int(settings.max_upload_mb * 1024 * 1024)
     from culturebase.cpu import cpu_pool
     from culturebase.bounded_image import decode_megapixels
 
@@ -178,10 +260,12 @@ async def _image_bytes(body: ExplainCreate, upload: bytes | None, services: KarS
     return await cpu_pool().run_decode(megapixels, validate_image, data, max_bytes, settings.max_image_pixels, work_side)
 
 
-def _public(result: Any, image: CheckedImage, services: KarServices) -> dict[str, Any]:
+def _public(result: Any, image: ExplainInput, services: KarServices) -> dict[str, Any]:
     payload = result.to_dict()
     payload.pop("image_path", None)
-    payload["image"] = {"format": image.format, "width": image.width, "height": image.height, "bytes": image.source_bytes}
+    payload["image"] = image.image
+    if image.media is not None:
+        payload["media"] = image.media
     notes = [n for n in services.notes if not n.startswith("no web evidence")] + list(result.trace.get("notes") or [])
     if result.condition in SEARCH_CONDITIONS:
         # asked per answer, not at startup: a crawl job may have filled the local corpus since
@@ -226,7 +310,7 @@ async def _drain(request: Request) -> None:
         pass
 
 
-def _timeout_response(request: Request, services: KarServices, image: CheckedImage | None, condition: str | None, stage: str, events: list[Any], timeout_s: float) -> JSONResponse:
+def _timeout_response(request: Request, services: KarServices, image: ExplainInput | None, condition: str | None, stage: str, events: list[Any], timeout_s: float) -> JSONResponse:
     """504 with the standard error body and the trace of the stages that finished in time."""
     trace: dict[str, Any] = {"condition": condition, "completed_stages": [e.stage for e in events], "timings": {}}
     for event in events:
@@ -237,7 +321,7 @@ def _timeout_response(request: Request, services: KarServices, image: CheckedIma
     message = f"the request took longer than KAR_REQUEST_TIMEOUT_S = {timeout_s:g} s; it was in the {stage} stage"
     result: dict[str, Any] = {"response": None, "trace": trace}
     if image is not None:
-        result["image"] = {"format": image.format, "width": image.width, "height": image.height, "bytes": image.source_bytes}
+        result["image"] = image.image
     return JSONResponse({"error": {"code": "request_timeout", "message": message, "stage": stage}, "result": result}, status_code=504)
 
 
@@ -281,7 +365,7 @@ async def explain(
         _check_request(body, upload, services)
         try:
             async with asyncio.timeout(ticket.remaining()):
-                image = await _image_bytes(body, upload, services)
+                image = await _input(body, upload, services)
         except TimeoutError:
             return _timeout_response(request, services, None, body.condition, "input", [], services.settings.request_timeout_s)
         del upload
@@ -299,7 +383,7 @@ async def explain(
             admission.leave(ticket)
 
 
-async def _run(request: Request, services: KarServices, image: CheckedImage, body: ExplainCreate, context: Any, ticket: Any) -> Any:
+async def _run(request: Request, services: KarServices, image: ExplainInput, body: ExplainCreate, context: Any, ticket: Any) -> Any:
     metrics = services.metrics
     timeout_s = services.settings.request_timeout_s
     events: list[Any] = []
@@ -307,7 +391,7 @@ async def _run(request: Request, services: KarServices, image: CheckedImage, bod
     metrics.in_flight.inc()
     try:
         async with asyncio.timeout(ticket.remaining()):
-            stages = services.pipeline.stream(image.data, body.condition, context, language=body.language)
+            stages = services.pipeline.stream(image.data, body.condition, context, language=body.language, extras=image.extras)
             async with contextlib.aclosing(stages):
                 async for event in stages:
                     if event.result is not None:
@@ -329,7 +413,7 @@ async def _run(request: Request, services: KarServices, image: CheckedImage, bod
     return payload
 
 
-async def _stream(services: KarServices, pipeline: Any, image: CheckedImage, body: ExplainCreate, context: Any, ticket: Any) -> AsyncIterator[dict[str, Any]]:
+async def _stream(services: KarServices, pipeline: Any, image: ExplainInput, body: ExplainCreate, context: Any, ticket: Any) -> AsyncIterator[dict[str, Any]]:
     metrics = services.metrics
     timeout_s = services.settings.request_timeout_s
     events: list[Any] = []
@@ -343,7 +427,7 @@ async def _stream(services: KarServices, pipeline: Any, image: CheckedImage, bod
     try:
         try:
             async with asyncio.timeout(ticket.remaining()):
-                stages = pipeline.stream(image.data, body.condition, context, language=body.language)
+                stages = pipeline.stream(image.data, body.condition, context, language=body.language, extras=image.extras)
                 async with contextlib.aclosing(stages):
                     async for event in stages:
                         if event.result is not None:

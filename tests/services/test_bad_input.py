@@ -35,14 +35,14 @@ def upload(data: bytes, name: str = "meme.png", ctype: str = "image/png", **fiel
 
 # -- uploads -------------------------------------------------------------------------------
 async def test_upload_over_the_size_limit_is_refused_by_content_length(make_client):
-    async with make_client(max_upload_mb=0.25) as (client, services):
+    async with make_client(max_upload_mb=0.25, media_max_mb=0.25) as (client, services):
         big = b"\x89PNG\r\n\x1a\n" + b"\0" * 600_000
         err = await expect_error(client, services, 413, "upload_too_large", **upload(big))
         assert "limit" in err["message"]
 
 
 async def test_upload_over_the_size_limit_is_refused_while_reading(make_client):
-    async with make_client(max_upload_mb=0.25) as (client, services):
+    async with make_client(max_upload_mb=0.25, media_max_mb=0.25) as (client, services):
         async def chunks():  # no Content-Length: the limit must hold while the body streams in
             yield b'{"image_base64": "'
             for _ in range(100):
@@ -53,7 +53,7 @@ async def test_upload_over_the_size_limit_is_refused_while_reading(make_client):
 
 
 async def test_decoded_image_over_the_byte_limit(make_client):
-    async with make_client(max_upload_mb=0.25) as (client, services):
+    async with make_client(max_upload_mb=0.25, media_max_mb=0.25) as (client, services):
         data = b"\x89PNG\r\n\x1a\n" + b"\0" * 280_000  # body fits the transport slack, the image does not
         await expect_error(client, services, 413, "image_too_large", **upload(data))
 

@@ -1,0 +1,41 @@
+"""A clip is read as a picture: the image route looks at its sampled frames, an entity's best frame counts once."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+
+from agents.media.explain import prepare_media, sniff_file
+from culturebase.settings import Settings
+from retrieval.grounding import EntityGrounder, GroundingCues
+from tests.retrieval.test_image_route import INDEXED, OTHERS, _import_file, _kb
+from tests.support.clips import make_video
+from tests.support.images import meme_of, template_image
+
+
+def _frames_of(tmp_path, name: str, pictures: list[Image.Image]) -> list[bytes]:
+    path = make_video(tmp_path / name, "mp4", seconds=3.0, frames=pictures, size=(320, 240))
+    media = prepare_media(path, sniff_file(path), Settings(media_audio="none"))
+    return media.extras["frames"]
+
+
+def test_a_video_whose_frames_show_a_template_grounds_it_once(tmp_path):
+    kb = _kb("embedded", tmp_path)
+    try:
+        kb.import_file(_import_file(tmp_path))
+        grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=kb.image_route)
+        unrelated = Image.new("RGB", (320, 240), (90, 90, 90))
+        for seed in INDEXED:
+            meme = Image.open(io.BytesIO(meme_of(template_image(seed), seed)))
+            frames = _frames_of(tmp_path, f"t{seed}.mp4", [unrelated, meme, meme, unrelated])
+            result = grounder.ground(GroundingCues(frames=frames))
+            assert result.routes["image"] == "ran"
+            names = [h.entity.name for h in result.hits]
+            assert names[:1] == [f"Template {seed}"] and names.count(f"Template {seed}") == 1, names
+            assert result.hits[0].route == "image"
+        for seed in OTHERS[:3]:  # a clip of a template the KB does not hold claims nothing
+            meme = Image.open(io.BytesIO(meme_of(template_image(seed), seed)))
+            assert grounder.ground(GroundingCues(frames=_frames_of(tmp_path, f"o{seed}.mp4", [meme]))).hits == []
+    finally:
+        kb.close()
