@@ -19,7 +19,9 @@ searched with :data:`NPROBE` lists), trained again when it has grown 8× since. 
 *slots*: every descriptor of one frame carries its slot's id, so removing an entity removes its
 slots' ids.  The index and its slot table are written to ``root`` (``index.faissb`` and
 ``slots.json``, atomically, beside the per-image feature files) and read back at start; one that
-is missing or does not match its slot table is rebuilt from the stored features.
+is missing or does not match its slot table is rebuilt from the stored features.  A large IVF
+(from :data:`MMAP_FROM` descriptors) is memory-mapped read-only at start, so a service that only
+queries holds its lists as file-backed pages; the first write reads it into memory.
 """
 
 from __future__ import annotations
@@ -37,8 +39,13 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-#: descriptors indexed per image frame (spread over the picture by a grid; the rest stay for verification)
+#: descriptors indexed per image (an animation's frames share them, never fewer than :data:`PER_FRAME_MIN`
+#: a frame), spread over the picture by a grid; the rest stay for verification
 PER_IMAGE = 256
+PER_FRAME_MIN = 96
+#: an IVF index of at least this many descriptors is memory-mapped read-only when loaded (the service reads
+#: it from the page cache); the first write loads it into memory
+MMAP_FROM = 1_000_000
 #: a query descriptor votes for an image when a descriptor of it is within this many bits (of 256)
 MAX_HAMMING = 64
 #: neighbours looked up per query descriptor (the nearest one of another image is the ratio test's reference)
@@ -108,9 +115,14 @@ def spread(points: np.ndarray, count: int, width: int, height: int, grid: int = 
 class DescriptorIndex:
     """Binary descriptors of entity image frames in faiss; :meth:`vote` shortlists frames for a query."""
 
-    def __init__(self, root: Path | str | None, per_image: int = PER_IMAGE, ivf_from: int = IVF_FROM, nprobe: int = NPROBE) -> None:
+    def __init__(
+        self, root: Path | str | None, per_image: int = PER_IMAGE, ivf_from: int = IVF_FROM, nprobe: int = NPROBE,
+        mmap_from: int = MMAP_FROM,
+    ) -> None:
         self.root = Path(root) if root is not None else None
         self.per_image = per_image
+        self.mmap_from = mmap_from
+        self.mapped = False
         self.ivf_from = ivf_from
         self.nprobe = nprobe
         self._lock = threading.RLock()
@@ -141,11 +153,25 @@ class DescriptorIndex:
         return "ivf" if isinstance(self._index, faiss.IndexBinaryIVF) else "flat"
 
     def memory_bytes(self) -> int:
-        """What the index holds in memory: codes and ids (plus IVF centroids)."""
+        """What the index holds in anonymous memory: codes and ids (plus IVF centroids); a mapped index
+        holds only its centroids (its lists are file-backed pages)."""
         extra = 0
         if self._index is not None and self.kind == "ivf":
             extra = int(self._index.nlist) * CODE_BYTES
-        return self.size * (CODE_BYTES + 8) + extra
+        return (0 if self.mapped else self.size * (CODE_BYTES + 8)) + extra
+
+    def per_frame(self, frames: int) -> int:
+        """Descriptors indexed for each of an image's ``frames`` frames."""
+        return max(PER_FRAME_MIN, self.per_image // max(1, frames))
+
+    def _writable(self) -> None:
+        """A mapped (read-only) index is read into memory before its first change."""
+        import faiss
+
+        if self.mapped and self.root is not None:
+            self._index = faiss.read_index_binary(str(self._paths()[0]))
+            self._index.nprobe = self.nprobe
+            self.mapped = False
 
     def has(self, key: ImageKey) -> bool:
         return (key.entity_id, key.sha256, key.frame) in self._slot_of
@@ -160,12 +186,15 @@ class DescriptorIndex:
             self._index = self._flat()
 
     # -- add / remove ---------------------------------------------------------------------
-    def add(self, key: ImageKey, points: np.ndarray, descriptors: np.ndarray, width: int, height: int) -> int:
-        """Index up to :attr:`per_image` of one frame's descriptors (replacing what it had); returns how many."""
+    def add(
+        self, key: ImageKey, points: np.ndarray, descriptors: np.ndarray, width: int, height: int, limit: int | None = None,
+    ) -> int:
+        """Index up to ``limit`` (default :attr:`per_image`) of one frame's descriptors (replacing what it had); returns how many."""
         with self._lock:
             self._ensure()
+            self._writable()
             self._remove_slots([s for s in [self._slot_of.get((key.entity_id, key.sha256, key.frame))] if s is not None])
-            chosen = spread(points, self.per_image, width, height) if len(points) else np.zeros(0, np.int64)
+            chosen = spread(points, limit or self.per_image, width, height) if len(points) else np.zeros(0, np.int64)
             codes = np.ascontiguousarray(descriptors[chosen], dtype=np.uint8) if len(chosen) else np.zeros((0, CODE_BYTES), np.uint8)
             slot = self._free.pop() if self._free else len(self._slots)
             if slot == len(self._slots):
@@ -199,6 +228,7 @@ class DescriptorIndex:
 
         if not slots:
             return
+        self._writable()
         if self._index is not None and self._index.ntotal:
             self._index.remove_ids(faiss.IDSelectorBatch(np.array(slots, dtype=np.int64)))
         for s in slots:
@@ -318,6 +348,7 @@ class DescriptorIndex:
             faiss.write_index_binary(self._index, str(tmp_index))
             table = {
                 "format": FORMAT, "per_image": self.per_image, "ntotal": int(self._index.ntotal), "trained_at": self._trained_at,
+                "kind": self.kind,
                 "slots": [None if k is None else [k.entity_id, k.sha256, k.frame, k.language, c] for k, c in zip(self._slots, self._counts)],
             }
             tmp_slots.write_text(json.dumps(table), "utf-8")
@@ -337,7 +368,8 @@ class DescriptorIndex:
         with self._lock:
             try:
                 table = json.loads(slots_path.read_text("utf-8"))
-                index = faiss.read_index_binary(str(index_path))
+                big = int(table.get("ntotal") or 0) >= self.mmap_from and table.get("kind") == "ivf"
+                index = faiss.read_index_binary(str(index_path), faiss.IO_FLAG_MMAP if big else 0)
             except (FileNotFoundError, ValueError, RuntimeError, OSError) as exc:
                 if index_path.exists() or slots_path.exists():
                     log.warning("descriptor index in %s unreadable (%s): it is rebuilt from the stored features", self.root, exc)
@@ -346,6 +378,7 @@ class DescriptorIndex:
                 log.warning("descriptor index in %s does not match its slot table: it is rebuilt", self.root)
                 return False
             self._index = index
+            self.mapped = big
             if isinstance(index, faiss.IndexBinaryIVF):
                 index.nprobe = self.nprobe
             self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
@@ -367,6 +400,7 @@ class DescriptorIndex:
     def clear(self) -> None:
         with self._lock:
             self._index = None
+            self.mapped = False
             self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
             self._trained_at = 0
             self._dirty = True

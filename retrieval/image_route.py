@@ -244,7 +244,7 @@ class ImageRoute:
         pictures = []  # decoded first frames of the images in ``rows``, for the learned embedder
         learned_rows = []
         counts = {"hashed": 0, "frames": 0, "missing": 0, "unreadable": 0}
-        voters: list[tuple[ImageKey, feats.Features]] = []
+        voters: list[tuple[ImageKey, feats.Features, int]] = []
         self._ensure_descriptors()
         for entity in entities:
             for image in entity.images:
@@ -272,7 +272,7 @@ class ImageRoute:
                         self.features.put(image.sha256, n, feats.METHOD, {
                             "points": f.points, "descriptors": f.descriptors, "size": np.array([f.width, f.height]),
                         })
-                    voters.append((ImageKey(entity.id, image.sha256, n, entity.language or ""), f))
+                    voters.append((ImageKey(entity.id, image.sha256, n, entity.language or ""), f, len(described)))
                     rows.append((entity.id, entity.language, image, vec, n))
                 if trimmed_vec is not None:
                     rows.append((entity.id, entity.language, image, trimmed_vec, 0, "trimmed"))
@@ -285,8 +285,8 @@ class ImageRoute:
         if rows or (has_any or self.index.exists):
             self.index.replace_for(rows, [e.id for e in entities])
         self.descriptors.remove_entities([e.id for e in entities])
-        for key, f in voters:
-            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height)
+        for key, f, frames in voters:
+            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames))
         self.descriptors.save()
         if self.learned is not None and self.embedder is not None and (learned_rows or has_any or self.learned.exists):
             vectors = self.embedder.embed(pictures) if pictures else []
@@ -342,15 +342,17 @@ class ImageRoute:
         returns ``frames`` indexed and ``missing`` feature files (re-described by ``kar kb reindex-images``)."""
         self.descriptors.clear()
         counts = {"frames": 0, "missing": 0}
-        for p in self.index.payloads():
-            if p.get("part"):
-                continue
+        payloads = [p for p in self.index.payloads() if not p.get("part")]
+        frames_of: dict[tuple[str, str], int] = {}
+        for p in payloads:
+            frames_of[(p["entity_id"], p["sha256"])] = frames_of.get((p["entity_id"], p["sha256"]), 0) + 1
+        for p in payloads:
             f = self._stored_features(p)
             if f is None:
                 counts["missing"] += 1
                 continue
             key = ImageKey(str(p["entity_id"]), str(p["sha256"]), int(p.get("frame") or 0), str(p.get("language") or ""))
-            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height)
+            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames_of[(p["entity_id"], p["sha256"])]))
             counts["frames"] += 1
         self.descriptors.save()
         self._descriptors_ready = True

@@ -90,3 +90,16 @@ def test_saved_index_loads_back_and_a_torn_one_is_refused(tmp_path):
 def test_empty_inputs_vote_for_nothing(tmp_path, n):
     index = _index(tmp_path, seeds=range(1, 1 + n))
     assert index.vote(np.zeros((0, 32), np.uint8)) == []
+
+
+def test_a_large_index_is_mapped_read_only_and_read_into_memory_on_the_first_write(tmp_path):
+    index = _index(tmp_path, seeds=range(1, 11), ivf_from=1000, mmap_from=1000)
+    assert index.kind == "ivf" and index.save()
+    mapped = DescriptorIndex(tmp_path / "desc", ivf_from=1000, mmap_from=1000)
+    assert mapped.load() and mapped.mapped and mapped.memory_bytes() < index.memory_bytes() / 10
+    q = feats.describe_query(textured(4)).descriptors
+    assert mapped.vote(q)[0].key.entity_id == "e4"
+    f = _features(20)
+    mapped.add(ImageKey("e20", "sha20", 0), f.points, f.descriptors, f.width, f.height)
+    assert not mapped.mapped and mapped.vote(f.descriptors)[0].key.entity_id == "e20"
+    assert mapped.vote(q)[0].key.entity_id == "e4"
