@@ -69,6 +69,16 @@ class Verification:
     #: the template's outline in the query (fraction of the query's area it covers), when its shape is sane
     coverage: float | None
     required: int = MIN_INLIERS
+    #: share of the template's own area spanned by its inliers (convex hull in the template), when verified
+    share: float | None = None
+    #: the template's outline in the query (4×2, the query's described pixels), when its shape is sane
+    quad: np.ndarray | None = None
+
+    @property
+    def strength(self) -> float:
+        """Inliers over the share of its own area they span: what tells a template from a look-alike that
+        shares a part of it (a face, a logo): ``inliers × share``."""
+        return float(self.inliers) * float(self.share or 0.0)
 
     @property
     def verified(self) -> bool:
@@ -141,8 +151,26 @@ def verify(query: Features, template: Features, matcher: object | None = None) -
     quad = cv2.perspectiveTransform(corners.reshape(-1, 1, 2), h).reshape(4, 2)
     area = abs(cv2.contourArea(quad.astype(np.float32)))
     coverage = area / float(max(1, query.width * query.height))
-    sane = np.isfinite(quad).all() and _convex(quad) and 0.03 <= coverage <= 4.0
-    return Verification(inliers, len(good), round(coverage, 3) if sane else None, need)
+    sane = bool(np.isfinite(quad).all() and _convex(quad) and 0.03 <= coverage <= 4.0)
+    share = None
+    if sane and inliers >= 3:
+        inlying = src.reshape(-1, 2)[mask.reshape(-1).astype(bool)]
+        hull = cv2.convexHull(inlying.astype(np.float32))
+        share = round(float(cv2.contourArea(hull)) / float(max(1, template.width * template.height)), 3)
+    return Verification(inliers, len(good), round(coverage, 3) if sane else None, need, share, quad if sane else None)
+
+
+def overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection of two convex outlines over the smaller one's area (0 … 1): two templates that
+    verify over the same part of the query compete for it; two cells of a grid do not."""
+    import cv2
+
+    pa, pb = a.astype(np.float32).reshape(-1, 2), b.astype(np.float32).reshape(-1, 2)
+    smaller = min(abs(cv2.contourArea(pa)), abs(cv2.contourArea(pb)))
+    if smaller <= 0:
+        return 0.0
+    inter, _ = cv2.intersectConvexConvex(pa, pb)
+    return float(min(1.0, max(0.0, inter) / smaller))
 
 
 def evidence(inliers: int, required: int = MIN_INLIERS) -> float:

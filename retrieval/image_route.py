@@ -38,6 +38,7 @@ threshold τ_embed (``KAR_IMAGE_EMBED_TAU``).  The trace's ``image`` names the w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval import image_features as feats
+from retrieval.descriptor_index import DescriptorIndex, ImageKey
 from retrieval.image_hash import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, hash_image, open_image, query_variants, sample_frames, trim_borders,
 )
@@ -66,6 +68,13 @@ DEFAULT_EMBED_TAU = 0.9
 DEFAULT_VERIFY = 6
 #: a hash distance this small (of 128 bits) is a near-duplicate: accepted without verification
 NEAR_DUPLICATE = 16
+#: entities shortlisted by descriptor votes (beside the hash neighbours) for the geometric check
+DEFAULT_VOTE = 6
+#: a template verified over the same part of the query as another one is claimed only when its strength
+#: (inliers × share of its own area) is this many times the runner-up's (bench/templates.py, tuning seed)
+LOOKALIKE_MARGIN = 1.3
+#: two verified outlines compete for the query when this share of the smaller one overlaps the other
+COMPETING_OVERLAP = 0.5
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -76,6 +85,8 @@ class QueryImage(QueryHashes):
     embeddings: tuple[tuple[str, "np.ndarray"], ...] = ()
     #: local features, tried in this order: the picture inside a screenshot (when found), the whole image
     features: tuple[tuple[str, feats.Features], ...] = ()
+    #: the decoded image (for the mirrored pass, described only when nothing verified as it is)
+    picture: Any = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,23 @@ class ImageMatch:
     keypoints: int | None = None
     query_keypoints: int | None = None
     coverage: float | None = None
+    #: share of the template's own area its inliers span (convex hull), when verified
+    share: float | None = None
+    #: query descriptors that voted for this entity's best frame (None: not shortlisted by votes)
+    votes: int | None = None
+    #: ``won`` (another template verified over the same part and lost by the margin), ``outranked`` (this
+    #: one lost), ``ambiguous`` (no margin: neither is claimed); None when nothing competed
+    contest: str | None = None
+    #: the other templates verified over the same part of the query: entity id, inliers, share, strength
+    rivals: tuple[dict[str, Any], ...] = ()
+    #: the outline in the query part (4×2, fractions of the part's width and height) and that part
+    quad: Any = None
+    mirrored: bool = False
+
+    @property
+    def strength(self) -> float:
+        """Inliers × share of the template's own area (0 when not verified): the look-alike tie-break."""
+        return float(self.inliers or 0) * float(self.share or 0.0) if self.verified else 0.0
 
     @property
     def verified(self) -> bool:
@@ -128,6 +156,8 @@ class ImageMatch:
         return 1.0 if self.embed_tau >= 1.0 else (self.similarity - self.embed_tau) / (1.0 - self.embed_tau)
 
     def _signals(self, tau_image: int) -> dict[str, float]:
+        if self.contest in ("outranked", "ambiguous"):  # a look-alike verified better (or as well) over the same part
+            return {}
         found = {"verified": self.verified_evidence(), "hash": self.hash_evidence(tau_image), "learned": self.learned_evidence()}
         return {k: v for k, v in found.items() if v is not None}
 
@@ -147,6 +177,11 @@ class ImageMatch:
             "distance": self.distance,
             "inliers": self.inliers,
             "coverage": self.coverage,
+            "share": self.share,
+            "votes": self.votes,
+            "mirrored": self.mirrored or None,
+            "contest": self.contest,
+            "runner_up": list(self.rivals) or None,
             "similarity": None if self.similarity is None else round(self.similarity, 4),
         }
 
@@ -174,7 +209,8 @@ class ImageRoute:
     def __init__(
         self, store: CultureBaseStore, images: ImageStore, tau: int = DEFAULT_IMAGE_TAU, crops: bool = True, candidates: int = 10,
         embedder: "ImageEmbedder | None" = None, embed_tau: float = DEFAULT_EMBED_TAU,
-        features: ImageFeatureStore | None = None, verify: int = DEFAULT_VERIFY,
+        features: ImageFeatureStore | None = None, verify: int = DEFAULT_VERIFY, vote: int = DEFAULT_VOTE,
+        descriptors: DescriptorIndex | None = None,
     ) -> None:
         self.store = store
         self.images = images
@@ -189,6 +225,12 @@ class ImageRoute:
         self.learned = LearnedImageIndex(store.backend, embedder.info) if embedder is not None else None
         self.skipped: list[SkippedImage] = []
         self._matcher: Any = None
+        self.vote = vote
+        #: a query whose candidates do not verify is tried mirrored (a flipped repost)
+        self.mirror = True
+        #: every entity image frame's local descriptors in one faiss index (candidates by votes)
+        self.descriptors = descriptors if descriptors is not None else DescriptorIndex(self.features.root / "descriptor_index")
+        self._descriptors_ready = False
 
     # -- index --------------------------------------------------------------------------
     def _skip(self, entity: Entity, image: str, reason: str) -> None:
@@ -202,6 +244,8 @@ class ImageRoute:
         pictures = []  # decoded first frames of the images in ``rows``, for the learned embedder
         learned_rows = []
         counts = {"hashed": 0, "frames": 0, "missing": 0, "unreadable": 0}
+        voters: list[tuple[ImageKey, feats.Features, int]] = []
+        self._ensure_descriptors()
         for entity in entities:
             for image in entity.images:
                 try:
@@ -222,11 +266,13 @@ class ImageRoute:
                     self._skip(entity, image.path, f"corrupt: {type(exc).__name__}: {exc}")
                     continue
                 for n, frame, vec in described:
-                    if not self.features.has(image.sha256, n, feats.METHOD):
+                    f = self._stored_features({"sha256": image.sha256, "frame": n})
+                    if f is None:
                         f = feats.describe(frame)
                         self.features.put(image.sha256, n, feats.METHOD, {
                             "points": f.points, "descriptors": f.descriptors, "size": np.array([f.width, f.height]),
                         })
+                    voters.append((ImageKey(entity.id, image.sha256, n, entity.language or ""), f, len(described)))
                     rows.append((entity.id, entity.language, image, vec, n))
                 if trimmed_vec is not None:
                     rows.append((entity.id, entity.language, image, trimmed_vec, 0, "trimmed"))
@@ -238,6 +284,10 @@ class ImageRoute:
         has_any = any(e.images for e in entities)
         if rows or (has_any or self.index.exists):
             self.index.replace_for(rows, [e.id for e in entities])
+        self.descriptors.remove_entities([e.id for e in entities])
+        for key, f, frames in voters:
+            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames))
+        self.descriptors.save()
         if self.learned is not None and self.embedder is not None and (learned_rows or has_any or self.learned.exists):
             vectors = self.embedder.embed(pictures) if pictures else []
             self.learned.replace_for(
@@ -254,6 +304,8 @@ class ImageRoute:
                 self.store.backend.drop_collection(index.name)
             if index is not None:
                 index._coll = None
+        self.descriptors.clear()
+        self._descriptors_ready = True
         totals: dict[str, int] = {"entities": 0}
         chunk: list[Entity] = []
         for entity in [*self.store.iter_entities(), None]:
@@ -269,7 +321,43 @@ class ImageRoute:
     def delete_entities(self, entity_ids: Sequence[str]) -> int:
         if self.learned is not None:
             self.learned.delete_entities(entity_ids)
+        self._ensure_descriptors()
+        if self.descriptors.remove_entities(entity_ids):
+            self.descriptors.save()
         return self.index.delete_entities(entity_ids)
+
+    def _ensure_descriptors(self) -> None:
+        """Read the descriptor index from disk once; when it is missing or torn while the hash index holds
+        images (an index built before it existed, a crash between the two writes), rebuild it from the
+        stored features of every indexed frame."""
+        if self._descriptors_ready:
+            return
+        self._descriptors_ready = True
+        if self.descriptors.load() or not self.index.exists:
+            return
+        self.rebuild_descriptors()
+
+    def rebuild_descriptors(self) -> dict[str, int]:
+        """Index the stored features of every frame in the hash index again (no image is decoded);
+        returns ``frames`` indexed and ``missing`` feature files (re-described by ``kar kb reindex-images``)."""
+        self.descriptors.clear()
+        counts = {"frames": 0, "missing": 0}
+        payloads = [p for p in self.index.payloads() if not p.get("part")]
+        frames_of: dict[tuple[str, str], int] = {}
+        for p in payloads:
+            frames_of[(p["entity_id"], p["sha256"])] = frames_of.get((p["entity_id"], p["sha256"]), 0) + 1
+        for p in payloads:
+            f = self._stored_features(p)
+            if f is None:
+                counts["missing"] += 1
+                continue
+            key = ImageKey(str(p["entity_id"]), str(p["sha256"]), int(p.get("frame") or 0), str(p.get("language") or ""))
+            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames_of[(p["entity_id"], p["sha256"])]))
+            counts["frames"] += 1
+        self.descriptors.save()
+        self._descriptors_ready = True
+        log.info("descriptor index rebuilt from stored features: %s", counts)
+        return counts
 
     # -- query --------------------------------------------------------------------------
     def prepare(self, data: bytes) -> QueryImage:
@@ -287,7 +375,7 @@ class ImageRoute:
         if region is not None:
             described.append(("picture_region", feats.describe(region, feats.INDEX_SIDE, feats.QUERY_FEATURES)))
         described.append(("full", feats.describe_query(img)))
-        return QueryImage(hashes, img.width, img.height, embeddings, tuple(described))
+        return QueryImage(hashes, img.width, img.height, embeddings, tuple(described), img)
 
     hash_query = prepare  # the earlier name
 
@@ -300,12 +388,14 @@ class ImageRoute:
 
     def _verify(self, queries: Sequence[tuple[str, feats.Features]], hits: list[dict[str, Any]]) -> dict[str, Any]:
         """Verify an entity's candidate images (frames) with the query's feature sets (in order; the
-        first that verifies wins): most inliers, most stored keypoints, outline coverage, image, query part."""
+        first that verifies an image counts for it): the strongest verified frame (inliers × share of
+        its own area), its stored keypoints, outline coverage and share, image and query part."""
         import cv2
 
         if self._matcher is None:
             self._matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
-        out: dict[str, Any] = {"inliers": None, "keypoints": None, "coverage": None, "image": None, "part": None}
+        out: dict[str, Any] = {"inliers": None, "keypoints": None, "coverage": None, "share": None, "quad": None, "image": None, "part": None}
+        best = -1.0
         for image in hits:
             stored = self._stored_features(image)
             if stored is None:
@@ -318,22 +408,115 @@ class ImageRoute:
                     continue
                 v = feats.verify(query, stored, self._matcher)
                 if v.verified:
-                    if out["coverage"] is None or v.inliers > out["inliers"]:
-                        out.update(inliers=v.inliers, keypoints=stored.count, coverage=v.coverage, image=image, part=part)
+                    if v.strength > best:
+                        best = v.strength
+                        quad = v.quad / np.array([max(1, query.width), max(1, query.height)], np.float32)
+                        out.update(inliers=v.inliers, keypoints=stored.count, coverage=v.coverage, share=v.share, quad=quad,
+                                   image=image, part=part)
                     break
                 if out["coverage"] is None:
                     out["inliers"] = max(out["inliers"] or 0, v.inliers)
             if out["coverage"] is not None and feats.evidence(out["inliers"], feats.required_inliers(out["keypoints"])) >= 1.0:
-                break  # a strongly verified frame: the entity's other frames cannot do better
+                break  # a strongly verified frame: the entity's other frames cannot do much better
+        return out
+
+    def _voted(self, features: Sequence[tuple[str, feats.Features]], language: str | None) -> dict[str, tuple[int, list[ImageKey]]]:
+        """Entities shortlisted by descriptor votes of the query's whole-picture features: entity id →
+        (best frame's votes, voted frames), the :attr:`vote` best entities."""
+        self._ensure_descriptors()
+        full = next((f for part, f in features if part == "full"), None)
+        if full is None or full.count < feats.MIN_KEYPOINTS or not self.descriptors.size:
+            return {}
+        out: dict[str, tuple[int, list[ImageKey]]] = {}
+        for v in self.descriptors.vote(full.descriptors, top=4 * self.vote, language=language):
+            votes, keys = out.get(v.key.entity_id, (0, []))
+            if v.key.entity_id not in out and len(out) >= self.vote:
+                continue
+            out[v.key.entity_id] = (max(votes, v.votes), [*keys, v.key])
+        return out
+
+    def _payloads(self, keys: Sequence[ImageKey]) -> dict[tuple[str, str, int], dict[str, Any]]:
+        """The stored image fields of voted frames (one retrieve from the hash index)."""
+        from culturebase.store.images import image_point_id
+
+        if not keys or not self.index.exists:
+            return {}
+        ids = [image_point_id(k.entity_id, k.sha256, k.frame) for k in keys]
+        out = {}
+        for p in self.index.collection.retrieve(ids):
+            image = {k: p.get(k) for k in _IMAGE_FIELDS}
+            out[(str(p.get("entity_id")), str(p.get("sha256")), int(p.get("frame") or 0))] = image
+        return out
+
+    def _geometric(
+        self, features: Sequence[tuple[str, feats.Features]], best: dict[str, ImageMatch], frames: dict[str, list[dict[str, Any]]],
+        language: str | None, mirrored: bool = False,
+    ) -> dict[str, ImageMatch]:
+        """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist; returns the
+        checked entities' matches (the hash-only ones unchanged)."""
+        query_keypoints = max(f.count for _, f in features)
+        voted = self._voted(features, language) if self.vote else {}
+        payloads = self._payloads([k for _, keys in voted.values() for k in keys])
+        nearest = [m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]]
+        checked: dict[str, ImageMatch] = {}
+        for eid in dict.fromkeys([*voted, *nearest]):
+            hits = list(frames.get(eid, []))
+            for key in voted.get(eid, (0, []))[1]:
+                image = payloads.get((key.entity_id, key.sha256, key.frame))
+                if image is not None and all((i["sha256"], i.get("frame")) != (image["sha256"], image.get("frame")) for i in hits):
+                    hits.insert(0, image)
+            if not hits:
+                continue
+            v = self._verify(features, hits)
+            m = best.get(eid)
+            checked[eid] = ImageMatch(
+                eid, m.distance if m is not None else None, v["part"] or (m.crop if m is not None else "full"),
+                v["image"] or (m.image if m is not None else hits[0]), inliers=v["inliers"], keypoints=v["keypoints"],
+                query_keypoints=query_keypoints, coverage=v["coverage"], share=v["share"], quad=v["quad"],
+                votes=voted[eid][0] if eid in voted else None, mirrored=mirrored and v["coverage"] is not None,
+            )
+        return checked
+
+    @staticmethod
+    def _contest(matches: dict[str, ImageMatch]) -> dict[str, ImageMatch]:
+        """Look-alikes told apart: of the templates verified over the same part of the query (outlines
+        overlapping by :data:`COMPETING_OVERLAP`; different images), the strongest (inliers × share of its
+        own area) is claimed when it beats the runner-up by :data:`LOOKALIKE_MARGIN`, else none of them is;
+        each shows the others with their inliers (``rivals``)."""
+        verified = sorted((m for m in matches.values() if m.verified), key=lambda m: (-m.strength, m.entity_id))
+        out = dict(matches)
+        settled: set[str] = set()
+        for i, m in enumerate(verified):
+            if m.entity_id in settled:
+                continue
+            rivals = [
+                r for r in verified[i + 1 :]
+                if r.entity_id not in settled and r.image.get("sha256") != m.image.get("sha256") and _competing(m, r)
+            ]
+            if not rivals:
+                continue
+            ambiguous = rivals[0].strength * LOOKALIKE_MARGIN > m.strength
+            group = [m, *rivals]
+            for g in group:
+                others = tuple(
+                    {"entity_id": o.entity_id, "inliers": o.inliers, "share": o.share, "strength": round(o.strength, 2)}
+                    for o in group if o is not g
+                )
+                contest = "ambiguous" if ambiguous else ("won" if g is m else "outranked")
+                out[g.entity_id] = dataclasses.replace(g, contest=contest, rivals=others)
+                settled.add(g.entity_id)
         return out
 
     def match(self, query: QueryHashes, language: str | None = None, limit: int | None = None) -> list[ImageMatch]:
-        """Image evidence per entity, nearest hash first: stage 1 over every crop, stage 2 on the
-        :attr:`verify` nearest entities (callers apply the accept rule: :meth:`ImageMatch.signal`)."""
+        """Image evidence per entity, nearest hash first: stage 1 over every crop's hash and the whole
+        picture's descriptor votes, stage 2 on the :attr:`verify` nearest hash neighbours and the
+        :attr:`vote` best-voted entities; a query whose templates do not verify as it is is tried mirrored
+        (callers apply the accept rule: :meth:`ImageMatch.signal`)."""
         best: dict[str, ImageMatch] = {}
         frames: dict[str, list[dict[str, Any]]] = {}
-        for crop, h in query.variants:
-            for hit in self.index.search(h.vector(), limit or self.candidates, language=language):
+
+        def search(crop: str, vector: np.ndarray) -> None:
+            for hit in self.index.search(vector, limit or self.candidates, language=language):
                 eid = hit.payload["entity_id"]
                 dist = distance_from_score(hit.score)
                 image = {k: hit.payload.get(k) for k in _IMAGE_FIELDS}
@@ -342,18 +525,21 @@ class ImageRoute:
                     seen.append(image)
                 if eid not in best or dist < (best[eid].distance or 0):
                     best[eid] = ImageMatch(eid, dist, crop, image)
+
+        for crop, h in query.variants:
+            search(crop, h.vector())
         features = tuple(getattr(query, "features", ()) or ())
         if features:
-            query_keypoints = max(f.count for _, f in features)
-            nearest = sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
-            for m in nearest:
-                v = self._verify(features, frames[m.entity_id])
-                best[m.entity_id] = ImageMatch(
-                    m.entity_id, m.distance, v["part"] or m.crop, v["image"] or m.image, inliers=v["inliers"],
-                    keypoints=v["keypoints"], query_keypoints=query_keypoints, coverage=v["coverage"],
-                )
-                if v["coverage"] is not None and feats.evidence(v["inliers"], feats.required_inliers(v["keypoints"])) >= 1.0:
-                    break  # strongly verified: the farther hash neighbours are not checked (latency)
+            best.update(self._geometric(features, best, frames, language))
+            picture = getattr(query, "picture", None)
+            if self.mirror and picture is not None and not any(m.verified for m in best.values()):
+                from PIL import ImageOps
+
+                flipped = ImageOps.mirror(picture)
+                search("mirrored", hash_image(flipped).vector())
+                again = self._geometric((("full", feats.describe_query(flipped)),), best, frames, language, mirrored=True)
+                best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
+            best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
         if self.learned is not None:
             for crop, vec in getattr(query, "embeddings", ()):
@@ -367,11 +553,29 @@ class ImageRoute:
             if m is None:
                 best[eid] = ImageMatch(eid, None, crop, image, similarity=sim, learned_crop=crop, embed_tau=self.embed_tau)
             else:
-                best[eid] = ImageMatch(
-                    eid, m.distance, m.crop, m.image, similarity=sim, learned_crop=crop, embed_tau=self.embed_tau,
-                    inliers=m.inliers, keypoints=m.keypoints, query_keypoints=m.query_keypoints, coverage=m.coverage,
-                )
+                best[eid] = dataclasses.replace(m, similarity=sim, learned_crop=crop, embed_tau=self.embed_tau)
         return sorted(best.values(), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
+
+    def match_many(self, queries: Sequence[QueryHashes], language: str | None = None, limit: int | None = None) -> list[ImageMatch]:
+        """Several images of one item (a clip's sampled frames, a post's pictures) in one call: each
+        image is matched as :meth:`match` does, and every entity is counted once, by its best match
+        (accepted before not accepted, then the larger evidence, then more inliers)."""
+        best: dict[str, tuple[tuple[Any, ...], ImageMatch]] = {}
+        for query in queries:
+            for m in self.match(query, language=language, limit=limit):
+                signal = m.signal(self.tau)
+                rank = (signal is not None, m.evidence(self.tau), m.inliers or 0, -(m.distance if m.distance is not None else 999))
+                if m.entity_id not in best or rank > best[m.entity_id][0]:
+                    best[m.entity_id] = (rank, m)
+        return sorted((m for _, m in best.values()), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
+
+
+def _competing(a: ImageMatch, b: ImageMatch) -> bool:
+    """Two verified templates compete when their outlines overlap in the same query part (a part
+    described apart, the picture of a screenshot, is taken as the same place)."""
+    if a.quad is None or b.quad is None or a.crop != b.crop:
+        return True
+    return feats.overlap(a.quad, b.quad) >= COMPETING_OVERLAP
 
 
 def image_stats(store: CultureBaseStore, route: ImageRoute | None) -> dict[str, Any]:

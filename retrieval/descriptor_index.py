@@ -1,0 +1,406 @@
+"""Local descriptors of every entity image frame in one faiss binary index: candidates by votes.
+
+The image route's hashes read the *whole* picture, so a template that fills a quarter of a
+screenshot, one cell of a grid or a quote post inside a post is not near any hash.  Local
+descriptors are: each entity image frame gives up to :data:`PER_IMAGE` ORB descriptors (256-bit,
+the ones :mod:`retrieval.image_features` stores for verification, spread over the picture by a
+grid), all held in one faiss binary index (Hamming distance).  A query's descriptors, taken
+over the whole picture with no layout detection in front, each look up their nearest
+neighbours; a neighbour within :data:`MAX_HAMMING` bits is one vote for its image (a query
+descriptor votes at most once, for the image of its nearest neighbour, when that neighbour is
+distinctive: nearer than :data:`RATIO` × the nearest descriptor of any other image).  Images are ranked by votes over the square root of
+their descriptor count (an image with many descriptors collects chance votes) and the best
+become candidates for the geometric check (:func:`retrieval.image_features.verify`), which
+stays the judge.
+
+Index kinds: below :data:`IVF_FROM` descriptors an exact ``IndexBinaryFlat`` behind an id map;
+from there an ``IndexBinaryIVF`` (``nlist`` ≈ 4·√n lists, trained on the descriptors held,
+searched with :data:`NPROBE` lists), trained again when it has grown 8× since.  Ids are image
+*slots*: every descriptor of one frame carries its slot's id, so removing an entity removes its
+slots' ids.  The index and its slot table are written to ``root`` (``index.faissb`` and
+``slots.json``, atomically, beside the per-image feature files) and read back at start; one that
+is missing or does not match its slot table is rebuilt from the stored features.  A large IVF
+(from :data:`MMAP_FROM` descriptors) is memory-mapped read-only at start, so a service that only
+queries holds its lists as file-backed pages; the first write reads it into memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+#: descriptors indexed per image (an animation's frames share them, never fewer than :data:`PER_FRAME_MIN`
+#: a frame), spread over the picture by a grid; the rest stay for verification
+PER_IMAGE = 256
+PER_FRAME_MIN = 96
+#: an IVF index of at least this many descriptors is memory-mapped read-only when loaded (the service reads
+#: it from the page cache); the first write loads it into memory
+MMAP_FROM = 1_000_000
+#: a query descriptor votes for an image when a descriptor of it is within this many bits (of 256)
+MAX_HAMMING = 64
+#: neighbours looked up per query descriptor (the nearest one of another image is the ratio test's reference)
+NEIGHBOURS = 8
+#: a vote counts when the nearest neighbour is nearer than this share of the nearest one of another image
+RATIO = 0.75
+#: from this many descriptors the index is an IVF (below: exact search)
+IVF_FROM = 50_000
+NPROBE = 12
+CODE_BYTES = 32
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ImageKey:
+    """One indexed entity image frame."""
+
+    entity_id: str
+    sha256: str
+    frame: int
+    language: str = ""
+
+
+@dataclass(frozen=True)
+class Vote:
+    """An image frame's share of the query's descriptors: ``votes`` query descriptors found one of its
+    ``descriptors`` within :data:`MAX_HAMMING`; ``score`` = votes / √descriptors."""
+
+    key: ImageKey
+    votes: int
+    descriptors: int
+
+    @property
+    def score(self) -> float:
+        return self.votes / math.sqrt(max(1, self.descriptors))
+
+
+def spread(points: np.ndarray, count: int, width: int, height: int, grid: int = 8) -> np.ndarray:
+    """Indices of at most ``count`` keypoints spread over a ``grid``×``grid`` partition of the picture
+    (round robin over the cells, each cell in its stored order), so that a caption or a crop that hides
+    part of the template leaves votes elsewhere."""
+    n = int(points.shape[0])
+    if n <= count:
+        return np.arange(n)
+    gx = np.clip((points[:, 0] * grid / max(1, width)).astype(int), 0, grid - 1)
+    gy = np.clip((points[:, 1] * grid / max(1, height)).astype(int), 0, grid - 1)
+    cells: dict[int, list[int]] = {}
+    for i, c in enumerate(gy * grid + gx):
+        cells.setdefault(int(c), []).append(i)
+    chosen: list[int] = []
+    queues = [cells[c] for c in sorted(cells)]
+    depth = 0
+    while len(chosen) < count:
+        took = False
+        for q in queues:
+            if depth < len(q):
+                chosen.append(q[depth])
+                took = True
+                if len(chosen) >= count:
+                    break
+        if not took:
+            break
+        depth += 1
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+class DescriptorIndex:
+    """Binary descriptors of entity image frames in faiss; :meth:`vote` shortlists frames for a query."""
+
+    def __init__(
+        self, root: Path | str | None, per_image: int = PER_IMAGE, ivf_from: int = IVF_FROM, nprobe: int = NPROBE,
+        mmap_from: int = MMAP_FROM,
+    ) -> None:
+        self.root = Path(root) if root is not None else None
+        self.per_image = per_image
+        self.mmap_from = mmap_from
+        self.mapped = False
+        self.ivf_from = ivf_from
+        self.nprobe = nprobe
+        self._lock = threading.RLock()
+        self._index = None
+        self._slots: list[ImageKey | None] = []  # slot -> key (None: a freed slot)
+        self._counts: list[int] = []  # slot -> descriptors indexed
+        self._slot_of: dict[tuple[str, str, int], int] = {}
+        self._free: list[int] = []
+        self._trained_at = 0
+        self._dirty = False
+        self.loaded = False
+
+    # -- state ----------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Descriptors indexed."""
+        return int(self._index.ntotal) if self._index is not None else 0
+
+    @property
+    def images(self) -> int:
+        """Image frames indexed."""
+        return len(self._slot_of)
+
+    @property
+    def kind(self) -> str:
+        import faiss
+
+        return "ivf" if isinstance(self._index, faiss.IndexBinaryIVF) else "flat"
+
+    def memory_bytes(self) -> int:
+        """What the index holds in anonymous memory: codes and ids (plus IVF centroids); a mapped index
+        holds only its centroids (its lists are file-backed pages)."""
+        extra = 0
+        if self._index is not None and self.kind == "ivf":
+            extra = int(self._index.nlist) * CODE_BYTES
+        return (0 if self.mapped else self.size * (CODE_BYTES + 8)) + extra
+
+    def per_frame(self, frames: int) -> int:
+        """Descriptors indexed for each of an image's ``frames`` frames."""
+        return max(PER_FRAME_MIN, self.per_image // max(1, frames))
+
+    def _writable(self) -> None:
+        """A mapped (read-only) index is read into memory before its first change."""
+        import faiss
+
+        if self.mapped and self.root is not None:
+            self._index = faiss.read_index_binary(str(self._paths()[0]))
+            self._index.nprobe = self.nprobe
+            self.mapped = False
+
+    def has(self, key: ImageKey) -> bool:
+        return (key.entity_id, key.sha256, key.frame) in self._slot_of
+
+    def _flat(self):
+        import faiss
+
+        return faiss.IndexBinaryIDMap2(faiss.IndexBinaryFlat(CODE_BYTES * 8))
+
+    def _ensure(self) -> None:
+        if self._index is None:
+            self._index = self._flat()
+
+    # -- add / remove ---------------------------------------------------------------------
+    def add(
+        self, key: ImageKey, points: np.ndarray, descriptors: np.ndarray, width: int, height: int, limit: int | None = None,
+    ) -> int:
+        """Index up to ``limit`` (default :attr:`per_image`) of one frame's descriptors (replacing what it had); returns how many."""
+        with self._lock:
+            self._ensure()
+            self._writable()
+            self._remove_slots([s for s in [self._slot_of.get((key.entity_id, key.sha256, key.frame))] if s is not None])
+            chosen = spread(points, limit or self.per_image, width, height) if len(points) else np.zeros(0, np.int64)
+            codes = np.ascontiguousarray(descriptors[chosen], dtype=np.uint8) if len(chosen) else np.zeros((0, CODE_BYTES), np.uint8)
+            slot = self._free.pop() if self._free else len(self._slots)
+            if slot == len(self._slots):
+                self._slots.append(key)
+                self._counts.append(len(codes))
+            else:
+                self._slots[slot], self._counts[slot] = key, len(codes)
+            self._slot_of[(key.entity_id, key.sha256, key.frame)] = slot
+            if len(codes):
+                self._index.add_with_ids(codes, np.full(len(codes), slot, dtype=np.int64))
+            self._dirty = True
+            self._maybe_retrain()
+            return len(codes)
+
+    def remove_entities(self, entity_ids: Iterable[str]) -> int:
+        """Drop every frame of these entities; returns the frames dropped."""
+        wanted = set(entity_ids)
+        with self._lock:
+            slots = [s for (eid, _, _), s in self._slot_of.items() if eid in wanted]
+            self._remove_slots(slots)
+            return len(slots)
+
+    def remove_images(self, keys: Iterable[tuple[str, str, int]]) -> int:
+        with self._lock:
+            slots = [self._slot_of[k] for k in keys if k in self._slot_of]
+            self._remove_slots(slots)
+            return len(slots)
+
+    def _remove_slots(self, slots: Sequence[int]) -> None:
+        import faiss
+
+        if not slots:
+            return
+        self._writable()
+        if self._index is not None and self._index.ntotal:
+            self._index.remove_ids(faiss.IDSelectorBatch(np.array(slots, dtype=np.int64)))
+        for s in slots:
+            key = self._slots[s]
+            if key is not None:
+                self._slot_of.pop((key.entity_id, key.sha256, key.frame), None)
+            self._slots[s] = None
+            self._counts[s] = 0
+            self._free.append(s)
+        self._dirty = True
+
+    def keys(self) -> list[ImageKey]:
+        return [k for k in self._slots if k is not None]
+
+    # -- IVF --------------------------------------------------------------------------------
+    def _all_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every (code, id) the index holds (to train a new IVF)."""
+        import faiss
+
+        index = self._index
+        if isinstance(index, faiss.IndexBinaryIVF):
+            inv = index.invlists
+            codes, ids = [], []
+            for lst in range(index.nlist):
+                n = inv.list_size(lst)
+                if n:
+                    codes.append(faiss.rev_swig_ptr(inv.get_codes(lst), n * CODE_BYTES).copy().reshape(n, CODE_BYTES))
+                    ids.append(faiss.rev_swig_ptr(inv.get_ids(lst), n).copy())
+            if not codes:
+                return np.zeros((0, CODE_BYTES), np.uint8), np.zeros(0, np.int64)
+            return np.concatenate(codes), np.concatenate(ids)
+        flat = faiss.downcast_IndexBinary(index.index)
+        codes = faiss.vector_to_array(flat.xb).reshape(-1, CODE_BYTES)
+        ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+        return codes, ids
+
+    def _maybe_retrain(self) -> None:
+        n = self.size
+        if n < self.ivf_from or (self._trained_at and n < 8 * self._trained_at):
+            return
+        self._build_ivf()
+
+    def _build_ivf(self) -> None:
+        import faiss
+
+        codes, ids = self._all_codes()
+        n = len(codes)
+        nlist = int(max(64, min(65_536, 4 * math.sqrt(n))))
+        quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
+        ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
+        ivf.own_fields = True
+        quantizer.this.disown()
+        rng = np.random.default_rng(0)
+        sample = codes[rng.choice(n, size=min(n, nlist * 64), replace=False)]
+        ivf.train(np.ascontiguousarray(sample))
+        ivf.add_with_ids(np.ascontiguousarray(codes), ids)
+        ivf.nprobe = self.nprobe
+        self._index = ivf
+        self._trained_at = n
+        self._dirty = True
+        log.info("descriptor index: IVF with %d lists over %d descriptors", nlist, n)
+
+    # -- query ------------------------------------------------------------------------------
+    def vote(
+        self, descriptors: np.ndarray, top: int = 8, language: str | None = None, neighbours: int = NEIGHBOURS,
+        max_hamming: int = MAX_HAMMING, ratio: float = RATIO,
+    ) -> list[Vote]:
+        """The ``top`` image frames with the most votes from these query descriptors (best first)."""
+        with self._lock:
+            if self._index is None or not self._index.ntotal or not len(descriptors):
+                return []
+            q = np.ascontiguousarray(descriptors, dtype=np.uint8)
+            if self.kind == "ivf":
+                self._index.nprobe = self.nprobe
+            dist, ids = self._index.search(q, neighbours)
+            slots, counts = self._slots, self._counts
+        # one vote per query descriptor, for the image of its nearest neighbour, when that neighbour is near
+        # (≤ max_hamming) and distinctive: nearer than RATIO × the nearest descriptor of any *other* image
+        # (Lowe's ratio test across images: texture every picture has votes for none)
+        first = ids[:, 0]
+        other = (ids != first[:, None]) & (ids >= 0)
+        has_other = other.any(axis=1)
+        d2 = np.where(has_other, dist[np.arange(len(ids)), other.argmax(axis=1)], 256)
+        ok = (first >= 0) & (dist[:, 0] <= max_hamming) & (dist[:, 0] < ratio * d2)
+        hit = first[ok].astype(np.int64)
+        if not len(hit):
+            return []
+        found, tally = np.unique(hit, return_counts=True)
+        out = []
+        for s, v in zip(found.tolist(), tally.tolist()):
+            key = slots[s] if s < len(slots) else None
+            if key is None or (language and key.language and key.language != language):
+                continue
+            out.append(Vote(key, v, counts[s]))
+        out.sort(key=lambda x: (-x.score, -x.votes, x.key.entity_id, x.key.frame))
+        return out[:top]
+
+    # -- disk -------------------------------------------------------------------------------
+    def _paths(self) -> tuple[Path, Path]:
+        assert self.root is not None
+        return self.root / "index.faissb", self.root / "slots.json"
+
+    def save(self) -> bool:
+        """Write the index and its slot table (atomically) when they changed; False without a folder."""
+        import faiss
+
+        if self.root is None:
+            return False
+        with self._lock:
+            if not self._dirty:
+                return True
+            self._ensure()
+            self.root.mkdir(parents=True, exist_ok=True)
+            index_path, slots_path = self._paths()
+            tag = f".tmp{os.getpid()}.{threading.get_ident()}"
+            tmp_index, tmp_slots = index_path.with_name(index_path.name + tag), slots_path.with_name(slots_path.name + tag)
+            faiss.write_index_binary(self._index, str(tmp_index))
+            table = {
+                "format": FORMAT, "per_image": self.per_image, "ntotal": int(self._index.ntotal), "trained_at": self._trained_at,
+                "kind": self.kind,
+                "slots": [None if k is None else [k.entity_id, k.sha256, k.frame, k.language, c] for k, c in zip(self._slots, self._counts)],
+            }
+            tmp_slots.write_text(json.dumps(table), "utf-8")
+            tmp_index.replace(index_path)
+            tmp_slots.replace(slots_path)
+            self._dirty = False
+            return True
+
+    def load(self) -> bool:
+        """Read the index written by :meth:`save`; False (and an empty index) when it is missing, torn or
+        written for another descriptor budget: the caller rebuilds it from the stored features."""
+        import faiss
+
+        if self.root is None:
+            return False
+        index_path, slots_path = self._paths()
+        with self._lock:
+            try:
+                table = json.loads(slots_path.read_text("utf-8"))
+                big = int(table.get("ntotal") or 0) >= self.mmap_from and table.get("kind") == "ivf"
+                index = faiss.read_index_binary(str(index_path), faiss.IO_FLAG_MMAP if big else 0)
+            except (FileNotFoundError, ValueError, RuntimeError, OSError) as exc:
+                if index_path.exists() or slots_path.exists():
+                    log.warning("descriptor index in %s unreadable (%s): it is rebuilt from the stored features", self.root, exc)
+                return False
+            if table.get("format") != FORMAT or table.get("per_image") != self.per_image or table.get("ntotal") != index.ntotal:
+                log.warning("descriptor index in %s does not match its slot table: it is rebuilt", self.root)
+                return False
+            self._index = index
+            self.mapped = big
+            if isinstance(index, faiss.IndexBinaryIVF):
+                index.nprobe = self.nprobe
+            self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
+            for s, row in enumerate(table["slots"]):
+                if row is None:
+                    self._slots.append(None)
+                    self._counts.append(0)
+                    self._free.append(s)
+                    continue
+                key = ImageKey(str(row[0]), str(row[1]), int(row[2]), str(row[3]))
+                self._slots.append(key)
+                self._counts.append(int(row[4]))
+                self._slot_of[(key.entity_id, key.sha256, key.frame)] = s
+            self._trained_at = int(table.get("trained_at") or 0)
+            self._dirty = False
+            self.loaded = True
+            return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._index = None
+            self.mapped = False
+            self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
+            self._trained_at = 0
+            self._dirty = True

@@ -1,0 +1,105 @@
+"""The descriptor index (faiss, binary ORB descriptors): votes, removal, IVF, disk round trip (generated images)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval import image_features as feats
+from retrieval.descriptor_index import DescriptorIndex, ImageKey, spread
+from tests.retrieval.test_image_verification import textured
+
+
+def _features(seed: int, size=(400, 300)) -> feats.Features:
+    return feats.describe(textured(seed, size))
+
+
+def _index(tmp_path, seeds=range(1, 9), **kw) -> DescriptorIndex:
+    index = DescriptorIndex(tmp_path / "desc", **kw)
+    for seed in seeds:
+        f = _features(seed)
+        index.add(ImageKey(f"e{seed}", f"sha{seed}", 0, "en"), f.points, f.descriptors, f.width, f.height)
+    return index
+
+
+def test_votes_rank_the_template_inside_a_bigger_picture_first(tmp_path):
+    index = _index(tmp_path)
+    assert index.images == 8 and 0 < index.size <= 8 * index.per_image
+    # the template at a third of a wider picture, next to another picture: no crop, no layout detection
+    from PIL import Image
+
+    page = Image.new("RGB", (1200, 500), "white")
+    page.paste(textured(5).resize((400, 300)), (700, 120))
+    page.paste(textured(42).resize((400, 300)), (40, 60))  # not indexed
+    q = feats.describe_query(page)
+    votes = index.vote(q.descriptors, top=3)
+    assert votes[0].key.entity_id == "e5" and votes[0].votes > 1.5 * max([v.votes for v in votes[1:]] or [0])
+    # a picture of nothing indexed gets only chance votes
+    noise = index.vote(feats.describe_query(textured(77)).descriptors, top=1)
+    assert not noise or noise[0].votes < votes[0].votes / 2
+
+
+def test_language_filter_and_removal(tmp_path):
+    index = _index(tmp_path, seeds=(1, 2))
+    q = _features(2).descriptors
+    assert index.vote(q, language="zh") == []
+    assert index.vote(q, language="en")[0].key.entity_id == "e2"
+    assert index.remove_entities(["e2"]) == 1 and index.images == 1
+    assert all(v.key.entity_id != "e2" for v in index.vote(q))
+    # the freed slot is reused and the other image keeps its votes
+    f = _features(3)
+    index.add(ImageKey("e3", "sha3", 0), f.points, f.descriptors, f.width, f.height)
+    assert index.vote(f.descriptors)[0].key.entity_id == "e3" and index.vote(_features(1).descriptors)[0].key.entity_id == "e1"
+
+
+def test_descriptors_per_image_are_capped_and_spread_over_the_picture():
+    f = _features(4)
+    chosen = spread(f.points, 64, f.width, f.height)
+    assert len(chosen) == 64 and len(set(chosen.tolist())) == 64
+    pts = f.points[chosen]
+    # every quarter of the picture keeps some of them (not the first 64 of one pyramid level in one corner)
+    quarters = {(int(x >= f.width / 2), int(y >= f.height / 2)) for x, y in pts}
+    assert len(quarters) == 4
+
+
+def test_an_ivf_index_answers_like_the_exact_one(tmp_path):
+    exact = _index(tmp_path / "a", seeds=range(1, 13))
+    ivf = _index(tmp_path / "b", seeds=range(1, 13), ivf_from=1000, nprobe=8)
+    assert exact.kind == "flat" and ivf.kind == "ivf"
+    for seed in (3, 7, 11):
+        q = feats.describe_query(textured(seed)).descriptors
+        assert exact.vote(q)[0].key.entity_id == ivf.vote(q)[0].key.entity_id == f"e{seed}"
+    # removal works on the IVF too
+    ivf.remove_entities(["e7"])
+    assert all(v.key.entity_id != "e7" for v in ivf.vote(feats.describe_query(textured(7)).descriptors))
+
+
+def test_saved_index_loads_back_and_a_torn_one_is_refused(tmp_path):
+    index = _index(tmp_path, seeds=(1, 2, 3))
+    assert index.save()
+    again = DescriptorIndex(tmp_path / "desc")
+    assert again.load() and again.images == 3 and again.size == index.size
+    q = _features(2).descriptors
+    assert again.vote(q)[0].key == ImageKey("e2", "sha2", 0, "en")
+    (tmp_path / "desc" / "index.faissb").write_bytes(b"not an index")
+    assert DescriptorIndex(tmp_path / "desc").load() is False
+    assert DescriptorIndex(tmp_path / "missing").load() is False
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_empty_inputs_vote_for_nothing(tmp_path, n):
+    index = _index(tmp_path, seeds=range(1, 1 + n))
+    assert index.vote(np.zeros((0, 32), np.uint8)) == []
+
+
+def test_a_large_index_is_mapped_read_only_and_read_into_memory_on_the_first_write(tmp_path):
+    index = _index(tmp_path, seeds=range(1, 11), ivf_from=1000, mmap_from=1000)
+    assert index.kind == "ivf" and index.save()
+    mapped = DescriptorIndex(tmp_path / "desc", ivf_from=1000, mmap_from=1000)
+    assert mapped.load() and mapped.mapped and mapped.memory_bytes() < index.memory_bytes() / 10
+    q = feats.describe_query(textured(4)).descriptors
+    assert mapped.vote(q)[0].key.entity_id == "e4"
+    f = _features(20)
+    mapped.add(ImageKey("e20", "sha20", 0), f.points, f.descriptors, f.width, f.height)
+    assert not mapped.mapped and mapped.vote(f.descriptors)[0].key.entity_id == "e20"
+    assert mapped.vote(q)[0].key.entity_id == "e4"

@@ -1,0 +1,116 @@
+"""Templates found wherever they sit: descriptor votes over the whole picture (grids, small shares),
+look-alikes told apart, mirrored reposts, several images in one call (generated images only)."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image, ImageDraw, ImageOps
+
+from retrieval.image_route import LOOKALIKE_MARGIN, ImageRoute
+from retrieval.knowledge_base import KnowledgeBase
+from tests.retrieval.test_image_verification import _add, _image_hits, kb, textured  # noqa: F401  (kb: fixture)
+from tests.support.images import meme_of, to_bytes
+
+
+def grid_post(cells: list[Image.Image], cols: int, width: int = 1000, dark: bool = True) -> bytes:
+    """A post with a header band and an image grid (square cells) on a dark page: no plain picture region."""
+    page_colour = (21, 32, 43) if dark else (255, 255, 255)
+    gap = 6
+    cw = (width - 40 - gap * (cols - 1)) // cols
+    rows = -(-len(cells) // cols)
+    page = Image.new("RGB", (width, 140 + rows * (cw + gap) + 80), page_colour)
+    d = ImageDraw.Draw(page)
+    d.ellipse((16, 16, 76, 76), fill=(200, 120, 40))
+    d.text((90, 24), "someone @someone 3h: look at these", fill=(230, 230, 230))
+    for i, cell in enumerate(cells):
+        c, r = i % cols, i // cols
+        page.paste(ImageOps.fit(cell.convert("RGB"), (cw, cw)), (20 + c * (cw + gap), 120 + r * (cw + gap)))
+    return to_bytes(page, "JPEG", quality=60)
+
+
+def test_a_template_in_one_cell_of_a_grid_is_found_by_votes(kb):
+    ent = _add(kb, "Grid Template", to_bytes(textured(30)))
+    for seed in (31, 32, 33):
+        _add(kb, f"Other {seed}", to_bytes(textured(seed)))
+    shot = grid_post([textured(40), textured(41), textured(30), textured(42)], cols=2)
+    (hit,) = _image_hits(kb, shot)
+    assert hit.entity.id == ent.id and hit.image["signal"] == "verified"
+    assert hit.image["votes"] and hit.image["votes"] > 0  # shortlisted by the descriptor index
+    # the same in a 1×3 row: the template fills under a third of the width
+    (hit,) = _image_hits(kb, grid_post([textured(43), textured(44), textured(30)], cols=3, dark=False))
+    assert hit.entity.id == ent.id
+    # a grid of templates that are not in CultureBase claims nothing
+    assert _image_hits(kb, grid_post([textured(45), textured(46), textured(47), textured(48)], cols=2)) == []
+
+
+def test_two_templates_in_different_cells_are_both_claimed(kb):
+    a = _add(kb, "Left Template", to_bytes(textured(60)))
+    b = _add(kb, "Right Template", to_bytes(textured(61)))
+    hits = _image_hits(kb, grid_post([textured(60), textured(61), textured(62), textured(63)], cols=2))
+    assert {h.entity.id for h in hits} == {a.id, b.id}
+    assert all(h.image["contest"] is None for h in hits)  # different places: no look-alike contest
+
+
+def lookalike(base: int, other: int) -> Image.Image:
+    """``base``'s picture with its right 35 % replaced by another's: two templates sharing a large part."""
+    img = textured(base).copy()
+    w, h = img.size
+    img.paste(textured(other).crop((int(w * 0.65), 0, w, h)), (int(w * 0.65), 0))
+    return img
+
+
+def test_look_alikes_sharing_a_part_are_told_apart_and_the_trace_shows_both(kb):
+    a = _add(kb, "Original", to_bytes(textured(70)))
+    b = _add(kb, "Look Alike", to_bytes(lookalike(70, 71)))
+    (hit,) = _image_hits(kb, meme_of(textured(70), 70))
+    assert hit.entity.id == a.id and hit.image["contest"] == "won"
+    (rival,) = hit.image["runner_up"]
+    assert rival["entity_id"] == b.id and rival["inliers"] >= 15 and rival["strength"] * LOOKALIKE_MARGIN <= hit.image["inliers"] * hit.image["share"]
+    (hit,) = _image_hits(kb, meme_of(lookalike(70, 71), 71))
+    assert hit.entity.id == b.id and hit.image["runner_up"][0]["entity_id"] == a.id
+    # only the shared part: both verify about as well, no margin, neither is claimed
+    shared = textured(70).crop((0, 0, int(textured(70).width * 0.65), textured(70).height))
+    assert _image_hits(kb, to_bytes(shared.resize((shared.width * 2, shared.height * 2)), "JPEG", quality=80)) == []
+
+
+def test_a_mirrored_repost_is_found_and_says_so(kb):
+    ent = _add(kb, "Mirrored Template", to_bytes(textured(80)))
+    _add(kb, "Other", to_bytes(textured(81)))
+    flipped = to_bytes(ImageOps.mirror(Image.open(io.BytesIO(meme_of(textured(80), 80)))), "JPEG", quality=70)
+    (hit,) = _image_hits(kb, flipped)
+    assert hit.entity.id == ent.id and hit.image["mirrored"] is True and hit.image["signal"] == "verified"
+
+
+def test_several_images_in_one_call_count_each_template_once(kb):
+    a = _add(kb, "Frame A", to_bytes(textured(90)))
+    b = _add(kb, "Frame B", to_bytes(textured(91)))
+    route = kb.image_route
+    frames = [route.prepare(meme_of(textured(s), s)) for s in (90, 90, 91, 95)]
+    matches = route.match_many(frames)
+    accepted = [m for m in matches if m.signal(route.tau)]
+    assert sorted(m.entity_id for m in accepted) == sorted([a.id, b.id])
+    assert len({m.entity_id for m in matches}) == len(matches)
+
+
+def test_the_descriptor_index_is_rebuilt_from_stored_features_when_missing(kb):
+    ent = _add(kb, "Rebuilt", to_bytes(textured(100)))
+    _add(kb, "Other", to_bytes(textured(101)))
+    folder = kb.image_route.descriptors.root
+    assert (folder / "index.faissb").is_file() and (folder / "slots.json").is_file()
+    for f in folder.iterdir():
+        f.unlink()
+    fresh = ImageRoute(kb.store, kb.image_route.images)
+    assert fresh.descriptors.size == 0
+    shot = grid_post([textured(102), textured(100), textured(103), textured(104)], cols=2)
+    accepted = [m for m in fresh.match(fresh.prepare(shot)) if m.signal(fresh.tau)]
+    assert [m.entity_id for m in accepted] == [ent.id] and fresh.descriptors.images == 2
+    assert (folder / "index.faissb").is_file()
+
+
+def test_deleting_an_entity_removes_its_descriptors(kb: KnowledgeBase):
+    ent = _add(kb, "Deleted", to_bytes(textured(110)))
+    before = kb.image_route.descriptors.images
+    kb.image_route.delete_entities([ent.id])
+    assert kb.image_route.descriptors.images == before - 1
+    assert kb.image_route.descriptors.vote(kb.image_route.prepare(to_bytes(textured(110))).features[-1][1].descriptors) == []
