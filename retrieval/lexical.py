@@ -160,7 +160,7 @@ def ocr_letter_readings(text_key: str) -> list[str]:
 PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz", "x", "eng"})
 
 
-def _word_tags() -> dict[str, str]:
+def _word_tags() -> Any:
     from retrieval.jieba_dict import word_tags  # jieba.posseg's table, without parsing dict.txt each start
 
     return word_tags()

@@ -82,6 +82,23 @@ class MediaInput:
                 "audio_mode": b.audio_mode, "transcript": b.transcript}
 
 
+    def thumbnails(self, side: int = 160) -> list[dict[str, Any]]:
+        """The sampled frames as small JPEG data URLs with their times (what the web page shows)."""
+        import base64
+        import io
+
+        from PIL import Image
+
+        out = []
+        for frame in self.bundle.frames if self.bundle is not None else []:
+            with Image.open(io.BytesIO(frame.jpeg)) as img:
+                img.thumbnail((side, side))
+                buffer = io.BytesIO()
+                img.convert("RGB").save(buffer, format="JPEG", quality=70)
+            out.append({"t": round(frame.t, 3), "src": "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()})
+        return out
+
+
 def sniff_file(path: Path, head: bytes | None = None) -> Sniffed:
     """:func:`~agents.media.sniff.sniff` of a file's bytes (its first 64 KiB unless given)."""
     if head is None:

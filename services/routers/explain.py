@@ -222,7 +222,7 @@ async def _clip(data: bytes, sniffed: Any, body: ExplainCreate, services: KarSer
         with Image.open(io.BytesIO(media.image)) as first:
             width, height = first.size
     info = {"format": media.format, "width": width, "height": height, "bytes": len(data)}
-    return ExplainInput(media.image, info, media.extras, media.describe())
+    return ExplainInput(media.image, info, media.extras, {**media.describe(), "thumbnails": media.thumbnails()})
 
 
 async def _raw_bytes(body: ExplainCreate, upload: bytes | None, services: KarServices) -> bytes:

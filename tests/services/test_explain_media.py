@@ -26,6 +26,8 @@ async def test_a_clip_is_explained_with_its_frames_and_the_same_reply_shape(make
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["media"]["kind"] == "video" and body["media"]["format"] == "mp4" and body["media"]["frames"] >= 2
+        thumbs = body["media"]["thumbnails"]  # the web page shows the sampled frames
+        assert len(thumbs) == body["media"]["frames"] and thumbs[0]["src"].startswith("data:image/jpeg;base64,")
         assert body["image"]["format"] == "mp4" and body["image"]["width"] > 0 and body["image"]["bytes"] == len(clip)
         trace_media = body["trace"]["media"]
         assert trace_media["kind"] == "video" and len(trace_media["frames"]) == body["media"]["frames"]
@@ -45,7 +47,7 @@ async def test_a_sound_is_explained_as_a_sound(make_client, tmp_path):
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["media"] == {"kind": "audio", "format": "mp3", "duration_s": body["media"]["duration_s"], "frames": 0,
-                                 "audio_mode": "native", "transcript": None}
+                                 "audio_mode": "native", "transcript": None, "thumbnails": []}
         sent = services.vlm.calls[-1].messages[0]
         assert not sent.images and sent.audio  # native audio, no picture
 

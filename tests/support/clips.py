@@ -30,7 +30,7 @@ def make_clip(
 
     path.parent.mkdir(parents=True, exist_ok=True)
     n_frames = max(1, int(round(seconds * fps)))
-    with av.open(str(path), "w") as out:
+    with av.open(str(path), "w", format="mp4") as out:
         codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
         video = out.add_stream(codec, rate=fps)
         video.width, video.height = size
