@@ -41,8 +41,12 @@ def build_report(
     seed: int = 0,
     reliability: dict[str, Any] | None = None,
     reference: dict[str, Any] | None = None,
+    diagnostics: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """All metrics as one JSON-able dict (infinities are kept; :func:`jsonable` encodes them)."""
+    """All metrics as one JSON-able dict (infinities are kept; :func:`jsonable` encodes them).
+
+    ``diagnostics`` (from :func:`eval.diagnostics.diagnose`, or ``{"skipped": reason}``) is joined with
+    the judgments here (repairs and damages per layer by cause) and kept under ``diagnostics``."""
     matrices = {name: vikr_matrix(bench, records) for name, records in judged.items()}
     conditions: dict[str, Any] = {}
     for name, matrix in matrices.items():
@@ -91,6 +95,12 @@ def build_report(
         report["reliability"] = reliability
     if reference is not None:
         report["reference"] = reference
+    if diagnostics is not None:
+        if "skipped" not in diagnostics:
+            from eval.diagnostics.joined import join_all
+
+            join_all(diagnostics, matrices, paired)
+        report["diagnostics"] = diagnostics
     return report
 
 
@@ -321,6 +331,8 @@ def _md_table_to_html(markdown: str) -> str:
 
 
 def render_html(report: Mapping[str, Any], plots: Sequence[Path]) -> str:
+    from eval.report.diagnostics import html_section
+
     images = "".join(
         f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
         f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{html.escape(p.stem)}</figcaption></figure>'
@@ -345,6 +357,7 @@ def render_html(report: Mapping[str, Any], plots: Sequence[Path]) -> str:
         f"<h2>Leaderboard</h2>{_md_table_to_html(leaderboard_markdown(report))}"
         f"<h2>Controlled augmentation</h2>{_md_table_to_html(augmentation_markdown(report))}"
         f"<h2>Unscored items</h2><ul>{unscored or '<li>none</li>'}</ul>"
+        f"{html_section(report.get('diagnostics'))}"
         f"<h2>Plots</h2>{images or '<p>plots disabled</p>'}"
         f"<details><summary>metrics.json</summary><pre>{metrics_json}</pre></details>"
         "</body></html>"
@@ -367,6 +380,15 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
     files["augmentation_csv"] = out / "augmentation.csv"
     _write_csv(files["augmentation_csv"], augmentation_rows(report))
     plot_paths = make_plots(report, out) if plots else []
+    if report.get("diagnostics") is not None:
+        from eval.report.diagnostics import causes_markdown, causes_plot, diagnostics_markdown
+
+        files["diagnostics_md"] = out / "diagnostics.md"
+        files["diagnostics_md"].write_text(diagnostics_markdown(report["diagnostics"]) + "\n" + causes_markdown(report["diagnostics"]),
+                                           encoding="utf-8")
+        cause_plot = causes_plot(report["diagnostics"], out) if plots else None
+        if cause_plot is not None:
+            plot_paths.append(cause_plot)
     for p in plot_paths:
         files[p.stem] = p
     files["html"] = out / "report.html"
