@@ -5,9 +5,10 @@
    search_cot, kar with the fake OpenAI-compatible VLM (scripted per item: answers and what the
    extraction names), `kar judge` with the fake checklist judge, then `kar report --run`; prints the
    diagnostics table per condition.  Then the same report with the fake knowledge judge
-   (``--knowledge-judge``) and the agreement of the lexical proxy with it, per knowledge unit.
-   The VLM and the judges are test doubles: the figures show what the diagnostics read off a run,
-   not how good a model is, and the "judge" of the agreement is a substring matcher.
+   (``--knowledge-judge``), and the agreement of the lexical proxy, per knowledge unit, with that
+   judge and with hand labels of the same units (:data:`HAND_LABELS`).  The VLM and the judges are
+   test doubles: the figures show what the diagnostics read off a run, not how good a model is, and
+   the fake knowledge judge is a verbatim-substring matcher.
 2. **Cost**: `kar report` (defaults: 10,000 bootstrap resamples, plots) over synthetic judged files
    and traces of ``--items`` items × 4 conditions, without and with ``--run`` (diagnostics, proxy, no
    judge; CultureBase of one entity per item for ``gold_in_kb``), alternated, median of
@@ -148,24 +149,48 @@ def causes(diagnostics: dict[str, Any]) -> dict[str, Any]:
             for name, e in diagnostics.items() if e.get("joined")}
 
 
-def agreement(proxy: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:
-    """Per knowledge unit of every traced (condition, item) with material: proxy vs judge."""
-    pairs = []
-    for name, entry in judged.items():
-        proxy_rows = {r["id"]: r for r in proxy[name]["rows"]}
-        for row in entry["rows"]:
-            p = proxy_rows[row["id"]]["knowledge_stated"]
-            if row["knowledge_stated"] is None or p is None:
-                continue
-            pairs += list(zip(p, row["knowledge_stated"]))
+# Hand labels (read by the engineer, before the proxy's figures were looked at; the proxy's threshold is fixed
+# a priori, not tuned): does the material the reasoning prompt carried in this scripted run state each
+# knowledge unit?  (condition, item) → per unit.  Search-CoT's material lacks "popular since 2013"; KAR's KB
+# entry of Doge states it ("went viral in 2013"); no material states that the Distracted Boyfriend photo
+# became a template for temptation (the pages say only what it shows).
+HAND_LABELS: dict[tuple[str, str], list[bool]] = {
+    ("search_cot", "sample-zh-001"): [True], ("search_cot", "sample-en-002"): [True, False],
+    ("search_cot", "sample-zh-003"): [True], ("search_cot", "sample-en-004"): [False],
+    ("kar", "sample-zh-001"): [True], ("kar", "sample-en-002"): [True, True],
+    ("kar", "sample-zh-003"): [True], ("kar", "sample-en-004"): [False],
+}
+
+
+def agreement_of(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """Agreement and Cohen's κ of (proxy, reference) verdicts."""
     n = len(pairs)
     agree = sum(a == b for a, b in pairs)
-    both = sum(a and b for a, b in pairs)
-    p_yes, j_yes = sum(a for a, _ in pairs), sum(b for _, b in pairs)
-    expected = ((p_yes * j_yes) + (n - p_yes) * (n - j_yes)) / n**2 if n else 0.0
+    p_yes, r_yes = sum(a for a, _ in pairs), sum(b for _, b in pairs)
+    expected = ((p_yes * r_yes) + (n - p_yes) * (n - r_yes)) / n**2 if n else 0.0
     kappa = (agree / n - expected) / (1 - expected) if n and expected < 1 else None
     return {"units": n, "agreement": round(agree / n, 3) if n else None, "cohen_kappa": round(kappa, 3) if kappa is not None else None,
-            "proxy_stated": p_yes, "judge_stated": j_yes, "both_stated": both}
+            "proxy_stated": p_yes, "reference_stated": r_yes}
+
+
+def agreement(proxy: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:
+    """Per knowledge unit of every (condition, item) whose prompt carried material (Search-CoT, KAR): the proxy
+    against the fake knowledge judge, and against the hand labels."""
+    vs_judge, vs_hand = [], []
+    for name in ("search_cot", "kar"):
+        judge_rows = {r["id"]: r for r in judged[name]["rows"]}
+        for row in proxy[name]["rows"]:
+            p, j = row["knowledge_stated"], judge_rows[row["id"]]["knowledge_stated"]
+            if p is None:
+                continue
+            if j is not None:
+                vs_judge += list(zip(p, j))
+            hand = HAND_LABELS.get((name, row["id"]))
+            if hand is not None and len(hand) == len(p):
+                vs_hand += list(zip(p, hand))
+    return {"proxy_vs_fake_judge": agreement_of(vs_judge), "proxy_vs_hand_labels": agreement_of(vs_hand),
+            "note": "the fake judge (tests/eval/diagnostics_bench.py) calls a unit stated only when the material holds its "
+                    "exact text; the hand labels are one reader's; no real judge model runs offline"}
 
 
 # -- 2. cost ------------------------------------------------------------------------------------

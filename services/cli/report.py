@@ -228,7 +228,7 @@ def report_command(
         if json_out:
             emit_json(jsonable({"cell": dict(zip(("name", "layer", "cell"), cell)), "items": rows}))
         else:
-            err.print(items_markdown(rows, *cell), highlight=False, markup=False)
+            err.print(items_markdown(rows, *cell), highlight=False, markup=False, soft_wrap=True)
         return
     if json_out:
         emit_json(jsonable(report))
@@ -237,8 +237,8 @@ def report_command(
         if report.get("diagnostics") is not None:
             from eval.report.diagnostics import causes_markdown, diagnostics_markdown
 
-            err.print(diagnostics_markdown(report["diagnostics"]), highlight=False, markup=False)
-            err.print(causes_markdown(report["diagnostics"]), highlight=False, markup=False)
+            err.print(diagnostics_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
+            err.print(causes_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
         err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
 
 
