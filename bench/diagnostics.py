@@ -10,9 +10,11 @@
    test doubles: the figures show what the diagnostics read off a run, not how good a model is, and
    the fake knowledge judge is a verbatim-substring matcher.
 2. **Cost**: `kar report` (defaults: 10,000 bootstrap resamples, plots) over synthetic judged files
-   and traces of ``--items`` items × 4 conditions, without and with ``--run`` (diagnostics, proxy, no
-   judge; CultureBase of one entity per item for ``gold_in_kb``), alternated, median of
-   ``--rounds``; the ratio is what diagnostics add.
+   and traces of ``--items`` items × 4 conditions (Search-CoT's and KAR's evidence blocks at about the
+   default 3,000-token budget, 5 pieces; KAR's 3 grounded entries), without and with ``--run``
+   (diagnostics, proxy, no judge; CultureBase of one entity per item for ``gold_in_kb``), alternated,
+   median of ``--rounds``; in-process (the command alone) and as its own process (what a user waits
+   for: interpreter start and imports included).  The ratio is what diagnostics add.
 
     python bench/diagnostics.py [--items 1253] [--rounds 3] [--skip-sample] [--skip-cost]
 """
@@ -23,6 +25,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -262,11 +265,24 @@ def cost(tmp: Path, n: int, rounds: int) -> dict[str, Any]:
             t = time.perf_counter()
             kar(*base, "--out", str(tmp / f"{mode}-{r}"), *extra)
             times[mode].append(time.perf_counter() - t)
+    # as a user waits for it: `kar report` as its own process (interpreter start and imports included)
+    kar_bin = Path(sys.executable).parent / "kar"
+    procs: dict[str, list[float]] = {"without": [], "with_diagnostics": []}
+    for r in range(rounds):
+        modes = ["without", "with_diagnostics"] if r % 2 == 0 else ["with_diagnostics", "without"]
+        for mode in modes:
+            extra = ["--run", str(tmp / "run")] if mode == "with_diagnostics" else []
+            t = time.perf_counter()
+            subprocess.run([str(kar_bin), *base, "--out", str(tmp / f"p-{mode}-{r}"), *extra], check=True, capture_output=True)
+            procs[mode].append(time.perf_counter() - t)
+    p_without, p_with = statistics.median(procs["without"]), statistics.median(procs["with_diagnostics"])
     without, with_ = statistics.median(times["without"]), statistics.median(times["with_diagnostics"])
     metrics = json.loads((tmp / f"with_diagnostics-{rounds - 1}" / "metrics.json").read_text("utf-8"))["diagnostics"]
     return {"items": n, "conditions": 4, "rounds": rounds, "report_median_s": round(without, 3),
             "report_with_diagnostics_median_s": round(with_, 3), "ratio": round(with_ / without, 3),
             "added_pct": round(100 * (with_ / without - 1), 1),
+            "process_median_s": round(p_without, 3), "process_with_diagnostics_median_s": round(p_with, 3),
+            "process_ratio": round(p_with / p_without, 3), "process_added_pct": round(100 * (p_with / p_without - 1), 1),
             "check": {"kar_gold_in_kb": metrics["kar"]["gold_in_kb"], "kar_identity_grounded": metrics["kar"]["identity_grounded"]}}
 
 

@@ -22,7 +22,7 @@ from statistics import mean
 from typing import Any
 
 from culturebase.entity import normalize_text
-from eval.diagnostics.gold import Gold, KBNames, gold_of, mentions
+from eval.diagnostics.gold import Gold, KBNames, gold_of, mentions, named_entities
 from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, judge_many, proxy_decide
 from eval.diagnostics.traces import (
     KB_CONDITIONS,
@@ -169,6 +169,7 @@ def diagnose(
 ) -> dict[str, dict[str, Any]]:
     """Every item's diagnostics per run name (``traces[name][item id]``: the trace records of that run),
     knowledge decided by the proxy (:func:`judge_knowledge` replaces it with a judge's verdicts)."""
+    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
     golds = [gold_of(item, kb) for item in items]
     out: dict[str, dict[str, Any]] = {}
     for name, records in traces.items():
@@ -188,6 +189,7 @@ async def judge_knowledge(
     concurrency: int = 4,
 ) -> dict[str, dict[str, Any]]:
     """The same diagnostics with ``knowledge_in_prompt`` decided per unit by ``judge`` (undecided units: None)."""
+    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
     golds = {item.id: gold_of(item, kb)[0] for item in items}
     jobs: list[tuple[str, int, tuple[str, list[str], str]]] = []
     for name, entry in diagnostics.items():

@@ -16,6 +16,7 @@ NFKC, case-folded, single spaces).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,9 +124,15 @@ def name_in_text(key: str, text_key: str) -> bool:
 
 
 def mentions(keys: Iterable[str], text: str) -> bool:
-    """Whether ``text`` (a page's title, URL and content; a URL's escapes decoded) names any of ``keys``."""
-    text_key = normalize_text(unquote(text or ""))
-    return any(name_in_text(k, text_key) for k in keys)
+    """Whether ``text`` (a page's title, URL and content; a URL's escapes decoded) names any of ``keys``
+    (normalised as names are, its whitespace runs read as one space)."""
+    text = text or ""
+    if "%" in text:
+        text = unquote(text)
+    text_key = unicodedata.normalize("NFKC", text).casefold()
+    if "  " in text_key or "\n" in text_key or "\t" in text_key:
+        text_key = " ".join(text_key.split())
+    return any(k in text_key and name_in_text(k, text_key) for k in keys)
 
 
 class KBNames:
@@ -139,15 +146,37 @@ class KBNames:
         self.store = store
         self.unavailable = unavailable if store is None else None
         self._names: list[tuple[str, Any]] | None = None
+        self._found: dict[str, list[Any]] = {}
 
     @property
     def available(self) -> bool:
         return self.store is not None
 
+    def prefetch(self, names: Iterable[str], batch: int = 512) -> None:
+        """Look many names up at once (one filtered scroll per ``batch`` names); :meth:`find` then answers from memory."""
+        if self.store is None:
+            return
+        keys = sorted({normalize_text(n) for n in names if normalize_text(n)} - set(self._found))
+        for start in range(0, len(keys), batch):
+            chunk = keys[start:start + batch]
+            for key in chunk:
+                self._found[key] = []
+            wanted = set(chunk)
+            for entity in self.store.find_by_name(chunk):
+                for key in _entity_keys(entity) & wanted:
+                    self._found[key].append(entity)
+
     def find(self, names: Sequence[str]) -> list[Any]:
         """KB entities whose name or an alias equals one of ``names`` (normalised)."""
         if self.store is None or not names:
             return []
+        keys = [normalize_text(n) for n in names if normalize_text(n)]
+        if all(k in self._found for k in keys):
+            seen: dict[str, Any] = {}
+            for key in keys:
+                for entity in self._found[key]:
+                    seen.setdefault(entity.id, entity)
+            return list(seen.values())
         return list(self.store.find_by_name(names))
 
     def in_text(self, text: str) -> list[Any]:

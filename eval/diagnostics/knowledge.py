@@ -22,7 +22,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -44,30 +44,62 @@ STOPWORDS = frozenset(
 )
 
 
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+|[^\W_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,}")
+
+
+def _key(text: str) -> str:
+    return unicodedata.normalize("NFKC", text or "").casefold()
+
+
 def tokens(text: str) -> set[str]:
     """Words (≥ 2 letters, stopwords left out) and CJK character bigrams (a lone CJK character as itself)."""
-    key = unicodedata.normalize("NFKC", text or "").casefold()
     out: set[str] = set()
-    for run in _CJK_RUN.findall(key):
-        out.update(run[i:i + 2] for i in range(max(1, len(run) - 1)))
-    for word in _WORD.findall(_CJK_RUN.sub(" ", key)):
-        if word not in STOPWORDS:
-            out.add(word)
+    for run in _TOKEN.findall(_key(text)):
+        if _CJK_RUN.match(run):
+            out.update(run[i:i + 2] for i in range(max(1, len(run) - 1)))
+        elif run not in STOPWORDS:
+            out.add(run)
     return out
 
 
-def containment(unit: str, material_tokens: set[str]) -> float:
-    """Share of the unit's tokens found in the material's tokens (0 for a unit with no token)."""
-    unit_tokens = tokens(unit)
-    return len(unit_tokens & material_tokens) / len(unit_tokens) if unit_tokens else 0.0
+class Material:
+    """A prompt's material, normalised once, asked whether it holds a token (a CJK bigram as a substring,
+    a word as a whole word)."""
+
+    def __init__(self, text: str) -> None:
+        self.key = _key(text)
+
+    def has(self, token: str) -> bool:
+        key = self.key
+        if _CJK_RUN.match(token):
+            return token in key
+        start = key.find(token)
+        while start != -1:  # a whole word: no letter or digit on either side
+            end = start + len(token)
+            if (start == 0 or not key[start - 1].isalnum()) and (end == len(key) or not key[end].isalnum()):
+                return True
+            start = key.find(token, start + 1)
+        return False
+
+
+@lru_cache(maxsize=65536)
+def unit_tokens(unit: str) -> tuple[str, ...]:
+    """A knowledge unit's tokens (cached: every condition asks about the same units)."""
+    return tuple(sorted(tokens(unit)))
+
+
+def containment(unit: str, material: Material) -> float:
+    """Share of the unit's tokens found in the material (0 for a unit with no token)."""
+    found = unit_tokens(unit)
+    return sum(material.has(t) for t in found) / len(found) if found else 0.0
 
 
 def proxy_decide(units: Sequence[str], material: str) -> list[bool]:
     """Per unit: stated in the material by lexical containment (≥ :data:`PROXY_THRESHOLD`)."""
     if not material.strip():
         return [False] * len(units)
-    material_tokens = tokens(material)
-    return [containment(u, material_tokens) >= PROXY_THRESHOLD for u in units]
+    held = Material(material)
+    return [containment(u, held) >= PROXY_THRESHOLD for u in units]
 
 
 class UnitVerdict(BaseModel):

@@ -37,7 +37,7 @@ class Piece:
 
     @property
     def all_text(self) -> str:
-        return f"{self.title}\n{self.url}\n{self.text}"
+        return f"{self.title} {self.url} {self.text}"
 
     @property
     def size(self) -> int:
@@ -99,8 +99,21 @@ def _piece_of(raw: dict[str, Any]) -> Piece | None:
     return Piece(title, url, text)
 
 
+_BLOCK_ENTRY = re.compile(r"^\d+\.[ \t]+(.*)\n[ \t]+URL:[ \t]*(.*)\n[ \t]+(.*)$", re.M)
+
+
 def parse_evidence_block(text: str) -> list[Piece]:
-    """The numbered entries of a fenced evidence block (``N. title`` / ``URL: …`` / content)."""
+    """The numbered entries of a fenced evidence block (``N. title`` / ``URL: …`` / content), as
+    :func:`agents.pipeline.evidence.format_evidence` writes them (one regex pass); a block in another
+    layout is read line by line."""
+    text = text or ""
+    found = [Piece(m.group(1).strip(), m.group(2).strip(), m.group(3).strip()) for m in _BLOCK_ENTRY.finditer(text)]
+    if found or not text.strip():
+        return found
+    return _parse_lines(text)
+
+
+def _parse_lines(text: str) -> list[Piece]:
     pieces: list[Piece] = []
     current: dict[str, Any] | None = None
 
