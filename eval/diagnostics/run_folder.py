@@ -3,11 +3,13 @@ joined with the judged files found in the folder's ``judged/{condition}.json`` (
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.diagnostics.diagnose import diagnose
+from eval.diagnostics.diagnose import diagnose, judge_knowledge
 from eval.diagnostics.gold import KBNames
+from eval.diagnostics.kb import open_kb_names
 from eval.diagnostics.joined import join_all
 from eval.diagnostics.traces import read_manifest, read_traces
 
@@ -39,3 +41,23 @@ def diagnose_run(dataset: Path, run_dir: Path, conditions: list[str], kb: KBName
     for entry in diagnostics.values():
         entry.setdefault("joined", None)
     return diagnostics
+
+
+def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: Any, judge: Any = None,
+                   run: Callable[[Any], Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Diagnostics of the trace files ``files[name]`` (CultureBase from ``settings``), knowledge by the proxy,
+    or by ``judge`` (a :class:`~eval.diagnostics.knowledge.KnowledgeJudge`; ``run`` runs its coroutine, default
+    :func:`asyncio.run`); with the notes to show (why ``gold_in_kb`` is unknown)."""
+    import asyncio
+
+    records = {name: read_traces(path) for name, path in files.items()}
+    manifests = {name: read_manifest(path) for name, path in files.items()}
+    notes: list[str] = []
+    with open_kb_names(settings) as kb:
+        if kb.unavailable:
+            notes.append(f"gold_in_kb unknown: {kb.unavailable}")
+        diagnostics = diagnose(items, records, kb, manifests)
+        if judge is not None:
+            coroutine = judge_knowledge(diagnostics, items, records, kb, judge, concurrency=settings.judge_concurrency)
+            diagnostics = (run or asyncio.run)(coroutine)
+    return diagnostics, notes

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from eval.records import DatasetError
 
 #: conditions whose reasoning prompt carries the grounded CultureBase entries
@@ -55,9 +57,12 @@ def read_traces(path: str | Path) -> dict[str, dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line (the run was killed mid-write)
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                try:  # the stdlib reads what orjson refuses (NaN, Infinity)
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line (the run was killed mid-write)
             if isinstance(record, dict) and record.get("id") is not None:
                 found[str(record["id"])] = record
     return found

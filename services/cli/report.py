@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 import typer
@@ -207,14 +208,21 @@ def report_command(
             for judge_name, condition, path in judge_pairs:
                 per_judge.setdefault(judge_name, {})[condition] = load_judged(path)
             reliability = judge_reliability(bench_items, {name: load_judged(path) for name, path in human_pairs}, per_judge)
-        diagnostics = None
+        waiter = None
         if wants_diagnostics:
-            diagnostics = report_diagnostics(bench_items, [name for name, _ in judged_pairs], run or [], traces or [], kb,
-                                             knowledge_judge or bool(judge_model or judge_base_url), judge_model, judge_base_url)
+            waiter = report_diagnostics(bench_items, [name for name, _ in judged_pairs], run or [], traces or [], kb,
+                                        knowledge_judge or bool(judge_model or judge_base_url), judge_model, judge_base_url)
     with progress_bar(transient=False) as progress:
         task = progress.add_task("report", total=2 if no_plots else 3)
-        report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability,
-                              diagnostics=diagnostics)
+        report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability)
+        if waiter is not None:
+            from eval.report.vikr import add_diagnostics
+
+            with user_errors():
+                diagnostics, notes = waiter()
+            for note in notes:
+                err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
+            add_diagnostics(report, bench_items, judged_records, diagnostics)
         progress.update(task, advance=1)
         files = write_report(report, out, plots=not no_plots)
         progress.update(task, completed=progress.tasks[0].total)
@@ -243,10 +251,18 @@ def report_command(
 
 
 def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str], traces: list[str], kb: Path | None,
-                       use_judge: bool, judge_model: str | None, judge_base_url: list[str] | None) -> dict[str, Any]:
-    """Diagnostics of the judged runs whose traces are found (``{"skipped": why}`` when none is)."""
-    from eval.diagnostics import KnowledgeJudge, diagnose, judge_knowledge, open_kb_names, read_traces
-    from eval.diagnostics.traces import locate_traces, read_manifest
+                       use_judge: bool, judge_model: str | None, judge_base_url: list[str] | None) -> Callable[[], tuple[dict[str, Any], list[str]]]:
+    """Start the diagnostics of the judged runs whose traces are found; returns the call that waits for them
+    (``(diagnostics, notes)``; ``{"skipped": why}`` when no trace is found).
+
+    Bad flags fail here, before anything runs.  Without a judge the diagnostics are computed in a forked
+    process while this one builds the report (bootstrap, plots), so on a machine with a spare core they cost
+    little wall time; with a judge (or where fork is not available) they are computed here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from eval.diagnostics.run_folder import diagnose_files
+    from eval.diagnostics.traces import locate_traces
 
     runs: dict[str, Path] = {}
     for value in run:
@@ -257,24 +273,30 @@ def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str],
             raise fail(f"--run {folder}: no such folder", ExitCode.USAGE)
     files = locate_traces(names, runs, dict(pairs(traces, "--traces")))
     if not files:
-        return {"skipped": "no trace file found for any --judged name (--run RUN_DIR or --traces NAME=FILE)"}
-    records = {name: read_traces(path) for name, path in files.items()}
-    manifests = {name: read_manifest(path) for name, path in files.items()}
+        skipped = {"skipped": "no trace file found for any --judged name (--run RUN_DIR or --traces NAME=FILE)"}
+        return lambda: (skipped, [])
     settings = judge_settings(judge_model, judge_base_url).model_copy(update=kb_override(kb))
-    with open_kb_names(settings) as names_in_kb:
-        if names_in_kb.unavailable:
-            err.print(f"diagnostics: gold_in_kb unknown: {names_in_kb.unavailable}", highlight=False, markup=False)
-        diagnostics = diagnose(bench_items, records, names_in_kb, manifests)
-        if use_judge:
-            from agents.vlm import OpenAICompatibleVLM
-            from eval.judges.checklist import JudgeCache
+    judge = None
+    if use_judge:
+        from agents.vlm import OpenAICompatibleVLM
+        from eval.diagnostics import KnowledgeJudge
+        from eval.judges.checklist import JudgeCache
 
-            vlm = OpenAICompatibleVLM.from_settings(settings, role="judge")
-            judge = KnowledgeJudge(vlm, max_retries=settings.judge_max_parse_retries,
-                                   cache=JudgeCache(settings.data_dir / "knowledge_judge_cache.sqlite"))
-            diagnostics = run_async(judge_knowledge(diagnostics, bench_items, records, names_in_kb, judge,
-                                                    concurrency=settings.judge_concurrency))
-    return diagnostics
+        judge = KnowledgeJudge(OpenAICompatibleVLM.from_settings(settings, role="judge"), max_retries=settings.judge_max_parse_retries,
+                               cache=JudgeCache(settings.data_dir / "knowledge_judge_cache.sqlite"))
+    if judge is not None or "fork" not in multiprocessing.get_all_start_methods():
+        done = diagnose_files(bench_items, files, settings, judge=judge, run=run_async)
+        return lambda: done
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    future = pool.submit(diagnose_files, bench_items, files, settings)
+
+    def wait() -> tuple[dict[str, Any], list[str]]:
+        try:
+            return future.result()
+        finally:
+            pool.shutdown()
+
+    return wait
 
 
 def reference_command(
