@@ -250,6 +250,16 @@ class AblationManager:
             raise ApiError(404, "not_found", f"no {kind} for {condition} yet")
         return path
 
+    def diagnostics(self, job_id: str, kb_store: Any | None) -> dict[str, Any]:
+        """Retrieval diagnostics of a job's traces (:func:`eval.diagnostics.run_folder.diagnose_run`), joined with
+        any judged files placed in its folder's ``judged/``; ``kb_store``: the app's CultureBase store (or None)."""
+        from eval.diagnostics import KBNames
+        from eval.diagnostics.run_folder import diagnose_run
+
+        job = self.get(job_id)
+        kb = KBNames(kb_store, None if kb_store is not None else "the server has no CultureBase")
+        return diagnose_run(self.resolve_dataset(job.dataset), self.job_dir(job_id), job.conditions, kb)
+
     async def aclose(self) -> None:
         for task in list(self.tasks.values()):
             task.cancel()

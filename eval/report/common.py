@@ -26,3 +26,11 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return [jsonable(v) for v in value.tolist()]
     return value
+
+
+def dumps_indented(value: Any) -> str:
+    """``value`` (already :func:`jsonable`) as indented JSON text, by orjson (the stdlib encoder's
+    indented mode is pure Python: seconds for a report with per-item rows)."""
+    import orjson
+
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8")

@@ -20,7 +20,7 @@ from typing import Any
 from eval.tasks.memebench import BenchmarkItem
 from eval.metrics.stats import N_BOOTSTRAP
 from eval.metrics.vikr import STATES, breakdown, condition_metrics, paired_metrics, vikr_matrix
-from eval.report.common import jsonable
+from eval.report.common import dumps_indented, jsonable
 from eval.verdicts import LAYERS
 
 Records = Sequence[dict[str, Any]]
@@ -41,8 +41,12 @@ def build_report(
     seed: int = 0,
     reliability: dict[str, Any] | None = None,
     reference: dict[str, Any] | None = None,
+    diagnostics: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """All metrics as one JSON-able dict (infinities are kept; :func:`jsonable` encodes them)."""
+    """All metrics as one JSON-able dict (infinities are kept; :func:`jsonable` encodes them).
+
+    ``diagnostics`` (from :func:`eval.diagnostics.diagnose`, or ``{"skipped": reason}``) is joined with
+    the judgments here (repairs and damages per layer by cause) and kept under ``diagnostics``."""
     matrices = {name: vikr_matrix(bench, records) for name, records in judged.items()}
     conditions: dict[str, Any] = {}
     for name, matrix in matrices.items():
@@ -91,6 +95,23 @@ def build_report(
         report["reliability"] = reliability
     if reference is not None:
         report["reference"] = reference
+    if diagnostics is not None:
+        add_diagnostics(report, bench, judged, diagnostics, matrices)
+    return report
+
+
+def add_diagnostics(report: dict[str, Any], bench: Sequence[BenchmarkItem], judged: Mapping[str, Records],
+                    diagnostics: dict[str, Any], matrices: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Join ``diagnostics`` (:func:`eval.diagnostics.diagnose`, or ``{"skipped": why}``) with the report's pairings
+    and keep them under ``report["diagnostics"]``; the report, for chaining."""
+    if "skipped" not in diagnostics:
+        from eval.diagnostics.joined import join_all
+
+        if matrices is None:
+            needed = {n for n, e in report["paired"].items()} | {e["baseline"] for e in report["paired"].values()}
+            matrices = {name: vikr_matrix(bench, judged[name]) for name in needed if name in judged}
+        join_all(diagnostics, matrices, report["paired"])
+    report["diagnostics"] = diagnostics
     return report
 
 
@@ -320,7 +341,9 @@ def _md_table_to_html(markdown: str) -> str:
     return "".join(paras) + ("<table>" + "".join(rows) + "</table>" if rows else "")
 
 
-def render_html(report: Mapping[str, Any], plots: Sequence[Path]) -> str:
+def render_html(report: Mapping[str, Any], plots: Sequence[Path], metrics_text: str | None = None) -> str:
+    from eval.report.diagnostics import html_section
+
     images = "".join(
         f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
         f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{html.escape(p.stem)}</figcaption></figure>'
@@ -338,13 +361,16 @@ def render_html(report: Mapping[str, Any], plots: Sequence[Path]) -> str:
         "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3f3}"
         "figure{display:inline-block;margin:1em}img{max-width:640px}"
     )
-    metrics_json = html.escape(json.dumps(jsonable(report), ensure_ascii=False, indent=1)[:2_000_000])
+    if metrics_text is None:
+        metrics_text = json.dumps(jsonable(report), ensure_ascii=False, indent=1)
+    metrics_json = html.escape(metrics_text[:2_000_000])
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>CultureKAR VIKR report</title>"
         f"<style>{style}</style></head><body><h1>CultureKAR VIKR report</h1>"
         f"<h2>Leaderboard</h2>{_md_table_to_html(leaderboard_markdown(report))}"
         f"<h2>Controlled augmentation</h2>{_md_table_to_html(augmentation_markdown(report))}"
         f"<h2>Unscored items</h2><ul>{unscored or '<li>none</li>'}</ul>"
+        f"{html_section(report.get('diagnostics'))}"
         f"<h2>Plots</h2>{images or '<p>plots disabled</p>'}"
         f"<details><summary>metrics.json</summary><pre>{metrics_json}</pre></details>"
         "</body></html>"
@@ -357,7 +383,8 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     files["metrics"] = out / "metrics.json"
-    files["metrics"].write_text(json.dumps(jsonable(report), ensure_ascii=False, indent=1), encoding="utf-8")
+    metrics_text = dumps_indented(jsonable(report))
+    files["metrics"].write_text(metrics_text, encoding="utf-8")
     files["leaderboard_md"] = out / "leaderboard.md"
     files["leaderboard_md"].write_text(leaderboard_markdown(report), encoding="utf-8")
     files["augmentation_md"] = out / "augmentation.md"
@@ -367,8 +394,17 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
     files["augmentation_csv"] = out / "augmentation.csv"
     _write_csv(files["augmentation_csv"], augmentation_rows(report))
     plot_paths = make_plots(report, out) if plots else []
+    if report.get("diagnostics") is not None:
+        from eval.report.diagnostics import causes_markdown, causes_plot, diagnostics_markdown
+
+        files["diagnostics_md"] = out / "diagnostics.md"
+        files["diagnostics_md"].write_text(diagnostics_markdown(report["diagnostics"]) + "\n" + causes_markdown(report["diagnostics"]),
+                                           encoding="utf-8")
+        cause_plot = causes_plot(report["diagnostics"], out) if plots else None
+        if cause_plot is not None:
+            plot_paths.append(cause_plot)
     for p in plot_paths:
         files[p.stem] = p
     files["html"] = out / "report.html"
-    files["html"].write_text(render_html(report, plot_paths), encoding="utf-8")
+    files["html"].write_text(render_html(report, plot_paths, metrics_text), encoding="utf-8")
     return files

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from services.cli.console import CliConsole, ExitCode, emit_json, err, examples, fail, progress_bar, user_errors
+from services.cli.console import CliConsole, ExitCode, emit_json, err, examples, fail, progress_bar, run_async, user_errors
 from services.cli.judge import JudgeBaseUrlOption, JudgeModelOption, judge_settings
-from services.cli.options import BenchAlias, ImageDirAlias, ImageRootOption, JsonOption, dataset_option, pick
+from services.cli.options import BenchAlias, ImageDirAlias, ImageRootOption, JsonOption, KbOption, dataset_option, kb_override, pick
 
 ReportDataset = dataset_option(
     "MemeBench benchmark file, a benchmark-family JSONL file, or the DrivelHub+ release's metadata.csv"
@@ -27,6 +28,8 @@ REPORT_EXAMPLES = examples(
     "kar report --dataset examples/bench_sample.json --judged vanilla=runs/qwen7b/judged/vanilla.json "
     "--judged kar=runs/qwen7b/judged/kar.json --out runs/qwen7b/report",
     "kar report --dataset drivelhub/metadata.csv --judged drivelhub/judgments/",
+    "kar report --dataset examples/bench_sample.json --judged vanilla=runs/q/judged/vanilla.json "
+    "--judged kar=runs/q/judged/kar.json --run runs/q --out runs/q/report --items kar:damage.extra_entity",
 )
 REFS_EXAMPLES = examples(
     "kar report-refs --dataset memecult.csv --pred vanilla=runs/m/predictions/vanilla.json "
@@ -83,8 +86,11 @@ def release_report(dataset: Path, judged: list[str], out: Path | None, *, bootst
 
 
 def task_report(dataset: Path, named: list[tuple[str, Path]], out: Path, *, baseline: str, bootstrap: int, seed: int,
-                json_out: bool, similarity: bool = False) -> None:
-    """The report of a benchmark-family file: each task's metrics (accuracy, macro-F1, ROUGE-L, rubric)."""
+                json_out: bool, similarity: bool = False, diagnostics_asked: bool = False) -> None:
+    """The report of a benchmark-family file: each task's metrics (accuracy, macro-F1, ROUGE-L, rubric).
+
+    Retrieval diagnostics need gold entities, which these benchmarks do not annotate: asked for
+    (--run/--traces/--items), they are skipped with the reason, in metrics.json and on the terminal."""
     from eval.report.common import jsonable
     from eval.report.tasks import build_task_report, load_task_runs, slim_report, task_markdown, write_task_report
 
@@ -98,11 +104,16 @@ def task_report(dataset: Path, named: list[tuple[str, Path]], out: Path, *, base
 
             encoder = CachingEncoder(build_embedder(get_settings()))
         report = build_task_report(bench, runs, baseline=baseline, n_boot=bootstrap, seed=seed, encoder=encoder)
+        if diagnostics_asked:
+            report["diagnostics"] = {"skipped": f"{bench.benchmark} items name no gold identity entities, so there is "
+                                                "nothing to diagnose retrieval against"}
         write_task_report(report, out)
     if json_out:
         emit_json(jsonable(slim_report(report)))
     else:
         err.print(escape(task_markdown(report)), highlight=False)
+        if diagnostics_asked:
+            err.print(escape(f"diagnostics skipped: {report['diagnostics']['skipped']}"), highlight=False)
         err.print(escape(f"wrote metrics.json, report.md, items.csv to {out}"), highlight=False)
 
 
@@ -123,6 +134,25 @@ def report_command(
         bool, typer.Option("--similarity", help="Benchmark-family generation tasks: add the embedding similarity to the references.")
     ] = False,
     bench: BenchAlias = None,
+    run: Annotated[
+        Optional[list[str]],
+        typer.Option("--run", metavar="[MODEL=]DIR", help="Run folder of `kar run` (its traces/{condition}.jsonl): adds the "
+                     "retrieval diagnostics. MODEL= for model/condition names; repeat per model.", show_default=False),
+    ] = None,
+    traces: Annotated[
+        Optional[list[str]], typer.Option("--traces", metavar="NAME=FILE", help="Trace file of one --judged NAME (overrides --run).", show_default=False)
+    ] = None,
+    kb: KbOption = None,
+    knowledge_judge: Annotated[
+        bool, typer.Option("--knowledge-judge", help="Diagnostics: the judge (KAR_JUDGE_*, --judge-model) decides knowledge_in_prompt "
+                           "per unit instead of the lexical proxy.")
+    ] = False,
+    judge_model: JudgeModelOption = None,
+    judge_base_url: JudgeBaseUrlOption = None,
+    items: Annotated[
+        Optional[str], typer.Option("--items", metavar="NAME:[LAYER:]CELL", help="List the items of one diagnostics cell "
+                                    "(e.g. kar:damage.extra_entity, kar:K:repair.grounded.no_knowledge).", show_default=False)
+    ] = None,
 ) -> None:
     """Coverage, Success, repair/damage with CIs, tables, plots and an HTML report.
 
@@ -130,7 +160,11 @@ def report_command(
     switches to its tasks' metrics (accuracy/macro-F1/ROUGE-L/rubric); --judged then names
     prediction files (or DrivelHub+ rubric-judged files).  The DrivelHub+ release's metadata.csv as
     --dataset reads release judgments.jsonl files (--judged MODEL=FILE, FILE or a judgments/ folder)
-    and prints the release's table."""
+    and prints the release's table.
+
+    With --run (or --traces) the report adds retrieval diagnostics per condition (gold entity in
+    CultureBase, grounded, extra entities, knowledge in the prompt, off-entity evidence) and splits
+    each condition's repairs and damages by cause; --items lists one cell's items."""
     from eval.tasks import is_bench_file
     from eval.tasks.drivelhub import is_metadata_csv
 
@@ -139,9 +173,17 @@ def report_command(
         return release_report(dataset, judged, out, bootstrap=bootstrap, seed=seed, json_out=json_out)
     if out is None:
         raise fail("--out is required (the folder the report is written to)", ExitCode.USAGE)
+    wants_diagnostics = bool(run or traces or items)
     if is_bench_file(dataset):
         return task_report(dataset, pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed,
-                           json_out=json_out, similarity=similarity)
+                           json_out=json_out, similarity=similarity, diagnostics_asked=wants_diagnostics)
+    if items is not None:
+        from eval.report.diagnostics import parse_cell
+
+        try:
+            cell = parse_cell(items)
+        except ValueError as exc:
+            raise fail(str(exc), ExitCode.USAGE) from None
     from eval.metrics.reliability import judge_reliability
     from eval.records import load_judged
     from eval.report.common import jsonable
@@ -157,25 +199,103 @@ def report_command(
             raise fail(f"--judge-file expects JUDGE:COND=FILE, got {key!r}", ExitCode.USAGE)
         judge_pairs.append((judge_name, condition, path))
     with user_errors():
-        items = load_benchmark(dataset, check_images=False)
+        bench_items = load_benchmark(dataset, check_images=False)
         judged_records = {name: load_judged(path) for name, path in judged_pairs}
         reliability = None
         if human_pairs or judge_pairs:
             per_judge: dict[str, dict[str, Any]] = {}
             for judge_name, condition, path in judge_pairs:
                 per_judge.setdefault(judge_name, {})[condition] = load_judged(path)
-            reliability = judge_reliability(items, {name: load_judged(path) for name, path in human_pairs}, per_judge)
+            reliability = judge_reliability(bench_items, {name: load_judged(path) for name, path in human_pairs}, per_judge)
+        waiter = None
+        if wants_diagnostics:
+            waiter = report_diagnostics(bench_items, [name for name, _ in judged_pairs], run or [], traces or [], kb,
+                                        knowledge_judge or bool(judge_model or judge_base_url), judge_model, judge_base_url)
     with progress_bar(transient=False) as progress:
         task = progress.add_task("report", total=2 if no_plots else 3)
-        report = build_report(items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability)
+        report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability)
+        if waiter is not None:
+            from eval.report.vikr import add_diagnostics
+
+            with user_errors():
+                diagnostics, notes = waiter()
+            for note in notes:
+                err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
+            add_diagnostics(report, bench_items, judged_records, diagnostics)
         progress.update(task, advance=1)
         files = write_report(report, out, plots=not no_plots)
         progress.update(task, completed=progress.tasks[0].total)
+    if items is not None:
+        from eval.report.diagnostics import cell_items, items_markdown
+
+        try:
+            rows = cell_items(report.get("diagnostics") or {}, *cell)
+        except ValueError as exc:
+            raise fail(str(exc), ExitCode.USAGE) from None
+        if json_out:
+            emit_json(jsonable({"cell": dict(zip(("name", "layer", "cell"), cell)), "items": rows}))
+        else:
+            err.print(items_markdown(rows, *cell), highlight=False, markup=False, soft_wrap=True)
+        return
     if json_out:
         emit_json(jsonable(report))
     else:
         err.print(leaderboard_markdown(report), highlight=False, markup=False)
+        if report.get("diagnostics") is not None:
+            from eval.report.diagnostics import causes_markdown, diagnostics_markdown
+
+            err.print(diagnostics_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
+            err.print(causes_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
         err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
+
+
+def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str], traces: list[str], kb: Path | None,
+                       use_judge: bool, judge_model: str | None, judge_base_url: list[str] | None) -> Callable[[], tuple[dict[str, Any], list[str]]]:
+    """Start the diagnostics of the judged runs whose traces are found; returns the call that waits for them
+    (``(diagnostics, notes)``; ``{"skipped": why}`` when no trace is found).
+
+    Bad flags fail here, before anything runs.  Without a judge the diagnostics are computed in a forked
+    process while this one builds the report (bootstrap, plots), so on a machine with a spare core they cost
+    little wall time; with a judge (or where fork is not available) they are computed here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from eval.diagnostics.run_folder import diagnose_files
+    from eval.diagnostics.traces import locate_traces
+
+    runs: dict[str, Path] = {}
+    for value in run:
+        model, sep, folder = value.rpartition("=")
+        runs[model if sep else ""] = Path(folder)
+    for folder in runs.values():
+        if not folder.is_dir():
+            raise fail(f"--run {folder}: no such folder", ExitCode.USAGE)
+    files = locate_traces(names, runs, dict(pairs(traces, "--traces")))
+    if not files:
+        skipped = {"skipped": "no trace file found for any --judged name (--run RUN_DIR or --traces NAME=FILE)"}
+        return lambda: (skipped, [])
+    settings = judge_settings(judge_model, judge_base_url).model_copy(update=kb_override(kb))
+    judge = None
+    if use_judge:
+        from agents.vlm import OpenAICompatibleVLM
+        from eval.diagnostics import KnowledgeJudge
+        from eval.judges.checklist import JudgeCache
+
+        judge = KnowledgeJudge(OpenAICompatibleVLM.from_settings(settings, role="judge"), max_retries=settings.judge_max_parse_retries,
+                               cache=JudgeCache(settings.data_dir / "knowledge_judge_cache.sqlite"))
+    if judge is not None or "fork" not in multiprocessing.get_all_start_methods():
+        done = diagnose_files(bench_items, files, settings, judge=judge, run=run_async)
+        return lambda: done
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    future = pool.submit(diagnose_files, bench_items, files, settings)
+
+    def wait() -> tuple[dict[str, Any], list[str]]:
+        try:
+            return future.result()
+        finally:
+            pool.shutdown()
+
+    return wait
 
 
 def reference_command(

@@ -53,6 +53,17 @@ async def cancel_ablation(job_id: JobId, services: Services, key: WriteKey) -> d
     return public(services.ablations.cancel(job_id))
 
 
+@router.get("/v1/ablations/{job_id}/diagnostics", responses=ERR)
+async def ablation_diagnostics(job_id: JobId, services: Services) -> dict[str, Any]:
+    """Retrieval diagnostics per condition (as ``kar report --run`` writes them under ``diagnostics``): gold entity
+    in CultureBase, grounded, extra entities, knowledge in the prompt (lexical proxy), off-entity evidence, per item;
+    joined with judged files in the job folder's ``judged/`` when present."""
+    from eval.report.common import jsonable
+
+    store = services.kb.store if services.kb is not None else None
+    return jsonable(await asyncio.to_thread(services.ablations.diagnostics, job_id, store))
+
+
 @router.get("/v1/ablations/{job_id}/predictions/{condition}", responses=ERR)
 async def download_predictions(job_id: JobId, condition: Cond, services: Services) -> FileResponse:
     """MemeBench predictions ``[{id, image_path, response}]`` of one condition."""

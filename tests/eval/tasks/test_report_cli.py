@@ -54,3 +54,16 @@ def test_bench_validate_and_bad_predictions(tmp_path):
     bad.write_text(json.dumps([{"id": "mr0-CMI-C", "response": 3}]))
     result = runner.invoke(app, ["report", "--bench", str(ok), "--judged", f"vanilla={bad}", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2 and "field 'response' must be a string or null" in result.output
+
+
+def test_diagnostics_are_skipped_for_benchmarks_without_gold_entities(tmp_path):
+    """AVMeme Exam (like DrivelHub+) annotates no gold identity entities: asked for diagnostics, the report says so."""
+    bench = write_jsonl(tmp_path / "av.jsonl", [avmeme(0), avmeme(1)])
+    van = _preds(tmp_path / "van.json", {"av0": "A", "av1": "B"})
+    (tmp_path / "run" / "traces").mkdir(parents=True)
+    result = runner.invoke(app, ["report", "--bench", str(bench), "--judged", f"vanilla={van}", "--out", str(tmp_path / "rep"),
+                                 "--bootstrap", "0", "--run", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    said = "avmeme items name no gold identity entities, so there is nothing to diagnose retrieval against"
+    assert f"diagnostics skipped: {said}" in " ".join(result.output.split())
+    assert json.loads((tmp_path / "rep" / "metrics.json").read_text("utf-8"))["diagnostics"] == {"skipped": said}

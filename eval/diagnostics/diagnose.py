@@ -1,0 +1,210 @@
+"""Retrieval diagnostics per item and condition, from the benchmark, the run's traces and CultureBase.
+
+No VLM is called (unless a knowledge judge is given: :mod:`eval.diagnostics.knowledge`).  One row per
+(condition, item):
+
+* ``gold_in_kb``: every gold entity is in CultureBase by name or alias (None: no KB, or no gold);
+* ``identity_grounded`` / ``gold_rank``: a gold entity among the entities that passed τ, and its rank
+  (1 = best); None for a condition that does not ground (Vanilla, CoT, Search-CoT);
+* ``extra_entities``: the entities that passed τ and are not gold (related ones are not wrong: a
+  count to read, not an error rate);
+* ``knowledge_in_prompt``: the share of the item's knowledge units the reasoning prompt's material
+  (KAR's CultureBase entries and the evidence) states, with ``knowledge_method`` ``proxy`` or ``judge``;
+* ``evidence_off_entity``: the share of the evidence (by characters) in pieces that name no gold entity;
+* ``evidence_status``: ``n/a``, ``none`` or the search backend.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from statistics import mean
+from typing import Any
+
+from culturebase.entity import normalize_text
+from eval.diagnostics.gold import Gold, KBNames, gold_of, mentions, named_entities
+from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, judge_many, proxy_decide
+from eval.diagnostics.traces import (
+    KB_CONDITIONS,
+    SEARCH_CONDITIONS,
+    evidence_pieces,
+    evidence_status,
+    evidence_text,
+    grounded_hits,
+    kb_text,
+    trace_of,
+)
+
+#: conditions whose pipeline grounds entities in CultureBase
+GROUNDING_CONDITIONS = frozenset({"kar"})
+#: a knowledge unit share at or above this counts as "the knowledge reached the prompt"
+KNOWLEDGE_REACHED = 0.5
+#: evidence more off-entity than this counts as "off-entity evidence"
+OFF_ENTITY = 0.5
+
+
+def condition_of(name: str) -> str:
+    """``model/condition`` → ``condition``."""
+    return name.rpartition("/")[2]
+
+
+def _hit_keys(hit: Mapping[str, Any]) -> set[str]:
+    names = [hit.get("name"), *(hit.get("aliases") or [])]
+    return {normalize_text(n) for n in names if isinstance(n, str) and normalize_text(n)}
+
+
+def _is_gold(hit: Mapping[str, Any], gold: Gold) -> bool:
+    return (hit.get("id") is not None and hit.get("id") in gold.kb_ids) or bool(_hit_keys(hit) & gold.keys)
+
+
+def material(trace: Mapping[str, Any], condition: str) -> str:
+    """What the reasoning prompt carried besides the image: KAR's KB entries and the evidence block."""
+    parts = [kb_text(dict(trace), condition)]
+    if condition in SEARCH_CONDITIONS:
+        parts.append(evidence_text(dict(trace)))
+    return "\n".join(p for p in parts if p)
+
+
+def item_row(item: Any, gold: Gold, gold_in_kb: bool | None, name: str, record: Mapping[str, Any] | None,
+             manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One item's diagnostics under one condition (``name``: condition or model/condition); knowledge by the proxy."""
+    condition = condition_of(name)
+    row: dict[str, Any] = {
+        "id": item.id,
+        "gold": [e.name for e in gold.entities],
+        "gold_source": gold.gold_source,
+        "gold_in_kb": gold_in_kb,
+        "gold_missing_from_kb": [e.name for e in gold.entities if e.kb_id is None] if gold_in_kb is not None else [],
+        "traced": record is not None,
+        "error": None,
+        "grounds": condition in GROUNDING_CONDITIONS,
+        "grounded": [],
+        "identity_grounded": None,
+        "gold_rank": None,
+        "extra_entities": None,
+        "n_extra": None,
+        "knowledge_units": len(gold.knowledge),
+        "knowledge_stated": None,
+        "knowledge_in_prompt": None,
+        "knowledge_method": PROXY,
+        "knowledge_error": None,
+        "evidence_status": "n/a" if condition not in SEARCH_CONDITIONS else "unknown",
+        "evidence_pieces": 0,
+        "evidence_off_entity": None,
+    }
+    if record is None:
+        return row
+    trace = trace_of(dict(record))
+    error = record.get("error") or trace.get("error")
+    row["error"] = f"{error.get('stage', '?')}: {error.get('message', '')}" if isinstance(error, dict) else (str(error) if error else None)
+    hits = grounded_hits(trace)
+    row["grounded"] = [str(h["name"]) for h in hits]
+    if row["grounds"] and gold.entities:
+        ranks = [i for i, h in enumerate(hits, 1) if _is_gold(h, gold)]
+        row["identity_grounded"] = bool(ranks)
+        row["gold_rank"] = ranks[0] if ranks else None
+        row["extra_entities"] = [str(h["name"]) for h in hits if not _is_gold(h, gold)]
+        row["n_extra"] = len(row["extra_entities"])
+    if gold.knowledge:
+        stated = proxy_decide(gold.knowledge, material(trace, condition))
+        row["knowledge_stated"] = stated
+        row["knowledge_in_prompt"] = sum(stated) / len(stated)
+    row["evidence_status"] = evidence_status(trace, condition, dict(manifest) if manifest else None)
+    if condition in SEARCH_CONDITIONS:
+        pieces = evidence_pieces(trace)
+        row["evidence_pieces"] = len(pieces)
+        if pieces and gold.entities:
+            off = sum(p.size for p in pieces if not mentions(gold.keys, p.all_text))
+            row["evidence_off_entity"] = off / sum(p.size for p in pieces)
+    return row
+
+
+def _share(values: Sequence[bool]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return mean(values) if values else None
+
+
+def summarize(rows: Sequence[Mapping[str, Any]], condition: str) -> dict[str, Any]:
+    """A condition's figures over its rows (each over the items where it is defined; ``counts`` says how many)."""
+    traced = [r for r in rows if r["traced"]]
+    kb_known = [r["gold_in_kb"] for r in rows if r["gold_in_kb"] is not None]
+    grounded = [r["identity_grounded"] for r in traced if r["identity_grounded"] is not None]
+    ranks = [r["gold_rank"] for r in traced if r["gold_rank"] is not None]
+    extra = [r["n_extra"] for r in traced if r["n_extra"] is not None]
+    knowledge = [r["knowledge_in_prompt"] for r in traced if r["knowledge_in_prompt"] is not None]
+    off = [r["evidence_off_entity"] for r in traced if r["evidence_off_entity"] is not None]
+    methods = sorted({r["knowledge_method"] for r in traced if r["knowledge_in_prompt"] is not None})
+    return {
+        "condition": condition,
+        "grounds": condition in GROUNDING_CONDITIONS,
+        "gold_in_kb": _share(kb_known),
+        "identity_grounded": _share(grounded),
+        "mean_gold_rank": _mean(ranks),
+        "extra_entities": _mean(extra),
+        "items_with_extra": _share([n > 0 for n in extra]),
+        "knowledge_in_prompt": _mean(knowledge),
+        "knowledge_method": "+".join(methods) if methods else None,
+        "knowledge_reached": _share([k >= KNOWLEDGE_REACHED for k in knowledge]),
+        "evidence_off_entity": _mean(off),
+        "evidence_status": dict(sorted(Counter(r["evidence_status"] for r in traced).items())),
+        "counts": {
+            "items": len(rows), "traced": len(traced), "with_gold": sum(1 for r in rows if r["gold"]),
+            "gold_in_kb_known": len(kb_known), "grounding_scored": len(grounded), "knowledge_scored": len(knowledge),
+            "knowledge_undecided": sum(1 for r in traced if r["knowledge_units"] and r["knowledge_in_prompt"] is None),
+            "with_evidence": len(off), "failed": sum(1 for r in traced if r["error"]),
+        },
+        "thresholds": {"knowledge_reached": KNOWLEDGE_REACHED, "off_entity": OFF_ENTITY, "proxy_containment": PROXY_THRESHOLD},
+        "rows": list(rows),
+    }
+
+
+def diagnose(
+    items: Sequence[Any],
+    traces: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    kb: KBNames,
+    manifests: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every item's diagnostics per run name (``traces[name][item id]``: the trace records of that run),
+    knowledge decided by the proxy (:func:`judge_knowledge` replaces it with a judge's verdicts)."""
+    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
+    golds = [gold_of(item, kb) for item in items]
+    out: dict[str, dict[str, Any]] = {}
+    for name, records in traces.items():
+        manifest = (manifests or {}).get(name)
+        rows = [item_row(item, gold, in_kb, name, records.get(item.id), manifest)
+                for item, (gold, in_kb) in zip(items, golds)]
+        out[name] = summarize(rows, condition_of(name))
+    return out
+
+
+async def judge_knowledge(
+    diagnostics: dict[str, dict[str, Any]],
+    items: Sequence[Any],
+    traces: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    kb: KBNames,
+    judge: KnowledgeJudge,
+    concurrency: int = 4,
+) -> dict[str, dict[str, Any]]:
+    """The same diagnostics with ``knowledge_in_prompt`` decided per unit by ``judge`` (undecided units: None)."""
+    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
+    golds = {item.id: gold_of(item, kb)[0] for item in items}
+    jobs: list[tuple[str, int, tuple[str, list[str], str]]] = []
+    for name, entry in diagnostics.items():
+        for i, row in enumerate(entry["rows"]):
+            record = traces.get(name, {}).get(row["id"])
+            if record is None or not row["knowledge_units"]:
+                continue
+            jobs.append((name, i, (row["id"], golds[row["id"]].knowledge, material(trace_of(dict(record)), condition_of(name)))))
+    distinct = list(dict.fromkeys((item_id, tuple(units), text) for _, _, (item_id, units, text) in jobs))  # same prompt: one call
+    decided = dict(zip(distinct, await judge_many(judge, [(a, list(u), t) for a, u, t in distinct], concurrency)))
+    for name, i, (item_id, units, text) in jobs:
+        stated, error = decided[(item_id, tuple(units), text)]
+        row = diagnostics[name]["rows"][i]
+        row["knowledge_method"] = JUDGE
+        row["knowledge_stated"] = stated
+        row["knowledge_in_prompt"] = sum(stated) / len(stated) if stated else None
+        row["knowledge_error"] = error
+    return {name: summarize(entry["rows"], condition_of(name)) for name, entry in diagnostics.items()}

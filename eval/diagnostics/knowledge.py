@@ -1,0 +1,193 @@
+"""Did the item's knowledge reach the reasoning prompt?  Decided per knowledge unit.
+
+Two deciders, and every figure says which one made it:
+
+* ``judge``: a judge model reads the units and the material the prompt carried (KB entries and
+  web evidence) and says, per unit, whether the material states it (``eval/prompts/
+  knowledge_in_prompt.md``; the judges' ask/parse/re-ask loop of :mod:`eval.judges.base`; verdicts
+  cached in SQLite by model, prompt hash, item and material).  A reply that never parses leaves
+  the item's units undecided (``None``), never 0 or 1.
+* ``proxy``: lexical containment, no model: a unit counts as stated when at least
+  :data:`PROXY_THRESHOLD` of its tokens (words; character bigrams for CJK) occur in the material.
+  It cannot see a paraphrase or a translation, so it is a proxy and is labelled so wherever shown;
+  ``bench/diagnostics.py`` measures its agreement with the judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from agents.vlm.base import ChatMessage, SamplingParams, VisionLanguageModel
+from eval.judges.base import ask_valid, fill, json_object
+
+PROMPT = Path(__file__).resolve().parent.parent / "prompts" / "knowledge_in_prompt.md"
+#: share of a unit's tokens the material must hold for the proxy to call the unit stated (fixed a priori, not tuned)
+PROXY_THRESHOLD = 0.6
+PROXY = "proxy"
+JUDGE = "judge"
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_WORD = re.compile(r"[^\W_]{2,}")
+STOPWORDS = frozenset(
+    "the and for with from that this are was were its his her their has have had not but into onto than then also "
+    "of to in on at by an as is be or it".split()
+)
+
+
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+|[^\W_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,}")
+
+
+def _key(text: str) -> str:
+    return unicodedata.normalize("NFKC", text or "").casefold()
+
+
+def tokens(text: str) -> set[str]:
+    """Words (≥ 2 letters, stopwords left out) and CJK character bigrams (a lone CJK character as itself)."""
+    out: set[str] = set()
+    for run in _TOKEN.findall(_key(text)):
+        if _CJK_RUN.match(run):
+            out.update(run[i:i + 2] for i in range(max(1, len(run) - 1)))
+        elif run not in STOPWORDS:
+            out.add(run)
+    return out
+
+
+class Material:
+    """A prompt's material, normalised once, asked whether it holds a token (a CJK bigram as a substring,
+    a word as a whole word)."""
+
+    def __init__(self, text: str) -> None:
+        self.key = _key(text)
+
+    def has(self, token: str) -> bool:
+        key = self.key
+        if _CJK_RUN.match(token):
+            return token in key
+        start = key.find(token)
+        while start != -1:  # a whole word: no letter or digit on either side
+            end = start + len(token)
+            if (start == 0 or not key[start - 1].isalnum()) and (end == len(key) or not key[end].isalnum()):
+                return True
+            start = key.find(token, start + 1)
+        return False
+
+
+@lru_cache(maxsize=65536)
+def unit_tokens(unit: str) -> tuple[str, ...]:
+    """A knowledge unit's tokens (cached: every condition asks about the same units)."""
+    return tuple(sorted(tokens(unit)))
+
+
+def containment(unit: str, material: Material) -> float:
+    """Share of the unit's tokens found in the material (0 for a unit with no token)."""
+    found = unit_tokens(unit)
+    return sum(material.has(t) for t in found) / len(found) if found else 0.0
+
+
+def proxy_decide(units: Sequence[str], material: str) -> list[bool]:
+    """Per unit: stated in the material by lexical containment (≥ :data:`PROXY_THRESHOLD`)."""
+    if not material.strip():
+        return [False] * len(units)
+    held = Material(material)
+    return [containment(u, held) >= PROXY_THRESHOLD for u in units]
+
+
+class UnitVerdict(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    index: int
+    stated: bool
+    reason: str = ""
+
+
+class UnitVerdicts(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    units: list[UnitVerdict]
+
+
+def parse_reply(text: str, n: int) -> list[bool]:
+    """Per-unit verdicts of a reply (every index 1..n exactly once); ValueError naming what is wrong."""
+    verdicts = UnitVerdicts.model_validate(json_object(text)).units
+    by_index = {v.index: v.stated for v in verdicts}
+    missing = [i for i in range(1, n + 1) if i not in by_index]
+    extra = sorted(set(by_index) - set(range(1, n + 1)))
+    if missing or extra or len(verdicts) != len(by_index):
+        raise ValueError(f"expected one verdict for each unit 1..{n}; missing {missing or 'none'}, unknown {extra or 'none'}"
+                         + ("; an index repeated" if len(verdicts) != len(by_index) else ""))
+    return [by_index[i] for i in range(1, n + 1)]
+
+
+@dataclass
+class KnowledgeJudge:
+    """The judge deciding, per knowledge unit, whether the prompt's material states it (cached)."""
+
+    vlm: VisionLanguageModel
+    max_retries: int = 2
+    cache: Any = None  # an eval.judges.checklist.JudgeCache (or None: no cache)
+    calls: int = 0
+    cache_hits: int = 0
+
+    @cached_property
+    def template(self) -> str:
+        return PROMPT.read_text("utf-8")
+
+    @cached_property
+    def prompt_sha(self) -> str:
+        return hashlib.sha256(self.template.encode()).hexdigest()[:16]
+
+    @property
+    def model_id(self) -> str:
+        return str(getattr(self.vlm, "model_id", "judge"))
+
+    def prompt(self, units: Sequence[str], material: str) -> str:
+        numbered = "\n".join(f"{i}. {u}" for i, u in enumerate(units, 1))
+        return fill(self.template, units=numbered, material=material)
+
+    async def decide(self, item_id: str, units: Sequence[str], material: str) -> tuple[list[bool] | None, str | None]:
+        """``(per-unit verdicts, None)`` or ``(None, why undecided)``; empty material states nothing (no call)."""
+        if not units:
+            return [], None
+        if not material.strip():
+            return [False] * len(units), None
+        key = None
+        if self.cache is not None:
+            digest = hashlib.sha256(json.dumps([list(units), material], ensure_ascii=False).encode()).hexdigest()
+            key = self.cache.key(self.model_id, self.prompt_sha, item_id, digest)
+            hit = self.cache.get(key)
+            if hit is not None and len(hit.get("stated", [])) == len(units):
+                self.cache_hits += 1
+                return [bool(s) for s in hit["stated"]], None
+        messages = [ChatMessage("user", self.prompt(units, material))]
+        asked = await ask_valid(self.vlm, messages, lambda text: parse_reply(text, len(units)), max_retries=self.max_retries,
+                                sampling=SamplingParams(temperature=0.0, json_mode=True))
+        self.calls += asked.calls
+        if asked.value is None:
+            return None, asked.error
+        if key is not None:
+            self.cache.put(key, {"stated": asked.value})
+        return asked.value, None
+
+
+async def judge_many(judge: KnowledgeJudge, jobs: Sequence[tuple[str, Sequence[str], str]],
+                     concurrency: int = 4) -> list[tuple[list[bool] | None, str | None]]:
+    """``judge.decide`` over ``(item_id, units, material)`` jobs, ``concurrency`` at a time, order kept;
+    a call that raises is recorded as undecided with its error."""
+    limiter = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(job: tuple[str, Sequence[str], str]) -> tuple[list[bool] | None, str | None]:
+        async with limiter:
+            try:
+                return await judge.decide(*job)
+            except Exception as exc:  # recorded, not lost
+                return None, f"{type(exc).__name__}: {exc}"
+
+    return list(await asyncio.gather(*(one(job) for job in jobs)))
