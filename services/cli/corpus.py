@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from services.cli.console import ExitCode, console, emit_json, fail, progress_bar, user_errors
+from services.cli.console import ExitCode, emit_json, fail, out, progress_bar, user_errors
 from services.cli.options import JsonOption, KbOption
 
 corpus_app = typer.Typer(
@@ -36,7 +36,7 @@ def _open(kb: Path | None, create: bool = True):  # type: ignore[no-untyped-def]
 
 
 def _plain(text: str) -> None:
-    console.print(text, highlight=False, markup=False, soft_wrap=True)
+    out.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
 @corpus_app.command(
