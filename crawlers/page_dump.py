@@ -261,6 +261,9 @@ def _warc_pages(fh: IO[bytes], name: str) -> Iterator[tuple[str, Page | None, st
             if not body.strip():
                 yield where, None, f"{url}: empty page"
                 continue
+            if b"\x00" in body[:65536]:
+                yield where, None, f"{url}: binary data (NUL bytes) sent as {ctype}, not an HTML page"
+                continue
             title, text = html_page(url, body, ctype)
             page = record_to_page({"url": url, "title": title, "text": text}, where)
             if isinstance(page, str):

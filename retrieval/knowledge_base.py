@@ -251,10 +251,14 @@ class KnowledgeBase:
             missing = [k for k in ("id", "text", "url", "title", "site") if not c.get(k)]
             if missing:
                 raise ValueError(f"corpus chunk {i}: missing or empty field(s) {', '.join(missing)}")
+        from retrieval.websearch.hybrid import script_group
+
         payloads = [
             {"_id": c["id"], **{k: v for k, v in c.items() if k != "id"}, "page": c.get("page") or canonical_url(c["url"])}
             for c in chunks
         ]
+        for p in payloads:
+            p.setdefault("script", script_group(p))
         lexical = CORPUS_LEXICAL in self.store.corpus.spec.sparse
         stored = 0
         for batch in corpus_batches(self.embedder, payloads, self.embed_batch, lexical=lexical):

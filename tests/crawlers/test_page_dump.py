@@ -142,6 +142,7 @@ def test_warc_html_goes_through_the_crawlers_extraction_and_other_records_are_na
             ("https://x.org/blog", "text/html", PLAIN_HTML, "200 OK"),
             ("https://x.org/gone", "text/html", b"<html></html>", "404 Not Found"),
             ("https://x.org/blank", "text/html", b"   ", "200 OK"),
+            ("https://x.org/bin", "text/html", b"\x00\x01\x02\xff" * 100, "200 OK"),
         ],
         gz,
     )
@@ -151,6 +152,7 @@ def test_warc_html_goes_through_the_crawlers_extraction_and_other_records_are_na
     assert report.pages == 2
     reasons = sorted(s.reason for s in report.skipped)
     assert reasons == [
+        "https://x.org/bin: binary data (NUL bytes) sent as text/html, not an HTML page",
         "https://x.org/blank: empty page",
         "https://x.org/gone: HTTP status 404, not a page",
         "https://x.org/logo.png: not HTML (content type image/png)",
