@@ -146,7 +146,12 @@ def build_pipeline(
                 ocr = OCR.from_settings(settings) if ocr_flag else None
         config = config_from_settings(settings, ocr_flag and ocr is not None)
         describe["ocr_enabled"] = config.ocr_enabled
-        deps = PipelineDeps(vlm=vlm, grounder=grounder, search=search, ocr=ocr, config=config, lock=lock)
+        pages = None
+        if kb is not None and search is not None and "kar" in conditions:
+            from retrieval.websearch.entity_pages import EntityPages
+
+            pages = EntityPages(kb.store)  # a grounded entity's own pages, whatever the search backend
+        deps = PipelineDeps(vlm=vlm, grounder=grounder, search=search, ocr=ocr, config=config, lock=lock, pages=pages)
         return PipelineResources(KARPipeline(deps, describe=describe), kb=owned_kb, notes=notes)
     except BaseException:
         if owned_kb is not None:

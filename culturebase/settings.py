@@ -171,8 +171,19 @@ class Settings(BaseSettings):
     judge_max_parse_retries: int = Field(2, ge=0, le=10, description="Re-asks when a judge reply cannot be parsed.")
 
     # -- web search -----------------------------------------------------------------------
-    search_backend: Literal["local", "tavily", "none"] = Field(
-        "local", description="Web search: `local` (crawled corpus), `tavily`, or `none`."
+    search_backend: Literal["local", "tavily", "searxng", "none"] = Field(
+        "local",
+        description="Web search: `local` (crawled and imported pages), `tavily`, `searxng` (a self-hosted SearXNG, KAR_SEARXNG_URL), or `none`.",
+    )
+    searxng_url: str | None = Field(None, description="Base URL of a SearXNG instance with the JSON format enabled (search_backend=searxng).")
+    corpus_search: Literal["hybrid", "dense"] = Field(
+        "hybrid", description="Local corpus search: `hybrid` (dense + BM25, floored, per page) or `dense` (the earlier top-k chunks)."
+    )
+    corpus_fusion: Literal["sum", "rrf"] = Field(
+        "sum", description="How the hybrid corpus search ranks pages: a calibrated sum of route heights, or reciprocal rank fusion."
+    )
+    evidence_floor: float | None = Field(
+        None, description="Relevance floor of the local corpus search (default: calibrated per embedder by bench/evidence.py)."
     )
     tavily_api_key: SecretStr | None = Field(None, description="Tavily API key (search_backend=tavily).")
     tavily_api_base_url: str | None = Field(None, description="Tavily API base URL override.")

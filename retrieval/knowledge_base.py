@@ -21,10 +21,10 @@ from culturebase.entity import Entity
 from culturebase.importers.report import ImportReport, Rejected, format_validation_error
 from culturebase.settings import Settings
 from culturebase.store import CollectionSpec, CultureBaseStore, EmbedderInfo, PointRecord, open_backend
-from culturebase.store.culturebase import ENTITY_LEXICAL, corpus_spec, entity_spec
+from culturebase.store.culturebase import CORPUS_LEXICAL, ENTITY_LEXICAL, corpus_spec, entity_spec
 from retrieval.dump_import import ImportFileError, import_dump, read_dump, record_to_entity
 from retrieval.embedders import Embedder, build_embedder, embedder_info
-from retrieval.lexical import encode_documents, lexical_text
+from retrieval.lexical import encode_document, encode_documents, lexical_text
 
 log = logging.getLogger(__name__)
 _COUNTS = threading.Lock()
@@ -189,17 +189,28 @@ class KnowledgeBase:
         """Embed and upsert page-text chunks into the corpus collection.
 
         Each chunk is a payload dict with at least ``id`` (stable, e.g. ``{url}#{n}``), ``text``,
-        ``url``, ``title`` and ``site``; ``entity_id`` and ``chunk`` are optional.  With ``writer``
-        (a :class:`~culturebase.store.bulk.BulkWriter` on the corpus collection) the batches go
-        through it: its disk guard applies and indexing waits for its end.
+        ``url``, ``title`` and ``site``; ``entity_id`` and ``chunk`` are optional.  Each chunk also
+        gets ``page`` (its canonical page URL) and the BM25 ``lexical`` vector of its title and text.
+        With ``writer`` (a :class:`~culturebase.store.bulk.BulkWriter` on the corpus collection) the
+        batches go through it: its disk guard applies and indexing waits for its end.
         """
+        from culturebase.entity import canonical_url
+
         for i, c in enumerate(chunks):
             missing = [k for k in ("id", "text", "url", "title", "site") if not c.get(k)]
             if missing:
                 raise ValueError(f"corpus chunk {i}: missing or empty field(s) {', '.join(missing)}")
-        payloads = [{"_id": c["id"], **{k: v for k, v in c.items() if k != "id"}} for c in chunks]
+        from retrieval.websearch.hybrid import script_group
+
+        payloads = [
+            {"_id": c["id"], **{k: v for k, v in c.items() if k != "id"}, "page": c.get("page") or canonical_url(c["url"])}
+            for c in chunks
+        ]
+        for p in payloads:
+            p.setdefault("script", script_group(p))
+        lexical = CORPUS_LEXICAL in self.store.corpus.spec.sparse
         stored = 0
-        for batch in corpus_batches(self.embedder, payloads, self.embed_batch):
+        for batch in corpus_batches(self.embedder, payloads, self.embed_batch, lexical=lexical):
             if writer is not None:
                 writer.write(batch)
             else:
@@ -208,6 +219,23 @@ class KnowledgeBase:
         if writer is None:
             self.store.corpus.flush()
         return stored
+
+    def drop_stale_chunks(self, chunks: Sequence[dict[str, Any]]) -> int:
+        """Before storing one page's ``chunks``: delete that page's stored chunks that are not among them
+        (a page imported again with fewer chunks leaves none behind); returns how many."""
+        if not chunks:
+            return 0
+        keep = {c["id"] for c in chunks}
+        stale = [p["_id"] for p in self.store.page_chunks(str(chunks[0]["url"])) if p["_id"] not in keep]
+        if stale:
+            self.store.corpus.delete(stale)
+        return len(stale)
+
+    def replace_page(self, chunks: Sequence[dict[str, Any]], writer: Any = None) -> int:
+        """Store one page's chunks in place of whatever that page had (idempotent by canonical URL);
+        returns the chunks stored."""
+        self.drop_stale_chunks(chunks)
+        return self.add_corpus_chunks(chunks, writer=writer) if chunks else 0
 
     # -- import / export ----------------------------------------------------------------
     def validate_file(self, path: Path, fetch_images: bool | None = None) -> tuple[list[Entity], ImportReport]:
@@ -325,6 +353,8 @@ def _reindex_reusing_vectors(
         def batches(src: Any = source, what: str = name) -> Iterator[list[PointRecord]]:
             buf: list[PointRecord] = []
             for point in src.scroll_points(batch=batch):
+                if what == "corpus" and not point.sparse.get(CORPUS_LEXICAL):  # a corpus built before the lexical vector
+                    point.sparse[CORPUS_LEXICAL] = encode_document(corpus_lexical_text(point.payload))
                 buf.append(point)
                 if len(buf) >= batch:
                     yield buf
@@ -346,18 +376,24 @@ def _reindex_reusing_vectors(
     }
 
 
-def corpus_batches(embedder: Embedder, payloads: Iterable[dict[str, Any]], batch: int) -> Iterator[list[PointRecord]]:
-    """Corpus chunks (payloads with ``_id`` and ``text``) re-embedded as point batches."""
+def corpus_lexical_text(payload: dict[str, Any]) -> str:
+    """What a corpus chunk is indexed by lexically: its page title and its text."""
+    return f"{payload.get('title') or ''}\n{payload.get('text') or ''}"
+
+
+def corpus_batches(
+    embedder: Embedder, payloads: Iterable[dict[str, Any]], batch: int, lexical: bool = True
+) -> Iterator[list[PointRecord]]:
+    """Corpus chunks (payloads with ``_id`` and ``text``) embedded as point batches (with the BM25
+    ``lexical`` vector of title and text unless ``lexical`` is False)."""
     items = list(payloads)
     for start in range(0, len(items), batch):
         chunk = items[start : start + batch]
         emb = embedder.encode_documents([p.get("text", "") for p in chunk])
-        yield [
-            PointRecord(
-                id=p["_id"],
-                dense={"text": emb.dense[i]},
-                sparse={"text_sparse": emb.sparse[i]} if emb.sparse is not None else {},
-                payload={k: v for k, v in p.items() if k != "_id"},
-            )
-            for i, p in enumerate(chunk)
-        ]
+        out = []
+        for i, p in enumerate(chunk):
+            sparse = {"text_sparse": emb.sparse[i]} if emb.sparse is not None else {}
+            if lexical:
+                sparse[CORPUS_LEXICAL] = encode_document(corpus_lexical_text(p))
+            out.append(PointRecord(id=p["_id"], dense={"text": emb.dense[i]}, sparse=sparse, payload={k: v for k, v in p.items() if k != "_id"}))
+        yield out

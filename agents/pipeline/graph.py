@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from langgraph.graph import END, START, StateGraph
 
-from agents.pipeline.evidence import format_evidence
+from agents.pipeline.evidence import format_evidence, format_pieces, none_reason, select_evidence
 from agents.pipeline.extraction import Extraction, ExtractedEntity, parse_extraction
 from agents.pipeline.prompts import load_prompt
 from agents.pipeline.queries import build_queries
@@ -73,6 +73,7 @@ class PipelineDeps:
     ocr: OCREngine | None = None
     config: PipelineConfig = field(default_factory=PipelineConfig)
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards store writes; grounding reads run without it
+    pages: Any = None  # grounded entities' own corpus pages (retrieval.websearch.entity_pages.EntityPages), KAR only
 
 
 def _error(stage: str, exc: BaseException) -> dict[str, Any]:
@@ -300,30 +301,62 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         if deps.search is None:
             update["searches"] = []
             update["notes"] = ["web search disabled (search_backend=none): no evidence"]
-            update["evidence"] = format_evidence([], cfg.evidence_token_budget).__dict__
+            update["evidence"] = {
+                **format_evidence([], cfg.evidence_token_budget).__dict__,
+                "pieces": [],
+                "dropped": {},
+                "none_reason": "web search is off (KAR_SEARCH_BACKEND=none)",
+            }
             update["timings"] = {"search": time.perf_counter() - started}
             return update
         outcomes = await asyncio.gather(
             *(deps.search.search(q.text, cfg.search_results) for q in queries), return_exceptions=True
         )
+        backend = getattr(deps.search, "name", type(deps.search).__name__)
         searches: list[dict[str, Any]] = []
-        pairs: list[tuple[str, list[SearchResult]]] = []
+        triples: list[tuple[str, str, list[SearchResult]]] = []
         error = None
         for q, outcome in zip(queries, outcomes):
             if isinstance(outcome, BaseException):
-                searches.append({"query": q.text, "results": [], "error": _error("search", outcome)})
+                searches.append({"query": q.text, "backend": backend, "results": [], "error": _error("search", outcome)})
                 error = error or _error("search", outcome)
                 continue
             searches.append(
-                {"query": q.text, "results": [{"title": r.title, "url": r.url, "snippet": r.content[:300]} for r in outcome]}
+                {
+                    "query": q.text,
+                    "backend": backend,
+                    "results": [
+                        {"title": r.title, "url": r.url, "snippet": r.content[:300], "score": r.score, "above_floor": r.above_floor}
+                        for r in outcome
+                    ],
+                }
             )
-            pairs.append((q.text, outcome))
+            triples.append((q.text, backend, outcome))
         update["searches"] = searches
         if error is not None:
             update["error"] = error
         else:
-            ev = format_evidence(pairs, cfg.evidence_token_budget)
-            update["evidence"] = {"text": ev.text, "tokens": ev.tokens, "truncated": ev.truncated, "results_shown": ev.results_shown}
+            # KAR: the grounded entities scope the evidence and bring their own pages; Search-CoT: neither
+            entities = [h.entity for h in hits] if hits else None
+            own: list[Any] = []
+            if entities and deps.pages is not None:
+                try:
+                    own = await asyncio.to_thread(deps.pages.for_entities, entities)
+                except Exception as exc:  # the entity pages are an aid: recorded, not fatal
+                    update.setdefault("notes", []).append(f"entity pages not fetched: {type(exc).__name__}: {exc}")
+            sel = select_evidence(triples, entities, own)
+            ev = format_pieces(sel, cfg.evidence_token_budget)
+            update["evidence"] = {
+                "text": ev.text,
+                "tokens": ev.tokens,
+                "truncated": ev.truncated,
+                "results_shown": ev.results_shown,
+                "pieces": [p.to_dict() for p in sel.pieces],
+                "dropped": dict(sorted(sel.dropped.items())),
+                "considered": sel.considered,
+                "entity_scoped": entities is not None,
+                "none_reason": none_reason(sel, len(queries)),
+            }
         update["timings"] = {"search": time.perf_counter() - started}
         return update
 

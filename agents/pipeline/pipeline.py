@@ -40,7 +40,9 @@ def _stage_data(stage: str, update: dict[str, Any]) -> dict[str, Any]:
         data["error"] = update["error"]
     if stage == "search" and update.get("evidence"):
         ev = update["evidence"]
-        data["evidence"] = {k: ev.get(k) for k in ("tokens", "truncated", "results_shown")}
+        data["evidence"] = {
+            k: ev.get(k) for k in ("tokens", "truncated", "results_shown", "pieces", "dropped", "none_reason") if k in ev
+        }
     return data
 
 

@@ -38,6 +38,8 @@ ENTITY_SPARSE = ("identity_sparse",)
 ENTITY_LEXICAL = "lexical"
 CORPUS_DENSE = ("text",)
 CORPUS_SPARSE = ("text_sparse",)
+#: BM25 sparse vector of every corpus chunk (embedder-independent, IDF modifier on), as the entities have
+CORPUS_LEXICAL = "lexical"
 
 
 def entity_spec(embedder: EmbedderInfo, lexical: bool = True, full: bool = False) -> CollectionSpec:
@@ -57,13 +59,17 @@ def entity_spec(embedder: EmbedderInfo, lexical: bool = True, full: bool = False
     )
 
 
-def corpus_spec(embedder: EmbedderInfo) -> CollectionSpec:
-    """Corpus: cleaned page text chunks for the offline web-search backend."""
+def corpus_spec(embedder: EmbedderInfo, lexical: bool = True) -> CollectionSpec:
+    """Corpus: cleaned page text chunks for the offline web-search backend: the dense ``text`` vector,
+    the BM25 ``lexical`` sparse vector (IDF modifier; ``lexical=False`` describes a collection built
+    before it existed), bge-m3's sparse weights when the embedder has them; ``page`` is the chunk's
+    canonical page URL (pages are replaced, deleted and fetched by it)."""
     return CollectionSpec(
         "corpus",
         dense=CORPUS_DENSE,
-        sparse=CORPUS_SPARSE if embedder.sparse else (),
-        keyword_indexes=("site", "url", "entity_id"),
+        sparse=((CORPUS_LEXICAL,) if lexical else ()) + (CORPUS_SPARSE if embedder.sparse else ()),
+        keyword_indexes=("site", "url", "entity_id", "page"),
+        idf_sparse=(CORPUS_LEXICAL,) if lexical else (),
     )
 
 
@@ -105,10 +111,85 @@ class CultureBaseStore:
 
     @property
     def corpus(self) -> Collection:
-        """The crawled-pages corpus (created on first use)."""
+        """The crawled-pages corpus (created on first use); one built before the lexical vector keeps
+        working dense-only until `kar kb reindex`."""
         if self._corpus is None:
-            self._corpus = self.backend.open_collection(corpus_spec(self.embedder), self.embedder, create=True)
+            meta = self.backend.collection_info("corpus")
+            recorded = (meta or {}).get("sparse_vectors")
+            lexical = meta is None or recorded is None or CORPUS_LEXICAL in recorded
+            self._corpus = self.backend.open_collection(corpus_spec(self.embedder, lexical=lexical), self.embedder, create=True)
         return self._corpus
+
+    @property
+    def has_corpus(self) -> bool:
+        """Whether the corpus collection exists (nothing crawled or imported yet: False)."""
+        return self._corpus is not None or self.backend.collection_info("corpus") is not None
+
+    @property
+    def corpus_has_lexical(self) -> bool:
+        """Whether the corpus chunks carry the BM25 lexical vector (not in corpora built before it)."""
+        return CORPUS_LEXICAL in self.corpus.spec.sparse
+
+    # -- corpus pages -------------------------------------------------------------------
+    def page_chunks(self, url: str) -> list[dict[str, Any]]:
+        """Every stored chunk of one page (by canonical page URL, or the URL as stored), in chunk order."""
+        from culturebase.entity import canonical_url
+
+        if not self.has_corpus:
+            return []
+        page = canonical_url(url)
+        found: dict[str, dict[str, Any]] = {}
+        for flt in (PayloadFilter.of(page=page), PayloadFilter.of(url=list(dict.fromkeys([url, page])))):
+            for p in self.corpus.scroll(flt=flt):
+                found[p["_id"]] = p
+        return sorted(found.values(), key=lambda p: (int(p.get("chunk") or 0), p["_id"]))
+
+    def entity_page_chunks(self, entity_ids: Sequence[str], urls: Sequence[str] = (), limit: int = 200) -> list[dict[str, Any]]:
+        """Chunks of the pages linked to entities: by ``entity_id`` or by one of their source URLs (as
+        stored or canonical), fetched by filter, not by similarity; at most ``limit``."""
+        from culturebase.entity import canonical_url
+
+        if not self.has_corpus or (not entity_ids and not urls):
+            return []
+        found: dict[str, dict[str, Any]] = {}
+        filters = [PayloadFilter.of(entity_id=list(entity_ids))] if entity_ids else []
+        if urls:
+            canon = list(dict.fromkeys(canonical_url(u) for u in urls))
+            filters += [PayloadFilter.of(page=canon), PayloadFilter.of(url=list(dict.fromkeys([*urls, *canon])))]
+        for flt in filters:
+            for p in self.corpus.scroll(flt=flt):
+                found.setdefault(p["_id"], p)
+                if len(found) >= limit:
+                    return list(found.values())
+        return list(found.values())
+
+    def delete_page(self, url: str) -> int:
+        """Delete every chunk of one page; returns how many there were."""
+        ids = [p["_id"] for p in self.page_chunks(url)]
+        if ids:
+            self.corpus.delete(ids)
+            self.corpus.flush()
+        return len(ids)
+
+    def corpus_stats(self) -> dict[str, Any]:
+        """Chunks, pages, pages by site, pages linked to an entity, and whether the lexical index is there."""
+        if not self.has_corpus:
+            return {"chunks": 0, "pages": 0, "by_site": {}, "entity_pages": 0, "lexical_index": None}
+        pages: dict[str, tuple[str, bool]] = {}
+        for p in self.corpus.scroll(batch=1024):
+            key = str(p.get("page") or p.get("url") or "")
+            site, linked = pages.get(key, (str(p.get("site") or ""), False))
+            pages[key] = (site, linked or bool(p.get("entity_id")))
+        by_site: dict[str, int] = {}
+        for site, _ in pages.values():
+            by_site[site] = by_site.get(site, 0) + 1
+        return {
+            "chunks": self.corpus.count(),
+            "pages": len(pages),
+            "by_site": dict(sorted(by_site.items())),
+            "entity_pages": sum(1 for _, linked in pages.values() if linked),
+            "lexical_index": self.corpus_has_lexical,
+        }
 
     # -- entity writes ------------------------------------------------------------------
     def upsert_entities(

@@ -9,6 +9,7 @@ from retrieval.websearch.base import CacheMissError, SearchError, SearchNotConfi
 from retrieval.websearch.cache import CachedSearch
 from retrieval.websearch.evidence import EvidenceStatus, evidence_status
 from retrieval.websearch.local import LocalCorpusSearch
+from retrieval.websearch.searxng import SearxngSearch
 from retrieval.websearch.tavily import TavilySearch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,10 +27,14 @@ def build_search(
     if settings.search_backend == "tavily":
         key = settings.tavily_api_key.get_secret_value() if settings.tavily_api_key else None
         backend = TavilySearch(key, settings.tavily_api_base_url)
+    elif settings.search_backend == "searxng":
+        backend = SearxngSearch(settings.searxng_url)
     else:
         if kb is None:
             raise SearchNotConfiguredError("local search needs the knowledge base (its corpus collection)")
-        backend = LocalCorpusSearch(kb, lock=lock)
+        backend = LocalCorpusSearch(
+            kb, lock=lock, mode=settings.corpus_search, fusion=settings.corpus_fusion, floor=settings.evidence_floor
+        )
     if not cache:
         return backend
     return CachedSearch(backend, settings.resolved_search_cache_path, replay_only=settings.search_replay_only)
@@ -43,6 +48,7 @@ __all__ = [
     "SearchError",
     "SearchNotConfiguredError",
     "SearchResult",
+    "SearxngSearch",
     "TavilySearch",
     "WebSearch",
     "build_search",

@@ -8,12 +8,18 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class SearchResult:
-    """One search hit: title, URL and a content snippet (plus the backend's score, if any)."""
+    """One search hit: title, URL and a content snippet (plus the backend's score, if any).
+
+    The local corpus also says whether the page stands above the relevance floor
+    (``above_floor``, on the fused ``score`` scale: :mod:`retrieval.websearch.hybrid`) and which
+    entity the page is linked to (``entity_id``); web backends leave both None."""
 
     title: str
     url: str
     content: str
     score: float | None = None
+    above_floor: bool | None = None
+    entity_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -21,11 +27,14 @@ class SearchResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SearchResult":
         score = data.get("score")
+        floor = data.get("above_floor")
         return cls(
             title=str(data.get("title") or ""),
             url=str(data.get("url") or ""),
             content=str(data.get("content") or ""),
-            score=float(score) if isinstance(score, (int, float)) else None,
+            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+            above_floor=floor if isinstance(floor, bool) else None,
+            entity_id=str(data["entity_id"]) if data.get("entity_id") else None,
         )
 
 

@@ -1,7 +1,7 @@
 """Does a search backend have anything to search?  Asked before a run, not discovered after it.
 
-The default backend (``local``) searches only the corpus that crawl jobs fill; ``kar kb import``
-adds entities, not pages.  A Search-CoT or KAR run over an empty corpus gets no web evidence at
+The default backend (``local``) searches only the corpus that crawl jobs and ``kar corpus import``
+fill (imported pages count like crawled ones); ``kar kb import`` adds entities, not pages.  A Search-CoT or KAR run over an empty corpus gets no web evidence at
 all, so the pipeline factory, ``kar explain``, the API and ``kar run`` call
 :func:`evidence_status` and say so up front (and record it in the trace and the manifest).
 """
@@ -18,8 +18,9 @@ from retrieval.websearch.local import LocalCorpusSearch
 __all__ = ["EvidenceStatus", "evidence_status"]
 
 EMPTY_CORPUS_FIX = (
-    "crawl pages first (`kar crawl knowyourmeme --limit 50`; `kar kb import` adds entities, not pages) "
-    "or use KAR_SEARCH_BACKEND=tavily with KAR_TAVILY_API_KEY"
+    "crawl pages first (`kar crawl knowyourmeme --limit 50`; `kar kb import` adds entities, not pages), "
+    "import a page dump (`kar corpus import pages.jsonl`, a WARC, scrapy -o output), "
+    "or use KAR_SEARCH_BACKEND=tavily with KAR_TAVILY_API_KEY (or searxng with KAR_SEARXNG_URL)"
 )
 
 

