@@ -77,6 +77,8 @@ class Vote:
     key: ImageKey
     votes: int
     descriptors: int
+    #: indices (into the query's descriptors) of the descriptors that voted for it
+    voters: tuple[int, ...] = ()
 
     @property
     def score(self) -> float:
@@ -316,6 +318,7 @@ class DescriptorIndex:
         hit = first[ok].astype(np.int64)
         if not len(hit):
             return []
+        rows = np.nonzero(ok)[0]
         found, tally = np.unique(hit, return_counts=True)
         out = []
         for s, v in zip(found.tolist(), tally.tolist()):
@@ -324,7 +327,9 @@ class DescriptorIndex:
                 continue
             out.append(Vote(key, v, counts[s]))
         out.sort(key=lambda x: (-x.score, -x.votes, x.key.entity_id, x.key.frame))
-        return out[:top]
+        out = out[:top]
+        slot_of = {id(v): self._slot_of.get((v.key.entity_id, v.key.sha256, v.key.frame)) for v in out}
+        return [Vote(v.key, v.votes, v.descriptors, tuple(rows[hit == slot_of[id(v)]].tolist())) for v in out]
 
     # -- disk -------------------------------------------------------------------------------
     def _paths(self) -> tuple[Path, Path]:

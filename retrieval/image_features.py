@@ -32,6 +32,8 @@ INDEX_SIDE = 480
 QUERY_SIDE = 800
 INDEX_FEATURES = 400
 QUERY_FEATURES = 1000
+#: keypoints of the part of the query where a candidate's descriptor votes sit (the image route's focus)
+FOCUS_FEATURES = 800
 RATIO = 0.75
 #: RANSAC inliers needed to verify a textured template; a template with few keypoints needs a
 #: quarter of them, never fewer than :data:`MIN_INLIERS_FLOOR` (:func:`required_inliers`)

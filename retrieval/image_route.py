@@ -420,20 +420,38 @@ class ImageRoute:
                 break  # a strongly verified frame: the entity's other frames cannot do much better
         return out
 
-    def _voted(self, features: Sequence[tuple[str, feats.Features]], language: str | None) -> dict[str, tuple[int, list[ImageKey]]]:
+    def _voted(self, features: Sequence[tuple[str, feats.Features]], language: str | None) -> dict[str, tuple[int, list[ImageKey], Any]]:
         """Entities shortlisted by descriptor votes of the query's whole-picture features: entity id →
-        (best frame's votes, voted frames), the :attr:`vote` best entities."""
+        (best frame's votes, voted frames, where its voters sit: a box in the full part's fractions),
+        the :attr:`vote` best entities."""
         self._ensure_descriptors()
         full = next((f for part, f in features if part == "full"), None)
         if full is None or full.count < feats.MIN_KEYPOINTS or not self.descriptors.size:
             return {}
-        out: dict[str, tuple[int, list[ImageKey]]] = {}
+        out: dict[str, tuple[int, list[ImageKey], Any]] = {}
         for v in self.descriptors.vote(full.descriptors, top=4 * self.vote, language=language):
-            votes, keys = out.get(v.key.entity_id, (0, []))
+            votes, keys, box = out.get(v.key.entity_id, (0, [], None))
             if v.key.entity_id not in out and len(out) >= self.vote:
                 continue
-            out[v.key.entity_id] = (max(votes, v.votes), [*keys, v.key])
+            if v.votes > votes and len(v.voters) >= 4:
+                pts = full.points[list(v.voters)]
+                lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
+                box = (lo / [full.width, full.height], hi / [full.width, full.height])
+            out[v.key.entity_id] = (max(votes, v.votes), [*keys, v.key], box)
         return out
+
+    @staticmethod
+    def _focus(picture: Any, box: Any) -> tuple[feats.Features, tuple[float, float, float, float]] | None:
+        """The query's features inside the box where a candidate's voters sit (grown by 35 % a side),
+        described at full resolution: a template filling a quarter of a screenshot gets the keypoints
+        the whole picture's budget spent on chrome and text.  None when the box is most of the picture."""
+        (x0, y0), (x1, y1) = box
+        w, h = x1 - x0, y1 - y0
+        x0, y0, x1, y1 = max(0.0, x0 - 0.35 * w), max(0.0, y0 - 0.35 * h), min(1.0, x1 + 0.35 * w), min(1.0, y1 + 0.35 * h)
+        if (x1 - x0) * (y1 - y0) > 0.6 or (x1 - x0) < 0.05 or (y1 - y0) < 0.05:
+            return None
+        crop = picture.crop((int(x0 * picture.width), int(y0 * picture.height), int(x1 * picture.width), int(y1 * picture.height)))
+        return feats.describe(crop, feats.QUERY_SIDE, feats.FOCUS_FEATURES), (x0, y0, x1, y1)
 
     def _payloads(self, keys: Sequence[ImageKey]) -> dict[tuple[str, str, int], dict[str, Any]]:
         """The stored image fields of voted frames (one retrieve from the hash index)."""
@@ -450,24 +468,44 @@ class ImageRoute:
 
     def _geometric(
         self, features: Sequence[tuple[str, feats.Features]], best: dict[str, ImageMatch], frames: dict[str, list[dict[str, Any]]],
-        language: str | None, mirrored: bool = False,
+        language: str | None, mirrored: bool = False, picture: Any = None,
     ) -> dict[str, ImageMatch]:
         """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist; returns the
         checked entities' matches (the hash-only ones unchanged)."""
         query_keypoints = max(f.count for _, f in features)
         voted = self._voted(features, language) if self.vote else {}
-        payloads = self._payloads([k for _, keys in voted.values() for k in keys])
-        nearest = [m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]]
+        payloads = self._payloads([k for _, keys, _ in voted.values() for k in keys])
+        nearest = [] if mirrored else [m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]]
         checked: dict[str, ImageMatch] = {}
+        strong_votes = 0
+        focused: list[tuple[Any, feats.Features]] = []
         for eid in dict.fromkeys([*voted, *nearest]):
+            votes, keys, box = voted.get(eid, (0, [], None))
+            m = best.get(eid)
+            near = m is not None and m.distance is not None and m.distance <= NEAR_DUPLICATE
+            if strong_votes and votes < strong_votes / 4 and not near:
+                continue  # a template verified strongly with 4× these votes: this one is not a look-alike of it
             hits = list(frames.get(eid, []))
-            for key in voted.get(eid, (0, []))[1]:
+            for key in keys:
                 image = payloads.get((key.entity_id, key.sha256, key.frame))
                 if image is not None and all((i["sha256"], i.get("frame")) != (image["sha256"], image.get("frame")) for i in hits):
                     hits.insert(0, image)
             if not hits:
                 continue
-            v = self._verify(features, hits)
+            parts = list(features)
+            focus = None
+            if box is not None and picture is not None:
+                focus = next((f for b, f in focused if _same_box(b, box)), None)
+                if focus is None:
+                    focus = self._focus(picture, box)
+                    if focus is not None:
+                        focused.append((box, focus))
+                if focus is not None:
+                    parts.insert(0, ("focus", focus[0]))
+            v = self._verify(parts, hits)
+            if v["part"] == "focus" and focus is not None and v["quad"] is not None:  # the outline in the whole picture's fractions
+                x0, y0, x1, y1 = focus[1]
+                v["quad"] = v["quad"] * np.array([x1 - x0, y1 - y0], np.float32) + np.array([x0, y0], np.float32)
             m = best.get(eid)
             checked[eid] = ImageMatch(
                 eid, m.distance if m is not None else None, v["part"] or (m.crop if m is not None else "full"),
@@ -475,6 +513,8 @@ class ImageRoute:
                 query_keypoints=query_keypoints, coverage=v["coverage"], share=v["share"], quad=v["quad"],
                 votes=voted[eid][0] if eid in voted else None, mirrored=mirrored and v["coverage"] is not None,
             )
+            if v["coverage"] is not None and feats.evidence(v["inliers"], feats.required_inliers(v["keypoints"])) >= 1.0:
+                strong_votes = max(strong_votes, votes)
         return checked
 
     @staticmethod
@@ -530,14 +570,14 @@ class ImageRoute:
             search(crop, h.vector())
         features = tuple(getattr(query, "features", ()) or ())
         if features:
-            best.update(self._geometric(features, best, frames, language))
             picture = getattr(query, "picture", None)
+            best.update(self._geometric(features, best, frames, language, picture=picture))
             if self.mirror and picture is not None and not any(m.verified for m in best.values()):
                 from PIL import ImageOps
 
                 flipped = ImageOps.mirror(picture)
                 search("mirrored", hash_image(flipped).vector())
-                again = self._geometric((("full", feats.describe_query(flipped)),), best, frames, language, mirrored=True)
+                again = self._geometric((("full", feats.describe_query(flipped)),), best, frames, language, mirrored=True, picture=flipped)
                 best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
@@ -570,10 +610,17 @@ class ImageRoute:
         return sorted((m for _, m in best.values()), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
 
 
+def _same_box(a: Any, b: Any, tol: float = 0.05) -> bool:
+    return all(abs(float(x) - float(y)) <= tol for p, q in zip(a, b) for x, y in zip(p, q))
+
+
 def _competing(a: ImageMatch, b: ImageMatch) -> bool:
     """Two verified templates compete when their outlines overlap in the same query part (a part
     described apart, the picture of a screenshot, is taken as the same place)."""
-    if a.quad is None or b.quad is None or a.crop != b.crop:
+    def frame(crop: str) -> str:  # a focus crop's outline is mapped to the whole picture's fractions
+        return "full" if crop == "focus" else crop
+
+    if a.quad is None or b.quad is None or frame(a.crop) != frame(b.crop):
         return True
     return feats.overlap(a.quad, b.quad) >= COMPETING_OVERLAP
 
