@@ -63,7 +63,7 @@ from culturebase.store import CultureBaseStore
 from culturebase.entity import Entity
 from retrieval.crosslingual import CrossLingualPass
 from retrieval.embedders import Embedder
-from retrieval.routes import caption as caption_route, exact as exact_route, image as image_route_unit
+from retrieval.routes import caption as caption_route, exact as exact_route, image as image_route_unit, sound as sound_route_unit
 from retrieval.routes import lexical as lexical_route, sparse as sparse_route
 from retrieval.routes.base import CandidatePool, RouteQuery
 from retrieval.routes.dense import (  # noqa: F401  (re-exported: the dense routes' names)
@@ -130,6 +130,9 @@ class GroundingCues:
     #: the image itself: the grounder's image route hashes and matches it (undecodable bytes: the route is skipped)
     image_bytes: bytes | None = None
     image: Any = None  # retrieval.image_route.QueryImage: an image already prepared by the route (wins over image_bytes)
+    #: a sound clip (audio or video file bytes): the grounder's sound route fingerprints and matches it
+    audio_bytes: bytes | None = None
+    sound: Any = None  # retrieval.sound_route.SoundQuery: a clip already decoded (wins over audio_bytes)
 
     @classmethod
     def from_text(cls, text: str) -> "GroundingCues":
@@ -139,7 +142,7 @@ class GroundingCues:
     def is_empty(self) -> bool:
         return not (
             self.ocr_text.strip() or self.visual_handle.strip() or any(e.name.strip() for e in self.entities) or self.image is not None
-            or bool(self.image_bytes)
+            or bool(self.image_bytes) or self.sound is not None or bool(self.audio_bytes)
         )
 
 
@@ -175,7 +178,7 @@ def accepts(g: "GroundedEntity", tau: float) -> bool:
     unrelated cosines rises with the KB's size; its height over the background does not."""
     if g.score < tau:
         return False
-    if g.route == "image" or "image" in g.route_scores:
+    if g.route in ("image", "sound") or "image" in g.route_scores or "sound" in g.route_scores:
         return True
     evidence = sum(w * g.route_scores.get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
     return evidence >= MIN_EVIDENCE or g.height >= MIN_HEIGHT
@@ -200,6 +203,7 @@ class GroundedEntity:
     exact: float = 0.0
     matched_caption: dict[str, str] | None = None
     height: float = 0.0  # best dense cosine minus the query's background in the entity's language
+    sound: dict[str, Any] | None = None  # sound route: the matched entity sound and its landmark count
 
     def to_dict(self) -> dict[str, Any]:
         e = self.entity
@@ -223,6 +227,7 @@ class GroundedEntity:
             "cue": self.cue,
             "image_distance": self.image_distance,
             "image": self.image,
+            "sound": self.sound,
             "description": e.description,
             "visual_desc": e.visual_desc,
             "cultural_usage": e.cultural_usage,
@@ -313,6 +318,44 @@ def fuse_image_matches(
     return scored
 
 
+#: weight of the sound evidence above τ (the sound route's accept rule: retrieval/sound_route.py)
+W_SOUND = 0.15
+
+
+def fuse_sound_matches(scored: list["GroundedEntity"], hits: Sequence[Any], store: CultureBaseStore, tau: float) -> list["GroundedEntity"]:
+    """Fold the sound route's hits into the candidates as :func:`fuse_image_matches` does for images::
+
+        sound score  = τ + W_SOUND · e      e ∈ (0, 1] of an accepted match (SoundHit.evidence)
+        entity score = max(text score, sound score)      route "sound" when the sound score wins
+
+    Unaccepted hits are only traced (``GroundedEntity.sound``); they claim nothing."""
+    by_id = {g.entity.id: g for g in scored}
+    accepted = [h for h in hits if h.accepted()]
+    missing = [h.entity_id for h in accepted if h.entity_id not in by_id]
+    fetched = {e.id: e for e in store.get_many(missing)} if missing else {}
+    for h in hits:
+        if h.entity_id in by_id:
+            by_id[h.entity_id].sound = h.trace()
+    for h in accepted:
+        value = tau + W_SOUND * h.evidence()
+        g = by_id.get(h.entity_id)
+        if g is None:
+            ent = fetched.get(h.entity_id)
+            if ent is None:  # a sound whose entity was deleted
+                continue
+            g = GroundedEntity(
+                entity=ent, score=value, route="sound", dense=0.0, lexical=0.0, sparse=0.0, matched_alias=None,
+                route_scores={}, cue=h.cue(),
+            )
+            g.sound = h.trace()
+            by_id[h.entity_id] = g
+            scored.append(g)
+        elif value > g.score:
+            g.score, g.route, g.cue = value, "sound", h.cue()
+        g.route_scores["sound"] = round(value, 4)
+    return scored
+
+
 class EntityGrounder:
     """Grounds image cues in CultureBase: runs each route (:mod:`retrieval.routes`), fuses by :func:`fuse`,
     keeps what :func:`accepts`."""
@@ -326,8 +369,10 @@ class EntityGrounder:
         candidates: int = 20,
         image_route: Any = None,
         crosslingual: bool = True,
+        sound_route: Any = None,
     ) -> None:
         self.image_route = image_route  # retrieval.image_route.ImageRoute (None: no image route)
+        self.sound_route = sound_route  # retrieval.sound_route.SoundStore (None: no sound route)
         # the cross-lingual pass of the visual route (retrieval/crosslingual.py); False: plain cosines only
         self.crosslingual = CrossLingualPass(embedder, k_background=K_BACKGROUND) if crosslingual else None
         self.store = store
@@ -345,8 +390,9 @@ class EntityGrounder:
         """
         queries = dense_queries(cues)
         image_on = self.image_route is not None and image_route_unit.wanted(cues)
+        sound_on = self.sound_route is not None and sound_route_unit.wanted(cues)
         routes: dict[str, str] = {}
-        if not queries and not image_on:
+        if not queries and not image_on and not sound_on:
             routes["all"] = "skipped: no cue with letters, digits or CJK characters"
             return GroundingResult([], [], self.tau, routes)
         n_entities = self.store.count()
@@ -374,6 +420,10 @@ class EntityGrounder:
         if image.matches:
             scored = fuse_image_matches(scored, image.matches, self.store, self.tau, self.image_route.tau)
         routes.update(image.status)
+        sound = sound_route_unit.run(self.sound_route, cues)
+        if sound.hits:
+            scored = fuse_sound_matches(scored, sound.hits, self.store, self.tau)
+        routes.update(sound.status)
         scored.sort(key=lambda g: (-g.score, g.entity.name))
         hits = [g for g in scored if accepts(g, self.tau)][: self.top_k]
         return GroundingResult(hits, scored, self.tau, routes)
