@@ -12,7 +12,11 @@ Queries (labelled, split before any tuning by the parity of sha1(query), field `
   every cue) and 60 cross-lingual descriptions (an English description of a Chinese entity or
   the reverse, as a visual handle);
 - ``examples/grounding_queries.jsonl``: the calibration set of the sample KB (alias, ocr as
-  rapidocr writes it, catchphrase, nickname, visual, cross-lingual names, and its negatives).
+  rapidocr writes it, catchphrase, nickname, visual, cross-lingual names, and its negatives);
+- ``bench/queries/catchphrase_lines.jsonl``: 70 caption texts in which one OCR line is, as a whole,
+  a sample entity's catchphrase or alias that is also an ordinary word or phrase (``Yes.``, ``真香``,
+  ``STONKS``, an attribution line ``—— 鲁迅``; kind ``catchphrase-line``), and 12 sentences holding
+  the same words inside them (negatives); written before the whole-line rule was tuned.
 
 Printed per size and per split (``calibration``, ``held-out``): the share of negatives with a
 hit above τ (zh / en), top-1 at τ of the positives by kind and by language (the expected entity
@@ -57,6 +61,7 @@ from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 log = logging.getLogger("bench.grounding_precision")
 QUERIES = REPO / "bench" / "queries" / "grounding_precision.jsonl"
 SAMPLE_QUERIES = REPO / "examples" / "grounding_queries.jsonl"
+CATCHPHRASE_LINES = REPO / "bench" / "queries" / "catchphrase_lines.jsonl"
 
 
 def split_of(query: str) -> str:
@@ -74,6 +79,13 @@ def load_queries() -> list[dict[str, Any]]:
             q["split"] = split_of(q["query"])
             q["set"] = "sample"
             rows.append(q)
+    if CATCHPHRASE_LINES.exists():
+        for x in CATCHPHRASE_LINES.read_text("utf-8").splitlines():
+            if x.strip():
+                q = json.loads(x)
+                q["split"] = split_of(q["query"])
+                q["set"] = "catchphrase-lines"
+                rows.append(q)
     return rows
 
 

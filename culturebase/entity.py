@@ -93,6 +93,25 @@ class EntityImage(BaseModel):
         return value
 
 
+class EntitySound(BaseModel):
+    """A sound clip of the entity (a song hook, a sound effect, a famous line), stored once under
+    ``KAR_DATA_DIR/sounds`` by content hash and fingerprinted for the sound route."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(None, max_length=2000, description="Where it was downloaded from (None for a local file).")
+    path: str = Field(min_length=1, max_length=200, description="Path under the sound folder: ``ab/<sha256>.<ext>``.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    seconds: float = Field(ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("must be a path inside the sound folder (ab/<sha256>.<ext>)")
+        return value
+
+
 def _clean(value: Any) -> Any:
     return _WS.sub(" ", value).strip() if isinstance(value, str) else value
 
@@ -121,6 +140,7 @@ class Entity(BaseModel):
     tags: list[str] = Field(default_factory=list, max_length=MAX_ALIASES)
     meme_ids: list[str] = Field(default_factory=list)
     images: list[EntityImage] = Field(default_factory=list, max_length=50)
+    audio: list[EntitySound] = Field(default_factory=list, max_length=50)
     updated_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     @field_validator("name", "source_work", "description", "visual_desc", "cultural_usage", mode="before")
@@ -163,6 +183,12 @@ class Entity(BaseModel):
     def _dedupe_images(cls, values: list[EntityImage]) -> list[EntityImage]:
         seen: set[str] = set()
         return [i for i in values if i.sha256 not in seen and not seen.add(i.sha256)]  # type: ignore[func-returns-value]
+
+    @field_validator("audio")
+    @classmethod
+    def _dedupe_audio(cls, values: list[EntitySound]) -> list[EntitySound]:
+        seen: set[str] = set()
+        return [a for a in values if a.sha256 not in seen and not seen.add(a.sha256)]  # type: ignore[func-returns-value]
 
     @field_validator("language")
     @classmethod
@@ -232,6 +258,10 @@ class Entity(BaseModel):
         data["images"] = [i.model_dump() for i in self.images] + [
             i.model_dump() for i in other.images if i.sha256 not in seen_images and not seen_images.add(i.sha256)
         ]
+        seen_audio = {a.sha256 for a in self.audio}
+        data["audio"] = [a.model_dump() for a in self.audio] + [
+            a.model_dump() for a in other.audio if a.sha256 not in seen_audio and not seen_audio.add(a.sha256)
+        ]
         data["updated_at"] = max(self.updated_at, other.updated_at)
         return Entity.model_validate(data)
 
@@ -266,6 +296,7 @@ class Entity(BaseModel):
             for s in data.get("sources") or []
         ]
         data["images"] = [EntityImage.model_construct(**i) for i in data.get("images") or []]
+        data["audio"] = [EntitySound.model_construct(**a) for a in data.get("audio") or []]
         if "updated_at" in data:
             data["updated_at"] = _stored_time(data["updated_at"])
         return cls.model_construct(**data)

@@ -100,6 +100,7 @@ def _validated(
             if drop_images:
                 if record.pop("image", None):
                     report.images_not_fetched += 1
+                record.pop("audio", None)  # a dry run stores no sound
             elif resolve is not None:
                 record = resolve(record, entry.where)
             entity = record_to_entity(record)
@@ -262,6 +263,11 @@ def _open_dump(
         def resolve(record: dict[str, Any], where: int) -> dict[str, Any]:
             record, problems = resolve_images(record, where, base_dir, images, fetcher if fetch_images else None)
             report.image_problems.extend(problems)
+            if record.get("audio"):  # entity sound clips: stored and fingerprinted (retrieval/sound_import.py)
+                from retrieval.sound_import import resolve_audio
+
+                record, problems = resolve_audio(record, where, base_dir, kb.sound_store, fetcher if fetch_images else None)
+                report.image_problems.extend(problems)
             return record
 
     cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None

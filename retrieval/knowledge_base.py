@@ -72,6 +72,23 @@ class KnowledgeBase:
             )
         return getattr(self, "_image_route", None)
 
+    @property
+    def sound_store(self) -> Any:
+        """The entity sounds and their landmark index (:class:`retrieval.sound_route.SoundStore`,
+        ``KAR_DATA_DIR/sounds``), built on first use; None without settings."""
+        settings = getattr(self, "settings", None)
+        if getattr(self, "_sound_store", None) is None and settings is not None:
+            from retrieval.sound_route import SoundStore
+
+            self._sound_store = SoundStore(settings.data_dir / "sounds")
+        return getattr(self, "_sound_store", None)
+
+    def index_sounds(self, entities: Sequence[Entity]) -> None:
+        """Fingerprint the sounds of the entities that carry any (the sound route's index)."""
+        with_audio = [e for e in entities if e.audio]
+        if with_audio and self.sound_store is not None:
+            self.sound_store.index_entities(with_audio)
+
     @classmethod
     def open(cls, settings: Settings, embedder: Embedder | None = None, create: bool = True) -> "KnowledgeBase":
         """Open the configured store for the configured (or given) embedder."""
@@ -131,6 +148,7 @@ class KnowledgeBase:
             self.store.upsert_entities(chunk, dense, sparse)
             if self.image_route is not None:
                 self.image_route.index_entities(chunk)
+            self.index_sounds(chunk)
             stored += len(chunk)
             if progress:
                 progress(len(chunk))
@@ -158,6 +176,7 @@ class KnowledgeBase:
             pending.extend(self.store.entity_points(chunk, dense, sparse or None))
             if self.image_route is not None:  # its own collection; a point whose entity never lands is skipped by fusion
                 self.image_route.index_entities(chunk)
+            self.index_sounds(chunk)
             while len(pending) >= size:
                 writer.write(pending[:size])
                 del pending[:size]
@@ -174,6 +193,7 @@ class KnowledgeBase:
         points = self.store.entity_points(entities, dense, sparse or None)
         if self.image_route is not None:
             self.image_route.index_entities(list(entities))
+        self.index_sounds(entities)
         size = self.store.batch_size
         for start in range(0, len(points), size):
             writer.write(points[start : start + size])

@@ -283,6 +283,27 @@ def catchphrases(entity: Any) -> list[str]:
     return [p for k, p in out.items() if k]
 
 
+#: a whole OCR line equal to a catchphrase counts when its key has at least this many CJK characters (or,
+#: without CJK, this many letters/digits): "真香", "yes", "sus" do; "ok", "f", "卷" are too short to name anything
+MIN_WHOLE_LINE_CJK = 2
+MIN_WHOLE_LINE_LATIN = 3
+
+
+def whole_lines(ocr_text: str, max_lines: int = 50) -> set[str]:
+    """Squashed keys of the OCR lines taken whole: case, spaces and punctuation drop out, so ``Yes.``,
+    ``YES`` and ``yes!`` are one key, and an attribution line ``—— 鲁迅`` is ``鲁迅``; each line's OCR
+    digit readings (``5TONKS`` → ``stonks``) too.  Lines too short to name anything are left out
+    (:data:`MIN_WHOLE_LINE_CJK`, :data:`MIN_WHOLE_LINE_LATIN`).  A line equal to a catchphrase or an
+    alias is how memes quote; the same words inside a sentence are no such line."""
+    keys: set[str] = set()
+    for raw in ocr_text[:MAX_LEXICAL_CHARS].splitlines()[:max_lines]:
+        for key in (squash(raw), *(squash(r) for r in ocr_letter_readings(normalize(raw)))):
+            cjk = len(_IS_CJK.findall(key))
+            if cjk >= MIN_WHOLE_LINE_CJK or (cjk == 0 and len(key) >= MIN_WHOLE_LINE_LATIN):
+                keys.add(key)
+    return keys
+
+
 def long_enough(key: str) -> bool:
     """Whether a squashed line is long enough to count: ≥ 4 CJK characters, or ≥ 8 Latin characters."""
     cjk = len(_IS_CJK.findall(key))

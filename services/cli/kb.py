@@ -182,16 +182,31 @@ def search_cmd(
         Optional[Path],
         typer.Option("--image", help="An image (meme) to match against entity images by perceptual hash.", show_default=False),
     ] = None,
+    audio: Annotated[
+        Optional[Path],
+        typer.Option("--audio", help="A sound clip (audio, or a video's sound) to match against entity sounds.", show_default=False),
+    ] = None,
     lang: Annotated[Optional[str], typer.Option("--lang", help="Only entities in this language (e.g. en, zh).", show_default=False)] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=100, help="Entities shown.")] = 5,
     json_out: JsonOption = False,
     kb_dir: KbOption = None,
 ) -> None:
-    """Search CultureBase with the same grounding retriever the pipeline uses (text, an image, or both)."""
+    """Search CultureBase with the same grounding retriever the pipeline uses (text, an image, a sound, or several)."""
     _use_kb(kb_dir)
     text = text or ""
-    if not text.strip() and image is None:
-        raise fail("search text is empty (give a search text or --image PATH)", ExitCode.USAGE)
+    if not text.strip() and image is None and audio is None:
+        raise fail("search text is empty (give a search text, --image PATH or --audio PATH)", ExitCode.USAGE)
+    sound_query = None
+    if audio is not None:
+        from retrieval.sound_fingerprint import AudioDecodeError
+        from retrieval.sound_route import prepare
+
+        try:
+            sound_query = prepare(audio.read_bytes())
+        except OSError as exc:
+            raise fail(f"cannot read --audio {audio}: {exc.strerror or exc}", ExitCode.USAGE) from None
+        except AudioDecodeError as exc:
+            raise fail(f"--audio {audio} has no readable sound: {exc}", ExitCode.USAGE) from None
     with user_errors():
         from retrieval.grounding import EntityGrounder, GroundingCues, accepts
 
@@ -206,9 +221,14 @@ def search_cmd(
         with _open(create=False) as kb:
             grounder = EntityGrounder(
                 kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k,
-                candidates=max(settings.grounding_candidates, top_k), image_route=kb.image_route,
+                candidates=max(settings.grounding_candidates, top_k), image_route=kb.image_route, sound_route=kb.sound_store,
             )
-            if data is None:
+            if sound_query is not None and data is None:
+                cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
+                cues.sound = sound_query
+                full = grounder.ground(cues, language=lang)
+                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes)
+            elif data is None:
                 result = grounder.search_text(text, language=lang, top_k=top_k)
             else:
                 try:
@@ -217,19 +237,20 @@ def search_cmd(
                     raise fail(f"--image {image} is not a readable image: {exc}", ExitCode.USAGE) from None
                 cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
                 cues.image = query
+                cues.sound = sound_query
                 full = grounder.ground(cues, language=lang)
                 result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes)
                 indexed_images = kb.image_route.index.count()
     hits = [{**h.to_dict(), "passes_tau": accepts(h, result.tau)} for h in result.hits]
     if json_out:
         emit_json(
-            {"query": text or None, "image": str(image) if image else None, "tau": result.tau, "image_tau": settings.image_tau,
+            {"query": text or None, "image": str(image) if image else None, "audio": str(audio) if audio else None, "tau": result.tau, "image_tau": settings.image_tau,
              "routes": result.routes, "hits": hits}
         )
         return
     from retrieval.grounding import route_summary
 
-    shown = " + ".join(x for x in (repr(text) if text else "", f"image {image}" if image else "") if x)
+    shown = " + ".join(x for x in (repr(text) if text else "", f"image {image}" if image else "", f"audio {audio}" if audio else "") if x)
     table = Table(title=escape(f"CultureBase: {shown} (τ = {result.tau})"))
     columns = ["#", "name", "source work", "score", "route scores (winner first)", "matched", "≥τ"]
     if image is not None:  # the image route's distance only means something for an image search
@@ -252,6 +273,37 @@ def search_cmd(
         )
     for route, why in skipped_routes(result.routes).items():
         out.print(f"route {route}: {why}", markup=False, highlight=False)
+
+
+@kb_app.command(
+    "import-audio",
+    epilog="Example:\n\n  kar kb import-audio sounds/   # sounds/doge.mp3, sounds/rickroll-2.wav, sounds/诸葛亮/x.ogg",
+)
+def import_audio_cmd(
+    folder: Annotated[Path, typer.Argument(help="A folder of sound files named by entity (id or name), or one sub-folder per entity.")],
+    json_out: JsonOption = False,
+    kb: KbOption = None,
+) -> None:
+    """Give entities sounds: each file's entity is its sub-folder's name, else its file name without the
+    extension and a trailing ``-N``/``_N`` (an entity id, name or alias).  The sounds are stored and
+    fingerprinted for the sound route; files that name no entity or hold no sound are listed."""
+    _use_kb(kb)
+    if not folder.is_dir():
+        raise fail(f"{folder} is not a folder", ExitCode.USAGE)
+    with user_errors():
+        from retrieval.sound_import import import_audio_folder
+
+        with _open(create=False) as base:
+            report = import_audio_folder(base, folder)
+    if json_out:
+        emit_json(report)
+        return
+    out.print(
+        f"sounds: {report['stored']} stored for {report['entities']} entities, {len(report['problems'])} left out",
+        markup=False, highlight=False,
+    )
+    for p in report["problems"]:
+        out.print(f"  {p['file']}: {p['reason']}", markup=False, highlight=False)
 
 
 @kb_app.command("stats", epilog="Examples:\n\n  kar kb stats\n\n  kar kb stats --kb data/demo/culturebase --json")

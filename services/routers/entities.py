@@ -57,6 +57,48 @@ async def search_entities(
     return {"query": q, "tau": result.tau, "hits": hits, "routes": result.routes}
 
 
+@router.post(
+    "/v1/entities/by-sound",
+    response_model=EntitySearchPublic,
+    responses={**ERR, 400: {"model": ErrorPublic}},
+    openapi_extra={"requestBody": {"required": True, "content": {"audio/*": {"schema": {"type": "string", "format": "binary"}},
+                                                                  "video/*": {"schema": {"type": "string", "format": "binary"}}}}},
+)
+async def search_entities_by_sound(
+    request: Request,
+    services: Services,
+    top_k: Annotated[int, Query(ge=1, le=100)] = 5,
+) -> dict[str, Any]:
+    """Grounding search by a sound clip (the body: an audio file, or a video whose sound is read): the sound
+    route of ``GET /v1/entities`` (a clip cannot travel in a query string).  A clip matching no entity sound
+    returns no hits; a body holding no sound is refused (415)."""
+    from retrieval.grounding import EntityGrounder, GroundingCues, accepts
+    from retrieval.sound_fingerprint import AudioDecodeError
+    from retrieval.sound_route import prepare
+
+    settings = services.settings
+    limit = int(settings.max_upload_mb * 2**20)
+    raw = bytearray()
+    async for part in request.stream():
+        raw.extend(part)
+        if len(raw) > limit:
+            raise ApiError(413, "upload_too_large", f"the clip is over {settings.max_upload_mb} MB (KAR_MAX_UPLOAD_MB)")
+    if not raw:
+        raise ApiError(400, "missing_audio", "send the sound clip as the request body (audio or video bytes)")
+    try:
+        query = await asyncio.to_thread(prepare, bytes(raw))
+    except AudioDecodeError as exc:
+        raise ApiError(415, "unsupported_media", f"the body holds no readable sound: {exc}") from None
+    store = getattr(services.kb, "sound_store", None)
+    grounder = EntityGrounder(
+        services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k,
+        candidates=max(settings.grounding_candidates, top_k), sound_route=store,
+    )
+    result = await services.kb_read(grounder.ground, GroundingCues(sound=query))
+    hits = [{**h.to_dict(), "passes_tau": accepts(h, result.tau)} for h in result.candidates[:top_k]]
+    return {"query": None, "tau": result.tau, "hits": hits, "routes": result.routes}
+
+
 @router.get("/v1/entities/{entity_id}", response_model=EntityPublic, responses=ERR)
 async def get_entity(entity_id: EntityId, services: Services) -> dict[str, Any]:
     entity = await services.kb_call(services.kb.store.get, entity_id)

@@ -162,6 +162,32 @@ def test_a_short_line_sharing_only_a_common_word_is_no_caption_match(grounder):
     assert all(c.caption == 0.0 for c in res.candidates if c.entity.name != "Doge")
 
 
+@pytest.mark.parametrize(
+    ("ocr", "expected", "phrase"),
+    [
+        ("Yes.", "Gigachad", "Yes."),  # an English reply word with its punctuation
+        ("you will never finish this project\nYes.", "Gigachad", "Yes."),
+        ("说好的不吃呢\n真香", "真香", "真香"),  # a two-character Chinese catchphrase
+        ("bought the top, sold the bottom\nSTONKS", "Stonks", "Stonks"),  # an all-caps OCR word
+        ("横眉冷对千夫指\n—— 鲁迅", "鲁迅", "鲁迅"),  # the attribution line of a quote
+    ],
+)
+def test_a_line_that_is_as_a_whole_a_catchphrase_grounds(grounder, ocr, expected, phrase):
+    res = grounder.ground(GroundingCues(ocr_text=ocr))
+    assert res.hits and res.hits[0].entity.name == expected, [(c.entity.name, round(c.score, 3), c.route_scores) for c in res.candidates[:3]]
+    top = res.hits[0]
+    assert top.route_scores["caption"] == 0.5 and top.matched_caption["catchphrase"] == phrase
+
+
+@pytest.mark.parametrize(
+    "ocr", ["yes i will be there at five", "今天的菜真香啊大家快来吃", "this is a grumpy morning for everyone", "他的哲学课讲得很好"]
+)
+def test_the_same_word_inside_a_sentence_grounds_nothing(grounder, ocr):
+    res = grounder.ground(GroundingCues(ocr_text=ocr))
+    assert res.hits == [], [(h.entity.name, round(h.score, 3), h.route_scores) for h in res.hits]
+    assert all(c.caption == 0.0 for c in res.candidates)
+
+
 def test_usage_only_nickname_is_found_by_search(grounder):
     # 甩葱歌 appears only in 初音未来's cultural usage, not among its names
     res = grounder.search_text("甩葱歌", top_k=5)

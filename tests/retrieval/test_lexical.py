@@ -138,3 +138,11 @@ def test_dictionary_words_are_ordinary_names_are_not():
         assert is_dictionary_word(word) and needs_corroboration(word), word
     for name in ("诸葛亮", "鲁迅", "孙悟空", "琪露诺", "Doge", "东坡肉A"):
         assert not is_dictionary_word(name), name
+
+
+def test_whole_lines_fold_case_punctuation_and_attribution_dashes():
+    from retrieval.lexical import whole_lines
+
+    keys = whole_lines("横眉冷对千夫指\n—— 鲁迅\nYes.\nOK\n卷\n5TONKS")
+    assert {"鲁迅", "yes", "stonks", "5tonks", "横眉冷对千夫指"} <= keys
+    assert not {"ok", "卷"} & keys  # too short to name anything

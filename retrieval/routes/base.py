@@ -1,0 +1,116 @@
+"""What every grounding route shares: the query it reads, the hits it returns, the candidate pool.
+
+A route is a small unit: it reads a :class:`RouteQuery` (the cues and what is computed once from
+them) and the :class:`CandidatePool` (the entities found so far), and returns a :class:`RouteRun`:
+the entities it scored (each a :class:`RouteHit` with its score, the cue it matched and why), the
+entities it only brings as candidates, and one status line per route name for the trace ("ran",
+"skipped: why").  It never fuses: :mod:`retrieval.grounding` records the hits in the pool and
+fuses them (:func:`retrieval.grounding.fuse`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from culturebase.entity import Entity
+
+if TYPE_CHECKING:
+    from culturebase.store import CultureBaseStore
+    from retrieval.embedders.base import EmbeddingBatch
+    from retrieval.grounding import GroundingCues
+
+
+@dataclass(frozen=True)
+class DenseQuery:
+    """One dense query: the route it serves (``ocr``, ``visual``, ``name``), its text, its confidence factor."""
+
+    route: str
+    text: str
+    factor: float
+
+
+@dataclass
+class RouteQuery:
+    """What the routes read: the cues, their dense queries embedded once, and the search's bounds."""
+
+    cues: GroundingCues
+    store: CultureBaseStore
+    dense: list[DenseQuery]
+    batch: EmbeddingBatch | None
+    n_entities: int
+    #: how many candidates each search brings
+    limit: int
+    #: restrict entities to one language (None: all)
+    language: str | None = None
+
+
+@dataclass
+class RouteHit:
+    """One entity scored by one route: the score (in [0, 1] for evidence routes, a cosine for dense ones),
+    the cue text it matched (None: the route records none), its height over the query's background
+    (dense routes) and the route's reason (the matched alias, the matched caption line ...)."""
+
+    route: str
+    entity: Entity
+    score: float
+    cue: str | None = None
+    height: float | None = None
+    reason: Any = None
+
+
+@dataclass
+class RouteRun:
+    """What one route returns: its hits, the entities it brings without a score, and its trace status."""
+
+    hits: list[RouteHit] = field(default_factory=list)
+    found: list[Entity] = field(default_factory=list)
+    status: dict[str, str] = field(default_factory=dict)
+
+
+class CandidatePool:
+    """The candidate entities (in the order they were found) and each route's best score for each."""
+
+    def __init__(self) -> None:
+        self.entities: dict[str, Entity] = {}
+        self.scores: dict[str, dict[str, float]] = {}
+        self.cues: dict[str, dict[str, str]] = {}
+        self.heights: dict[str, dict[str, float]] = {}
+        self.reasons: dict[str, dict[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.entities)
+
+    def entity_of(self, hit: Any) -> Entity:
+        """A store hit's entity, built once per id (from the store's own payload: no re-validation)."""
+        ent = self.entities.get(hit.id)
+        return ent if ent is not None else Entity.from_payload(hit.payload, trusted=True)
+
+    def add(self, entity: Entity) -> None:
+        """An entity becomes a candidate (with no score yet)."""
+        self.entities.setdefault(entity.id, entity)
+
+    def record(self, hit: RouteHit) -> None:
+        """Keep each route's best score per entity (its cue and reason with it) and the best height."""
+        eid = hit.entity.id
+        self.entities.setdefault(eid, hit.entity)
+        scores = self.scores.setdefault(eid, {})
+        if hit.score > scores.get(hit.route, -1.0):
+            scores[hit.route] = hit.score
+            if hit.cue is not None:
+                self.cues.setdefault(eid, {})[hit.route] = hit.cue
+            if hit.reason is not None:
+                self.reasons.setdefault(eid, {})[hit.route] = hit.reason
+        if hit.height is not None and hit.height > self.heights.setdefault(eid, {}).get(hit.route, -9.0):
+            self.heights[eid][hit.route] = hit.height
+
+    def apply(self, run: RouteRun) -> RouteRun:
+        """Record a route's run: its found entities, then its hits; returns the run."""
+        for ent in run.found:
+            self.add(ent)
+        for hit in run.hits:
+            self.record(hit)
+        return run

@@ -1,0 +1,48 @@
+"""The caption route: an OCR line inside one of the entity's catchphrases, or a catchphrase inside a line.
+
+Each OCR line, each pair of adjacent lines and all lines joined (:func:`retrieval.lexical.caption_lines`)
+is matched against every candidate's catchphrases (its usage's quoted lines, aliases and name:
+:func:`retrieval.lexical.catchphrases`) by normalised containment
+(:func:`retrieval.lexical.caption_score`).  A line too short for that (fewer than 4 CJK or 8 Latin
+characters) still counts when it is, as a whole, one of the catchphrases (:func:`retrieval.lexical.whole_lines`:
+``Yes.``, ``真香``, ``STONKS``, an attribution line ``—— 鲁迅``): it scores :data:`WHOLE_LINE`.  That is
+how memes quote; the same word inside a sentence is no such line.  The route scores candidates; it
+brings none.
+"""
+
+from __future__ import annotations
+
+from retrieval import lexical as lex
+from retrieval.routes.base import CandidatePool, RouteHit, RouteQuery, RouteRun
+
+NAME = "caption"
+#: the score of a short OCR line that is as a whole one of the entity's catchphrases (a verbatim long line scores 1.0)
+WHOLE_LINE = 0.5
+
+
+def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
+    """Each candidate's best line/catchphrase pair; the hit's cue is the OCR line, its reason the pair."""
+    run = RouteRun()
+    lines = lex.caption_lines(query.cues.ocr_text)
+    whole = lex.whole_lines(query.cues.ocr_text)
+    if not lines and not whole:
+        run.status[NAME] = "skipped: no OCR line long enough (≥ 4 CJK or ≥ 8 Latin characters, or ≥ 2 CJK / 3 Latin as a whole line)"
+        return run
+    run.status[NAME] = f"ran on {len(set(lines) | whole)} OCR line(s)"
+    for ent in pool.entities.values():
+        phrases = lex.catchphrases(ent)
+        match = lex.caption_score(lines, phrases) if lines else None
+        if (match is None or match.score < WHOLE_LINE) and whole:
+            match = _whole_line(whole, phrases) or match
+        if match is not None:
+            run.hits.append(RouteHit(NAME, ent, match.score, cue=match.line, reason=match))
+    return run
+
+
+def _whole_line(whole: set[str], phrases: list[str]) -> lex.CaptionMatch | None:
+    """A catchphrase that some OCR line is as a whole (squashed keys equal)."""
+    for phrase in phrases:
+        key = lex.squash(phrase)
+        if key in whole:
+            return lex.CaptionMatch(WHOLE_LINE, key, phrase)
+    return None

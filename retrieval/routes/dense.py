@@ -1,0 +1,138 @@
+"""The dense routes: each cue embedded and searched on the entity vector it describes.
+
+==========  =====================================  ==============================================
+route       cue                                    entity vector (cosine)
+==========  =====================================  ==============================================
+``ocr``     OCR text (captions, catchphrases)      ``usage`` (name | aliases | usage)
+``visual``  the VLM's visual handle                ``visual`` (visual | description)
+``name``    each entity guess (+ source work)      ``identity`` (name | aliases | source)
+==========  =====================================  ==============================================
+
+Each query is searched once per entity language (:data:`BACKGROUND_LANGUAGES` with at least
+:data:`K_BACKGROUND` entities); its K_BACKGROUND-th neighbour's cosine there is the query's
+*background* in that language, and a hit's *height* is its cosine minus that background (the
+accept rule reads it).  A name guess also scores the entities whose name or alias equals it
+(a filtered search), and the visual route runs the cross-lingual pass
+(:mod:`retrieval.crosslingual`).  :meth:`DenseRoutes.complete` then gives every candidate that a
+query did not find (found by another route) that query's cosine, read from its stored vectors.
+A low-confidence guess's cosine is scaled by 0.97 (medium 0.99).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from culturebase.entity import normalize_text
+from culturebase.store import CultureBaseStore, PayloadFilter
+from retrieval import lexical as lex
+from retrieval.crosslingual import ROUTES as CROSSLINGUAL_ROUTES
+from retrieval.routes.base import CandidatePool, DenseQuery, RouteHit, RouteQuery, RouteRun
+
+ROUTE_VECTOR: dict[str, str] = {"ocr": "usage", "visual": "visual", "name": "identity"}
+DENSE_ROUTES = ("ocr", "visual", "name")
+CONFIDENCE_FACTOR = {"high": 1.0, "medium": 0.99, "low": 0.97}
+MAX_CUE_CHARS = 1000
+#: the query's background in one entity language is the cosine of its K_BACKGROUND-th neighbour there
+K_BACKGROUND = 10
+#: entity languages searched apart (each with at least K_BACKGROUND entities); others are searched together
+BACKGROUND_LANGUAGES = ("zh", "en", "ja", "ko")
+
+
+def dense_queries(cues: Any) -> list[DenseQuery]:
+    """The dense queries of the cues: the OCR text, the visual handle, each distinct entity guess
+    (with its source work); cues with no letters, digits or CJK characters are dropped."""
+    queries: list[DenseQuery] = []
+    if lex.squash(cues.ocr_text):
+        queries.append(DenseQuery("ocr", cues.ocr_text.strip()[:MAX_CUE_CHARS], 1.0))
+    if lex.squash(cues.visual_handle):
+        queries.append(DenseQuery("visual", cues.visual_handle.strip()[:MAX_CUE_CHARS], 1.0))
+    seen: set[str] = set()
+    for cue in cues.entities:
+        name = cue.name.strip()[:MAX_CUE_CHARS]
+        if not lex.squash(name) or normalize_text(name) in seen:
+            continue
+        seen.add(normalize_text(name))
+        text = f"{name} | {cue.source.strip()}" if cue.source.strip() else name
+        queries.append(DenseQuery("name", text, CONFIDENCE_FACTOR.get(cue.confidence, 1.0)))
+    return queries
+
+
+class DenseRoutes:
+    """The ``ocr``, ``visual`` and ``name`` routes over one store (with the optional cross-lingual pass)."""
+
+    def __init__(self, store: CultureBaseStore, crosslingual: Any = None) -> None:
+        self.store = store
+        self.crosslingual = crosslingual  # retrieval.crosslingual.CrossLingualPass, or None: plain cosines only
+        self._languages: tuple[int, list[str], bool] | None = None
+        self._backgrounds: list[dict[str, float]] = []
+
+    def background_languages(self, language: str | None) -> tuple[list[str], bool]:
+        """Entity languages searched apart (each with ≥ K_BACKGROUND entities), and whether they cover the KB."""
+        if language is not None:
+            return [language], True
+        n = self.store.count()
+        if self._languages is None or self._languages[0] != n:
+            counts = {lg: self.store.count(language=lg) for lg in BACKGROUND_LANGUAGES}
+            groups = [lg for lg, c in counts.items() if c >= K_BACKGROUND]
+            self._languages = (n, groups, sum(counts[lg] for lg in groups) == n)
+        return list(self._languages[1]), self._languages[2]
+
+    @staticmethod
+    def _hit(q: DenseQuery, ent: Any, score: float, background: dict[str, float]) -> RouteHit:
+        height = score - background.get(ent.language, max(background.values())) if background else None
+        return RouteHit(q.route, ent, score, cue=q.text, height=height)
+
+    def find(self, query: RouteQuery, pool: CandidatePool) -> tuple[RouteRun, list[dict[str, float]]]:
+        """Search each dense query per entity language; returns the run and each query's backgrounds."""
+        run = RouteRun()
+        coll = query.store.entities
+        groups, covered = self.background_languages(query.language)
+        flt_lang = PayloadFilter.of(language=query.language)
+        backgrounds: list[dict[str, float]] = [{} for _ in query.dense]
+        for i, q in enumerate(query.dense):
+            vector = query.batch.dense[i]  # type: ignore[union-attr]
+            found: list[tuple[Any, float]] = []
+            searches = [PayloadFilter.of(language=lg) for lg in groups] + ([] if covered else [flt_lang])
+            for lg, flt in zip([*groups, None], searches):
+                hits = coll.search(ROUTE_VECTOR[q.route], vector, query.limit, flt)
+                found += [(pool.entity_of(h), h.score * q.factor) for h in hits]
+                if lg is not None and hits:
+                    backgrounds[i][lg] = hits[min(K_BACKGROUND, len(hits)) - 1].score * q.factor
+            if q.route == "name":
+                # entities whose name/alias equals the guess are scored even when dense search missed them
+                key = normalize_text(q.text.split(" | ")[0])
+                exact = PayloadFilter.of(match_keys=[key], language=query.language)
+                found += [(pool.entity_of(h), h.score * q.factor) for h in coll.search("identity", vector, query.limit, exact)]
+            for ent, score in found:
+                run.hits.append(self._hit(q, ent, score, backgrounds[i]))
+            # cross-lingual pass (retrieval/crosslingual.py): other-language entities scored on centered vectors,
+            # mapped back to the plain cosine scale with their own height; an entity keeps its larger score
+            if self.crosslingual is not None and q.route in CROSSLINGUAL_ROUTES:
+                known = {ent.id: ent for ent, _ in found}
+                for xh in self.crosslingual.score(coll, ROUTE_VECTOR[q.route], q.text, vector, groups, known, query.limit, q.factor):
+                    run.hits.append(RouteHit(q.route, xh.entity, xh.score, cue=q.text, height=xh.height))
+            run.status[q.route] = "ran"
+        return run, backgrounds
+
+    def complete(self, query: RouteQuery, pool: CandidatePool, backgrounds: list[dict[str, float]]) -> RouteRun:
+        """Give each candidate that one dense query did not find (found by another route) that query's cosine:
+        its stored vectors, read in one request and scored exactly (a filtered HNSW search over a few ids among
+        tens of thousands returned none of them)."""
+        run = RouteRun()
+        lacking: dict[str, list[int]] = {}
+        for i, q in enumerate(query.dense):
+            for eid in pool.entities:
+                if q.route not in pool.scores.get(eid, {}):
+                    lacking.setdefault(eid, []).append(i)
+        if not lacking:
+            return run
+        names = sorted({ROUTE_VECTOR[query.dense[i].route] for idx in lacking.values() for i in idx})
+        stored = query.store.entities.retrieve_vectors(list(lacking), names)
+        for eid, idx in lacking.items():
+            for i in idx:
+                q = query.dense[i]
+                vec = stored.get(eid, {}).get(ROUTE_VECTOR[q.route])
+                if vec is not None:
+                    score = float(vec @ query.batch.dense[i]) * q.factor  # type: ignore[union-attr]
+                    run.hits.append(self._hit(q, pool.entities[eid], score, backgrounds[i]))
+        return run

