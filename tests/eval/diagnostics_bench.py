@@ -12,7 +12,7 @@ Items (gold identity entity, what the KAR run meets, what the judged answers do 
 3. ``not_in_kb``: gold 鲁迅 is not in CultureBase (nothing grounded); the evidence is about him →
    Vanilla passes, KAR fails: ``damage.neither``.
 4. ``off_entity``: gold Pepe the Frog is in CultureBase, the extraction names nothing and suggests an
-   unrelated query, so the evidence is about something else → Vanilla passes, KAR fails:
+   unrelated query with a distinctive word (so its results pass the evidence floor), so the evidence is about something else → Vanilla passes, KAR fails:
    ``damage.off_entity``.
 
 Items 3 and 4 ground nothing, so KAR's reasoning prompt is exactly Search-CoT's and both answer
@@ -56,7 +56,7 @@ EXTRACTIONS: list[dict[str, Any]] = [
     {"ocr_text": "", "visual_handle": "a portrait of a writer",
      "entities": [{"name": "鲁迅", "source": "", "confidence": "high"}], "suggested_queries": []},
     {"ocr_text": "", "visual_handle": "a bar chart on a whiteboard",
-     "entities": [], "suggested_queries": ["weather forecast tomorrow"]},
+     "entities": [], "suggested_queries": ["Tamagotchi battery replacement"]},
 ]
 # layers each answer covers per (item, condition); the judge passes exactly the covered layers
 ALL, NONE = "visual identity knowledge reasoning", "visual"

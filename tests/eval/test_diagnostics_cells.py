@@ -83,7 +83,9 @@ def test_every_item_lands_in_its_cell(judged_run):
     assert rows["not_in_kb"]["gold_in_kb"] is False and rows["not_in_kb"]["gold_missing_from_kb"] == ["鲁迅"]
     assert rows["not_in_kb"]["identity_grounded"] is False and rows["not_in_kb"]["grounded"] == []
     assert rows["off_entity"]["evidence_off_entity"] == 1.0 and rows["off_entity"]["evidence_pieces"] > 0
-    assert rows["not_in_kb"]["evidence_off_entity"] == 0.0  # the evidence names 鲁迅
+    # the web results for 鲁迅 (not in the KB, nothing grounded) name no distinctive word beyond an ordinary one,
+    # so the evidence floor keeps none of them; had one been kept it names 鲁迅 (0.0 off-entity)
+    assert rows["not_in_kb"]["evidence_off_entity"] in (None, 0.0)
     assert {r["evidence_status"] for r in rows.values()} == {"tavily"}
     assert [r["gold"] for r in diag["kar"]["rows"]] == [[g] for g in GOLD]
     # the condition's figures
