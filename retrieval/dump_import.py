@@ -240,6 +240,7 @@ def _open_dump(
     fetcher: Callable[[str], bytes] | None,
     categories: Sequence[str] | None,
     dry_run: bool,
+    sounds: Any = None,
 ) -> tuple[str, Iterator[tuple[DumpEntry, Entity]], ImportReport]:
     """The format, the stream of valid entities and the report they fill (see :func:`import_dump`)."""
     try:
@@ -266,8 +267,9 @@ def _open_dump(
             if record.get("audio"):  # entity sound clips: stored and fingerprinted (retrieval/sound_import.py)
                 from retrieval.sound_import import resolve_audio
 
-                record, problems = resolve_audio(record, where, base_dir, kb.sound_store, fetcher if fetch_images else None)
-                report.image_problems.extend(problems)
+                if sounds is not None:
+                    record, problems = resolve_audio(record, where, base_dir, sounds, fetcher if fetch_images else None)
+                    report.image_problems.extend(problems)
             return record
 
     cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None
@@ -282,6 +284,7 @@ def read_dump(
     fetch_images: bool | None = None,
     fetcher: Callable[[str], bytes] | None = None,
     categories: Sequence[str] | None = None,
+    sounds: Any = None,
 ) -> tuple[list[Entity], ImportReport]:
     """Every valid entity of a dump, duplicates merged, without embedding or storing them, and the report.
 
@@ -289,7 +292,7 @@ def read_dump(
     benches and small files).  With ``images`` (an :class:`~culturebase.images.ImageStore`) image
     fields are resolved and stored there as an import would; without, they are counted as not fetched."""
     path = Path(path)
-    fmt, validated, report = _open_dump(path, fmt, images, fetch_images, fetcher, categories, dry_run=images is None)
+    fmt, validated, report = _open_dump(path, fmt, images, fetch_images, fetcher, categories, dry_run=images is None, sounds=sounds)
     report.dry_run = False
     by_id: dict[str, Entity] = {}
     try:
@@ -325,7 +328,8 @@ def import_dump(
     anything (no image is fetched or stored: image fields count as not fetched)."""
     path = Path(path)
     images = None if dry_run else kb.image_store
-    fmt, validated, report = _open_dump(path, fmt, images, fetch_images, fetcher, categories, dry_run)
+    sounds = None if dry_run else getattr(kb, "sound_store", None)
+    fmt, validated, report = _open_dump(path, fmt, images, fetch_images, fetcher, categories, dry_run, sounds=sounds)
     count = count_entries(path, fmt)
     if total is not None:
         total(count)

@@ -261,7 +261,7 @@ class KnowledgeBase:
     def validate_file(self, path: Path, fetch_images: bool | None = None) -> tuple[list[Entity], ImportReport]:
         """Read, validate and merge a dump without embedding or storing it (:func:`retrieval.dump_import.read_dump`,
         the import's own reader); images are stored in the image folder when this KB has one."""
-        return read_dump(Path(path), images=self.image_store, fetch_images=fetch_images)
+        return read_dump(Path(path), images=self.image_store, fetch_images=fetch_images, sounds=self.sound_store)
 
     def import_file(self, path: Path, progress: Progress | None = None) -> ImportReport:
         """Import a file in any format :mod:`culturebase.importers` reads (streamed, see :meth:`import_dump`):
