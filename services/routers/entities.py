@@ -62,7 +62,8 @@ async def search_entities(
     response_model=EntitySearchPublic,
     responses={**ERR, 400: {"model": ErrorPublic}},
     openapi_extra={"requestBody": {"required": True, "content": {"audio/*": {"schema": {"type": "string", "format": "binary"}},
-                                                                  "video/*": {"schema": {"type": "string", "format": "binary"}}}}},
+                                                                  "video/*": {"schema": {"type": "string", "format": "binary"}},
+                                                                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
 )
 async def search_entities_by_sound(
     request: Request,
