@@ -122,6 +122,7 @@ def build_pipeline(
                     top_k=settings.grounding_top_k,
                     candidates=settings.grounding_candidates,
                     image_route=kb.image_route,
+                    sound_route=kb.sound_store,
                 )
                 describe.update(embedder=kb.embedder.name, kb_entities=kb.store.count(), tau=grounder.tau)
                 if describe["kb_entities"] == 0:

@@ -270,6 +270,7 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
 
         cues.image_bytes = state.get("image") or None  # the grounder's image route hashes and matches it itself
         cues.frames = list(state.get("frames") or [])  # a clip: the route reads each sampled frame as a picture
+        cues.audio_bytes = state.get("audio") or None  # a clip's sound (WAV): the sound route fingerprints it
 
         def run() -> Any:
             # no store-write lock: searches run concurrently (the embedded engine itself takes one at a time,

@@ -36,6 +36,9 @@ def run(sound_store: Any, cues: Any, max_seconds: float = 60.0) -> SoundRun:
     if sound_store is None:
         out.status[NAME] = "skipped: no sound route (this CultureBase has no sound index)"
         return out
+    if sound_store.count() == 0:  # checked before decoding: a KB without sounds costs a clip nothing here
+        out.status[NAME] = "skipped: no entity has a sound (kar kb import-audio DIR)"
+        return out
     query = cues.sound
     if query is None:
         try:
@@ -43,9 +46,6 @@ def run(sound_store: Any, cues: Any, max_seconds: float = 60.0) -> SoundRun:
         except AudioDecodeError as exc:
             out.status[NAME] = f"skipped: the clip has no decodable sound ({exc})"
             return out
-    if sound_store.count() == 0:
-        out.status[NAME] = "skipped: no entity has a sound (kar kb import-audio DIR)"
-        return out
     out.hits = sound_store.match(query.samples)
     accepted = sum(h.accepted() for h in out.hits)
     out.status[NAME] = f"ran on {query.seconds:.1f} s of sound: {accepted} match(es)"
