@@ -18,6 +18,8 @@ try {
   out.datasets = await page.$$eval("#abl-dataset option", (os) => os.map((o) => o.value));
   await page.selectOption("#abl-dataset", good);
   await page.uncheck('#abl-conditions input[value="cot"]');
+  // the local corpus is empty: search_cot/kar are refused (422 no_evidence) unless the user allows it
+  await page.check("#abl-allow-no-evidence");
   await page.click("#abl-start");
   await page.waitForSelector("#abl-table tbody tr", { timeout: 15000 });
   out.first_status = await page.textContent("#abl-table tbody tr .status");

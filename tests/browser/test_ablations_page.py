@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.browser.test_web_page import CHROMIUM, NODE, _missing  # noqa: E402
+from tests.browser.test_web_page import CHROMIUM, NODE, _missing, node_env  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.services.conftest import RW_KEY, rw  # noqa: E402
 from tests.services.memebench_release import release_items, vlm_responder, write_release  # noqa: E402
@@ -58,7 +58,7 @@ def test_ablation_tab_runs_a_release_benchmark_and_shows_bad_items(tmp_path, nan
             assert r.status_code == 200 and r.json()["stored"] == 2, r.text
             proc = subprocess.run([NODE, str(Path(__file__).with_name("ablations.mjs")), base, RW_KEY,
                                    "memebench/annotations.json", "bad/annotations.json", str(shots)],
-                                  cwd=REPO, capture_output=True, text=True, timeout=240, env={"CHROMIUM_PATH": CHROMIUM, "PATH": os.environ["PATH"]})
+                                  cwd=REPO, capture_output=True, text=True, timeout=240, env={"CHROMIUM_PATH": CHROMIUM, "PATH": os.environ["PATH"], "TMPDIR": node_env()["TMPDIR"]})
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert {"memebench", "memebench/annotations.json", "bad/annotations.json"} <= set(out["datasets"])

