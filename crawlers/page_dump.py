@@ -31,6 +31,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from crawlers.text import chunk_text, clean_ws
+from culturebase.importers.base import json_line
 from retrieval.knowledge_base import ImportFileError
 
 #: a JSONL line longer than this is skipped (named, read to its end without keeping it)
@@ -209,15 +210,7 @@ def _json_lines(fh: IO[bytes], array: bool) -> Iterator[tuple[int, Any, str | No
         if b"\x00" in raw:
             yield lineno, None, "binary data (NUL bytes), not a JSON page"
             continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield lineno, None, f"not UTF-8 text (byte {exc.start})"
-            continue
-        try:
-            yield lineno, json.loads(text), None
-        except json.JSONDecodeError as exc:
-            yield lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg}"
+        yield lineno, *json_line(raw, byte_of="")
 
 
 def html_page(url: str, body: bytes, content_type: str) -> tuple[str, str]:

@@ -95,21 +95,25 @@ def stream_object_items(path: Path) -> Iterator[tuple[int, str, Any, str | None]
             yield n + 1, "", None, f"invalid JSON in member {n + 1}: {exc}; the {n} members before it were read"
 
 
+def json_line(raw: bytes, byte_of: str = " of the line") -> tuple[Any, str | None]:
+    """One JSON Lines line decoded: ``(value, None)``, or ``(None, reason)`` naming the bad byte or column."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start}{byte_of})"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON at column {exc.colno}: {exc.msg}"
+
+
 def stream_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     """``(line, value, None)`` for every non-blank line of a JSON Lines file, ``(line, None, reason)`` for a bad one."""
     with open_binary(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield lineno, None, f"not UTF-8 text (byte {exc.start} of the line)"
-                continue
-            try:
-                yield lineno, json.loads(text), None
-            except json.JSONDecodeError as exc:
-                yield lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg}"
+            yield lineno, *json_line(raw)
 
 
 def first_bytes(path: Path, size: int = 65536) -> bytes:
