@@ -26,15 +26,9 @@ _LOCK = threading.Lock()
 
 def cache_dir() -> Path | None:
     """``KAR_DATA_DIR/cache/jieba`` (created), or None when it cannot be created."""
-    from culturebase.settings import get_settings
+    from retrieval.data_cache import folder
 
-    try:
-        folder = Path(get_settings().data_dir) / "cache" / "jieba"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-    except Exception as exc:  # noqa: BLE001 - an unreadable setting or a read-only folder: jieba's defaults
-        log.debug("jieba cache folder unavailable (%s); using jieba's temporary cache", exc)
-        return None
+    return folder("jieba")
 
 
 @lru_cache(maxsize=1)
