@@ -198,10 +198,10 @@ def explain_command(
         resources = build_pipeline(settings, (condition,), ocr_enabled=ocr)
         try:
             pipeline = resources.pipeline
-            if pipeline.deps.grounder is not None:  # jieba, wordfreq, OpenCV, the model load while OCR reads the image
+            if pipeline.deps.grounder is not None:  # the model, jieba's tables, OpenCV ... load while OCR reads the image
                 from retrieval.warmup import start_warmup
 
-                start_warmup(pipeline.deps.grounder.embedder)
+                start_warmup(pipeline.deps.grounder)
             if pipeline.deps.vlm is None and condition != "kar":
                 # without a VLM only the retrieval side can run; never pretend another condition ran
                 raise fail(f"condition {condition} needs a VLM. {NO_VLM_HELP}", ExitCode.USAGE)
