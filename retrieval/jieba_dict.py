@@ -36,6 +36,11 @@ def cache_dir() -> Path | None:
     return folder("jieba")
 
 
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a table file (its path as a file URI: any character in a folder name is safe)."""
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+
+
 class PrefixDict(Mapping[str, int]):
     """jieba's prefix dictionary (a word → its frequency; a prefix of a word that is no word itself → 0), read
     one row at a time from a SQLite table: what ``Tokenizer.FREQ`` holds, for the lookups ``get_DAG`` and
@@ -52,7 +57,7 @@ class PrefixDict(Mapping[str, int]):
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            conn = self._local.conn = _read_only(self.path)
         return conn
 
     def _freq(self, word: str) -> int:
@@ -117,7 +122,7 @@ def tokenizer() -> Any:
             try:
                 tk = jieba.Tokenizer()
                 if path.is_file():
-                    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+                    with _read_only(path) as conn:
                         total = int(conn.execute("SELECT value FROM meta WHERE key = 'total'").fetchone()[0])
                     conn.close()
                     tk.FREQ = PrefixDict(path)
@@ -160,7 +165,7 @@ class WordTags:
         try:
             conn = getattr(self._local, "conn", None)
             if conn is None:
-                conn = self._local.conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, check_same_thread=False)
+                conn = self._local.conn = _read_only(self._path)
             row = conn.execute("SELECT tag FROM tags WHERE word = ?", (word,)).fetchone()
         except sqlite3.Error as exc:  # the data directory's table went away: the dictionary itself, parsed once
             log.debug("jieba word tags at %s unreadable (%s); parsing dict.txt", self._path, exc)
