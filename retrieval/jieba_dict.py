@@ -27,6 +27,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
+_TOKENIZER_ONCE = threading.Lock()  # a second thread asking while the first loads waits for that one
+_TAGS_ONCE = threading.Lock()
 
 
 def cache_dir() -> Path | None:
@@ -106,8 +108,14 @@ def _write_prefix_table(path: Path, freq: dict[str, int], total: int) -> None:
         raise
 
 
-@lru_cache(maxsize=1)
 def tokenizer() -> Any:
+    """A ``jieba.Tokenizer`` of jieba's default dictionary, loaded once per process (:func:`_tokenizer`)."""
+    with _TOKENIZER_ONCE:
+        return _tokenizer()
+
+
+@lru_cache(maxsize=1)
+def _tokenizer() -> Any:
     """A ``jieba.Tokenizer`` of jieba's default dictionary, its prefix dictionary read from the data directory's
     table (:class:`PrefixDict`; the first process builds the table with jieba's own ``gen_pfdict``).  Without a
     usable data directory: jieba's default tokenizer, initialised from its temporary cache."""
@@ -193,8 +201,14 @@ def _parse_tags(source: Path) -> dict[str, str]:
     return table
 
 
-@lru_cache(maxsize=1)
 def word_tags() -> WordTags:
+    """jieba's word tags, loaded once per process (:func:`_word_tags`)."""
+    with _TAGS_ONCE:
+        return _word_tags()
+
+
+@lru_cache(maxsize=1)
+def _word_tags() -> WordTags:
     """jieba's word tags: from the data directory's SQLite table when it is as new as ``dict.txt``,
     else parsed (and the table written for the next process)."""
     source = _dict_file()

@@ -118,8 +118,17 @@ class ZipfTable:
         self.path = None
 
 
-@lru_cache(maxsize=1)
+_TABLE_ONCE = threading.Lock()
+
+
 def table() -> ZipfTable:
+    """This process's table (:func:`_table`), opened once."""
+    with _TABLE_ONCE:
+        return _table()
+
+
+@lru_cache(maxsize=1)
+def _table() -> ZipfTable:
     """This process's table: ``KAR_DATA_DIR/cache/wordfreq/zipf.<fingerprint>.sqlite`` (no file when the data
     directory cannot be written or wordfreq is not installed)."""
     from retrieval.data_cache import folder
