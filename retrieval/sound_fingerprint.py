@@ -29,8 +29,19 @@ N_FFT = 512
 HOP = 256
 #: peaks kept per second of audio (the strongest after masking)
 PEAKS_PER_SECOND = 30
-#: landmarks per peak and the target zone (frames later, bins apart)
-FANOUT = 4
+#: peaks per second picked in a query clip: denser than an indexed sound's, so that the indexed peaks
+#: are among them when noise or speech takes some of the strongest
+QUERY_PEAKS_PER_SECOND = 60
+#: landmarks per peak of an indexed sound, and of a query (wider, as its peaks are denser)
+FANOUT = 5
+QUERY_FANOUT = 15
+#: sounds (per speed) whose time offsets are counted: those with the most hits of any offset
+CANDIDATES = 40
+#: a peak is the largest value of its neighbourhood (bins, frames)
+PEAK_NEIGHBOURHOOD = (15, 7)
+#: frequency bins per hash step (a peak's bin moves by one with the frame grid or a codec)
+F_QUANT = 2
+#: the target zone (frames later, bins apart)
 MAX_DT = 40
 MAX_DF = 48
 #: query resampling factors: a clip sped up or slowed down by up to ±5 % is looked up near its speed
@@ -88,68 +99,68 @@ def _spectrogram(samples: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(mag, 1e-6 * max(float(mag.max()), 1e-9)))
 
 
-def peaks(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Spectral peaks (frame indices, frequency bins), time-ordered."""
+def peaks(samples: np.ndarray, per_second: float = PEAKS_PER_SECOND) -> tuple[np.ndarray, np.ndarray]:
+    """Spectral peaks (frame indices, frequency bins), time-ordered: at most ``per_second`` a second."""
     from scipy.ndimage import maximum_filter
 
     spec = _spectrogram(samples)
     if spec.shape[1] == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32)
     spec = spec - spec.mean()
-    local = maximum_filter(spec, size=(15, 7), mode="constant", cval=-np.inf)
+    local = maximum_filter(spec, size=PEAK_NEIGHBOURHOOD, mode="constant", cval=-np.inf)
     mask = (spec == local) & (spec > 0)
     mask[:3] = False  # DC and the lowest bins carry hum, not identity
     f, t = np.nonzero(mask)
     if f.size == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32)
     strength = spec[f, t]
-    # keep the strongest peaks: at most PEAKS_PER_SECOND per second, spread by one-second windows
-    per_window = max(1, int(PEAKS_PER_SECOND))
+    # keep the strongest peaks of each one-second window: rank of a peak inside its window, by strength
     window = max(1, int(round(1.0 / FRAME_SECONDS)))
-    keep = np.zeros(f.size, bool)
     win = t // window
     order = np.lexsort((-strength, win))
-    start = 0
     wins = win[order]
-    while start < order.size:
-        end = np.searchsorted(wins, wins[start], side="right")
-        keep[order[start : min(end, start + per_window)]] = True
-        start = end
+    first = np.searchsorted(wins, wins, side="left")
+    keep = np.zeros(f.size, bool)
+    keep[order[np.arange(order.size) - first < max(1, int(per_second))]] = True
     t, f = t[keep], f[keep]
     o = np.lexsort((f, t))
     return t[o].astype(np.int32), f[o].astype(np.int32)
 
 
 def landmarks(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Landmark hashes (uint32, 22 bits used) and their anchor frames (int32) of mono samples."""
-    return pair_peaks(*peaks(samples))
+    """Landmark hashes (uint32, 21 bits used) and their anchor frames (int32) of an indexed sound."""
+    return pair_peaks(*peaks(samples), fanout=FANOUT)
 
 
-def pair_peaks(t: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Landmarks of time-ordered peaks: each peak paired with the following peaks in its target zone."""
-    hashes: list[np.ndarray] = []
-    times: list[np.ndarray] = []
+def pair_peaks(t: np.ndarray, f: np.ndarray, fanout: int = FANOUT) -> tuple[np.ndarray, np.ndarray]:
+    """Landmarks of time-ordered peaks: each peak paired with (at most ``fanout`` of) the following peaks
+    in its target zone (1 to :data:`MAX_DT` - 1 frames later, less than :data:`MAX_DF` bins apart)."""
     n = t.size
     if n < 2:
         return np.zeros(0, np.uint32), np.zeros(0, np.int32)
-    # pair each peak with the next FANOUT peaks inside the target zone
-    for k in range(1, 4 * FANOUT):
+    hashes: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    used = np.zeros(n, np.int32)  # partners taken so far by each anchor
+    for k in range(1, n):
         t2, f2 = t[k:], f[k:]
         t1, f1 = t[:-k], f[:-k]
         dt, df = t2 - t1, f2 - f1
-        ok = (dt >= 1) & (dt < MAX_DT) & (np.abs(df) < MAX_DF)
+        if (dt >= MAX_DT).all():
+            break
+        ok = (dt >= 1) & (dt < MAX_DT) & (np.abs(df) < MAX_DF) & (used[: n - k] < fanout)
         if not ok.any():
-            if (dt >= MAX_DT).all():
-                break
             continue
-        h = (f1[ok].astype(np.uint32) << 13) | (((df[ok] + MAX_DF) & 0x7F).astype(np.uint32) << 6) | (dt[ok] & 0x3F).astype(np.uint32)
-        hashes.append(h)
+        used[: n - k] += ok
+        hashes.append(_hash(f1[ok], df[ok], dt[ok]))
         times.append(t1[ok])
     if not hashes:
         return np.zeros(0, np.uint32), np.zeros(0, np.int32)
-    h, tt = np.concatenate(hashes), np.concatenate(times)
-    # at most FANOUT landmarks per anchor: keep the first FANOUT per (anchor time, anchor bin) in pairing order
-    return h, tt.astype(np.int32)
+    return np.concatenate(hashes), np.concatenate(times).astype(np.int32)
+
+
+def _hash(f1: np.ndarray, df: np.ndarray, dt: np.ndarray) -> np.ndarray:
+    q = F_QUANT
+    return ((f1 // q).astype(np.uint32) << 13) | ((((df + MAX_DF) // q) & 0x7F).astype(np.uint32) << 6) | (dt & 0x3F).astype(np.uint32)
 
 
 def resample(samples: np.ndarray, factor: float) -> np.ndarray:
@@ -179,6 +190,7 @@ class LandmarkIndex:
         self._sounds = np.zeros(0, np.int32)
         self._times = np.zeros(0, np.int32)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._n: int | None = None
 
     def add(self, sound: int, hashes: np.ndarray, times: np.ndarray) -> None:
         """Index one sound's landmarks under its number."""
@@ -189,6 +201,7 @@ class LandmarkIndex:
         self._flush()
         keep = ~np.isin(self._sounds, np.fromiter(sounds, np.int32))
         self._hashes, self._sounds, self._times = self._hashes[keep], self._sounds[keep], self._times[keep]
+        self._n = None
 
     def _flush(self) -> None:
         if not self._pending:
@@ -199,6 +212,7 @@ class LandmarkIndex:
         o = np.argsort(h, kind="stable")
         self._hashes, self._sounds, self._times = h[o], s[o], t[o]
         self._pending = []
+        self._n = None
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The index as three arrays (for saving)."""
@@ -209,55 +223,27 @@ class LandmarkIndex:
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "LandmarkIndex":
         idx = cls()
         idx._hashes, idx._sounds, idx._times = arrays["hashes"], arrays["sounds"], arrays["times"]
+        idx._n = None
         return idx
 
     def __len__(self) -> int:
         self._flush()
         return int(self._hashes.size)
 
-    def _votes(self, hashes: np.ndarray, times: np.ndarray, top: int) -> list[tuple[int, int, int]]:
-        """(count, sound, offset) of the best-aligned sounds for one set of query landmarks."""
-        lo = np.searchsorted(self._hashes, hashes, side="left")
-        hi = np.searchsorted(self._hashes, hashes, side="right")
-        n = hi - lo
-        if not n.sum():
-            return []
-        total = int(n.sum())
-        rows = np.repeat(np.arange(hashes.size), n)
-        first = np.repeat(lo, n)
-        within = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
-        pos = first + within
-        sounds = self._sounds[pos].astype(np.int64)
-        offsets = (self._times[pos] - times[rows]).astype(np.int64)
-        # count each (sound, offset) and let the neighbouring offset (±1 frame) count too
-        key = sounds * 1_000_000 + (offsets + 500_000)
-        uniq, counts = np.unique(key, return_counts=True)
-        merged = counts.copy()
-        for d in (-1, 1):
-            j = np.searchsorted(uniq, uniq + d)
-            hit = (j < uniq.size) & (uniq[np.minimum(j, uniq.size - 1)] == uniq + d)
-            merged[hit] += counts[j[hit]]
-        best: dict[int, tuple[int, int]] = {}
-        order = np.argsort(-merged, kind="stable")
-        out = []
-        for i in order:
-            s = int(uniq[i] // 1_000_000)
-            if s in best:
-                continue
-            best[s] = (int(merged[i]), int(uniq[i] % 1_000_000) - 500_000)
-            out.append((best[s][0], s, best[s][1]))
-            if len(out) >= top:
-                break
-        return out
-
     def match(self, samples: np.ndarray, top: int = 5, speeds: tuple[float, ...] = SPEEDS) -> list[SoundMatch]:
-        """The best-aligned indexed sounds for query samples, best first (each sound once, its best speed)."""
+        """The best-aligned indexed sounds for query samples, best first (each sound once, its best speed).
+
+        The query's peaks are picked denser (:data:`QUERY_PEAKS_PER_SECOND`) and paired wider
+        (:data:`QUERY_FANOUT`) than an indexed sound's, so that the pairs the index holds are among the
+        query's even when noise or speech takes some of the strongest peaks.  Every speed hypothesis's
+        landmarks are looked up in one pass; the sounds with the most hits (per speed) are the candidates,
+        and a candidate's count is the largest number of hits agreeing on one time offset (±1 frame)."""
         self._flush()
         if not self._hashes.size:
             return []
-        found: dict[int, SoundMatch] = {}
-        t0, f0 = peaks(samples)
-        for speed in speeds:
+        t0, f0 = peaks(samples, QUERY_PEAKS_PER_SECOND)
+        hs, ts, ss = [], [], []
+        for i, speed in enumerate(speeds):
             # undo a speed change on the peaks themselves: a clip played s times faster has its peaks at
             # times ÷ s and frequencies × s (cheaper than resampling and re-analysing the audio per speed)
             if speed == 1.0:
@@ -266,11 +252,53 @@ class LandmarkIndex:
                 tt, ff = np.round(t0 * speed).astype(np.int32), np.round(f0 / speed).astype(np.int32)
                 o = np.lexsort((ff, tt))
                 tt, ff = tt[o], ff[o]
-            h, t = pair_peaks(tt, ff)
-            if not h.size:
+            h, t = pair_peaks(tt, ff, QUERY_FANOUT)
+            hs.append(h)
+            ts.append(t)
+            ss.append(np.full(h.size, i, np.int64))
+        h, qt, qs = np.concatenate(hs), np.concatenate(ts).astype(np.int64), np.concatenate(ss)
+        if not h.size:
+            return []
+        lo = np.searchsorted(self._hashes, h, side="left")
+        n = np.searchsorted(self._hashes, h, side="right") - lo
+        total = int(n.sum())
+        if not total:
+            return []
+        rows = np.repeat(np.arange(h.size), n)
+        pos = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(total)
+        n_sounds = self._n_sounds()
+        # stage 1: hits per (speed, sound), whatever their offsets; the best few are the candidates
+        key = qs[rows] * n_sounds + self._sounds[pos]
+        hits = np.bincount(key, minlength=len(speeds) * n_sounds)
+        n_cand = min(hits.size, max(4 * top, CANDIDATES))
+        cand = np.argpartition(-hits, n_cand - 1)[:n_cand]
+        cand = cand[hits[cand] > 0]
+        chosen = np.zeros(hits.size, bool)
+        chosen[cand] = True
+        sel = chosen[key]
+        key, offsets = key[sel], self._times[pos[sel]].astype(np.int64) - qt[rows[sel]]
+        # stage 2: the candidates' hits by time offset; the neighbouring offsets (±1 frame) count too
+        span = 1 << 21
+        joint = key * span + np.clip(offsets + span // 2, 0, span - 1)
+        uniq, counts = np.unique(joint, return_counts=True)
+        merged = counts.copy()
+        for d in (-1, 1):
+            j = np.minimum(np.searchsorted(uniq, uniq + d), uniq.size - 1)
+            hit = uniq[j] == uniq + d
+            merged[hit] += counts[j[hit]]
+        found: dict[int, SoundMatch] = {}
+        for i in np.argsort(-merged, kind="stable"):
+            k, off = divmod(int(uniq[i]), span)
+            speed_i, sound = divmod(k, n_sounds)
+            if sound in found:
                 continue
-            for count, sound, offset in self._votes(h, t, top):
-                m = found.get(sound)
-                if m is None or count > m.count:
-                    found[sound] = SoundMatch(sound, count, offset * FRAME_SECONDS, speed, int(h.size))
+            found[sound] = SoundMatch(sound, int(merged[i]), (off - span // 2) * FRAME_SECONDS, speeds[speed_i],
+                                      int(hs[speed_i].size))
+            if len(found) >= top:
+                break
         return sorted(found.values(), key=lambda m: (-m.count, m.sound))[:top]
+
+    def _n_sounds(self) -> int:
+        if self._n is None:
+            self._n = int(self._sounds.max()) + 1 if self._sounds.size else 0
+        return self._n

@@ -32,9 +32,9 @@ from retrieval import sound_fingerprint as fp
 log = logging.getLogger(__name__)
 
 #: a match needs this many landmarks agreeing on one offset ...
-MIN_COUNT = 10
+MIN_COUNT = 8
 #: ... and this many times the count of the best other entity's sound
-MIN_RATIO = 2.0
+MIN_RATIO = 2.5
 #: evidence reaches 1.0 at this count
 FULL_COUNT = 40
 #: largest entity sound file stored (bytes)

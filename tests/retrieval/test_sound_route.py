@@ -52,6 +52,27 @@ def index():
     return idx
 
 
+def test_peaks_are_capped_per_second_and_a_query_gets_denser_peaks_than_an_indexed_sound():
+    x = melody(3, seconds=8.0) + 0.05 * np.random.default_rng(0).standard_normal(int(8 * SR)).astype(np.float32)
+    window = int(round(1.0 / fp.FRAME_SECONDS))
+    for per_second in (10, fp.PEAKS_PER_SECOND, fp.QUERY_PEAKS_PER_SECOND):
+        t, f = fp.peaks(x, per_second)
+        assert np.bincount(t // window).max() <= per_second
+        assert np.all(np.diff(t) >= 0)  # time-ordered
+    assert fp.peaks(x, fp.QUERY_PEAKS_PER_SECOND)[0].size > fp.peaks(x)[0].size
+
+
+def test_pairing_keeps_fanout_partners_inside_the_target_zone():
+    t = np.array([0, 1, 2, 3, 4, 5, 6, 80, 81], np.int32)
+    f = np.array([10, 12, 14, 200, 16, 18, 20, 30, 31], np.int32)
+    h, anchors = fp.pair_peaks(t, f, fanout=2)
+    # each anchor pairs with at most two later peaks; peak 3 (200 bins up) and the far peaks are out of every zone
+    assert np.bincount(anchors).max() == 2
+    assert sorted(anchors.tolist()) == [0, 0, 1, 1, 2, 2, 4, 4, 5, 80]
+    wide, _ = fp.pair_peaks(t, f, fanout=10)
+    assert wide.size > h.size and set(h.tolist()) <= set(wide.tolist())
+
+
 def test_a_cut_mixed_and_sped_up_clip_finds_its_sound(index):
     rng = np.random.default_rng(0)
     clip = melody(7)[SR : SR * 4]  # 3 s from 1 s in
