@@ -110,8 +110,7 @@ class EdgeCollection(Collection):
         self._shard = shard
         self.layout = layout
         self.read_only = read_only
-        # whether anything was written since the last flush (close flushes only then: a read-only use such as
-        # `kar report`'s name lookups would otherwise pay a flush of an unchanged shard)
+        # whether anything was written since the last flush (the next write then starts a new generation)
         self._dirty = False
         # the engine holds the GIL during a read: callers take it in arrival order (fifo_turns.py)
         self._turns = FifoTurns()
@@ -262,7 +261,7 @@ class EdgeCollection(Collection):
 
     def close(self) -> None:
         try:
-            if not self.read_only and self._dirty:
+            if not self.read_only:  # also after a read: a load that replayed the WAL of a killed writer persists it
                 self._shard.flush()
         finally:
             self._shard.close()

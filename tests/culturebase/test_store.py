@@ -217,7 +217,7 @@ def test_write_generation_changes_with_writes_only(tmp_path):
     deleted = collection_fingerprint(settings.kb_path, "entities")
     assert deleted not in (None, written)
     with open_store(settings, INFO, create=False) as s:
-        assert s.count() == 3  # closed without a flush of its own: what was written before is all there
+        assert s.count() == 3
     assert collection_fingerprint(settings.kb_path, "entities") == deleted
 
 
