@@ -11,10 +11,14 @@
    the fake knowledge judge is a verbatim-substring matcher.
 2. **Cost**: `kar report` (defaults: 10,000 bootstrap resamples, plots) over synthetic judged files
    and traces of ``--items`` items × 4 conditions (Search-CoT's and KAR's evidence blocks at about the
-   default 3,000-token budget, 5 pieces; KAR's 3 grounded entries), without and with ``--run``
-   (diagnostics, proxy, no judge; CultureBase of one entity per item for ``gold_in_kb``), alternated,
-   median of ``--rounds``; in-process (the command alone) and as its own process (what a user waits
-   for: interpreter start and imports included).  The ratio is what diagnostics add.
+   default 3,000-token budget, 5 pieces; KAR's 3 grounded entries), without ``--run``, with it as a first
+   report (diagnostics computed: proxy, no judge; CultureBase of one entity per item for ``gold_in_kb``;
+   the diagnostics cache emptied before each) and with it repeated (the cache holds them), in rotating
+   order, median of ``--rounds``; in-process (the command alone) and as its own process (what a user
+   waits for: interpreter start and imports included).  Each is timed in wall-clock and in CPU seconds
+   (this process and every child it waited for, the forked diagnostics worker included): on a shared
+   machine the wall clock measures the neighbours' load as much as the report (the load average is
+   printed), CPU time what the report itself costs.  The added percentages are what diagnostics add.
 
     python bench/diagnostics.py [--items 1253] [--rounds 3] [--skip-sample] [--skip-cost]
 """
@@ -252,38 +256,70 @@ def synth_run(tmp: Path, n: int, seed: int = 0) -> tuple[Path, list[str], Path]:
     return bench, judged, tmp / "kb"
 
 
+MODES = ("without", "with_diagnostics", "with_diagnostics_cached")
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and of every child it has waited for (the forked diagnostics
+    worker and `kar` subprocesses included)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _figures(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[str, Any]:
+    med = {m: statistics.median(v) for m, v in wall.items()}
+    cmed = {m: statistics.median(v) for m, v in cpu.items()}
+    out: dict[str, Any] = {}
+    for m in MODES:
+        out[f"{m}_wall_median_s"] = round(med[m], 3)
+        out[f"{m}_cpu_median_s"] = round(cmed[m], 3)
+    for m in MODES[1:]:
+        out[f"{m}_wall_added_pct"] = round(100 * (med[m] / med["without"] - 1), 1)
+        out[f"{m}_cpu_added_pct"] = round(100 * (cmed[m] / cmed["without"] - 1), 1)
+    return out
+
+
 def cost(tmp: Path, n: int, rounds: int) -> dict[str, Any]:
+    """`kar report` without and with diagnostics (a first report: the diagnostics cache emptied before each;
+    and a repeated one: the cache holds them), in-process and as its own process, wall and CPU time."""
+    import shutil
+
     bench, judged, kb = synth_run(tmp, n)
-    set_env(KAR_DATA_DIR=str(tmp / "data"), KAR_KB_PATH=str(kb))
+    data = tmp / "data"
+    set_env(KAR_DATA_DIR=str(data), KAR_KB_PATH=str(kb))
     base = ["report", "--bench", str(bench), *judged]
-    kar(*base, "--out", str(tmp / "warm"), "--run", str(tmp / "run"))  # imports and caches warmed once
-    times: dict[str, list[float]] = {"without": [], "with_diagnostics": []}
-    for r in range(rounds):
-        modes = ["without", "with_diagnostics"] if r % 2 == 0 else ["with_diagnostics", "without"]
-        for mode in modes:
-            extra = ["--run", str(tmp / "run")] if mode == "with_diagnostics" else []
-            t = time.perf_counter()
-            kar(*base, "--out", str(tmp / f"{mode}-{r}"), *extra)
-            times[mode].append(time.perf_counter() - t)
-    # as a user waits for it: `kar report` as its own process (interpreter start and imports included)
+    kar(*base, "--out", str(tmp / "warm"), "--run", str(tmp / "run"))  # imports warmed once
     kar_bin = Path(sys.executable).parent / "kar"
-    procs: dict[str, list[float]] = {"without": [], "with_diagnostics": []}
-    for r in range(rounds):
-        modes = ["without", "with_diagnostics"] if r % 2 == 0 else ["with_diagnostics", "without"]
-        for mode in modes:
-            extra = ["--run", str(tmp / "run")] if mode == "with_diagnostics" else []
-            t = time.perf_counter()
-            subprocess.run([str(kar_bin), *base, "--out", str(tmp / f"p-{mode}-{r}"), *extra], check=True, capture_output=True)
-            procs[mode].append(time.perf_counter() - t)
-    p_without, p_with = statistics.median(procs["without"]), statistics.median(procs["with_diagnostics"])
-    without, with_ = statistics.median(times["without"]), statistics.median(times["with_diagnostics"])
-    metrics = json.loads((tmp / f"with_diagnostics-{rounds - 1}" / "metrics.json").read_text("utf-8"))["diagnostics"]
-    return {"items": n, "conditions": 4, "rounds": rounds, "report_median_s": round(without, 3),
-            "report_with_diagnostics_median_s": round(with_, 3), "ratio": round(with_ / without, 3),
-            "added_pct": round(100 * (with_ / without - 1), 1),
-            "process_median_s": round(p_without, 3), "process_with_diagnostics_median_s": round(p_with, 3),
-            "process_ratio": round(p_with / p_without, 3), "process_added_pct": round(100 * (p_with / p_without - 1), 1),
-            "check": {"kar_gold_in_kb": metrics["kar"]["gold_in_kb"], "kar_identity_grounded": metrics["kar"]["identity_grounded"]}}
+    results: dict[str, Any] = {"items": n, "conditions": 4, "rounds": rounds,
+                               "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    for where in ("in_process", "process"):
+        wall: dict[str, list[float]] = {m: [] for m in MODES}
+        cpu: dict[str, list[float]] = {m: [] for m in MODES}
+        for r in range(rounds):
+            order = list(MODES) if r % 2 == 0 else list(reversed(MODES))
+            for mode in order:
+                extra = ["--run", str(tmp / "run")] if mode != "without" else []
+                if mode == "with_diagnostics":
+                    shutil.rmtree(data / "cache" / "diagnostics", ignore_errors=True)
+                elif mode == "with_diagnostics_cached":  # a repeated report: the cache holds this run's diagnostics
+                    kar(*base, "--out", str(tmp / "prime"), *extra)
+                out = str(tmp / f"{where}-{mode}-{r}")
+                c, t = cpu_seconds(), time.perf_counter()
+                if where == "in_process":
+                    kar(*base, "--out", out, *extra)
+                else:
+                    subprocess.run([str(kar_bin), *base, "--out", out, *extra], check=True, capture_output=True)
+                wall[mode].append(time.perf_counter() - t)
+                cpu[mode].append(cpu_seconds() - c)
+        results[where] = _figures(wall, cpu)
+    results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    first = json.loads((tmp / f"process-with_diagnostics-{rounds - 1}" / "metrics.json").read_text("utf-8"))["diagnostics"]
+    cached = json.loads((tmp / f"process-with_diagnostics_cached-{rounds - 1}" / "metrics.json").read_text("utf-8"))["diagnostics"]
+    results["cached_equals_computed"] = first == cached
+    results["check"] = {"kar_gold_in_kb": first["kar"]["gold_in_kb"], "kar_identity_grounded": first["kar"]["identity_grounded"]}
+    return results
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +47,10 @@ from culturebase.store.memory import release_free_heap
 
 log = logging.getLogger(__name__)
 META_FILE = "culturekar.json"
+#: a collection's write generation: a new random token written before the first write of each session, so
+#: a reader can tell "unchanged since I last read it" without opening the shard (the engine rewrites its
+#: own files' modification times on every load, so they cannot tell it)
+GENERATION_FILE = "generation"
 #: KB of vectors per segment from which a segment gets its HNSW graphs and searches use them
 #: (Qdrant's defaults are 10 MB and 10 MB: a 5k-entity KB was scanned exhaustively)
 SMALL_INDEX_KB = 100
@@ -105,6 +110,8 @@ class EdgeCollection(Collection):
         self._shard = shard
         self.layout = layout
         self.read_only = read_only
+        # whether anything was written since the last flush (the next write then starts a new generation)
+        self._dirty = False
         # the engine holds the GIL during a read: callers take it in arrival order (fifo_turns.py)
         self._turns = FifoTurns()
 
@@ -113,10 +120,20 @@ class EdgeCollection(Collection):
             raise StoreReadOnlyError(self.read_only)
 
     # -- writes -------------------------------------------------------------------------
+    def _mark_written(self) -> None:
+        """Before the first write since the last flush: a new write generation (:data:`GENERATION_FILE`)."""
+        if self._dirty:
+            return
+        tmp = self.path / f".{GENERATION_FILE}.tmp"
+        tmp.write_text(uuid.uuid4().hex, "utf-8")
+        tmp.replace(self.path / GENERATION_FILE)
+        self._dirty = True
+
     def upsert(self, points: Sequence[PointRecord]) -> None:
         if not points:
             return
         self._writable()
+        self._mark_written()
         qe = _edge()
         batch = []
         for p in points:
@@ -129,16 +146,19 @@ class EdgeCollection(Collection):
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
             self._writable()
+            self._mark_written()
             qe = _edge()
             self._shard.update(qe.UpdateOperation.delete_points([point_uuid(i) for i in ids]))
 
     def flush(self) -> None:
         self._shard.flush()
+        self._dirty = False
 
     def optimize(self) -> None:
         """Run Qdrant's segment optimizers in-process (builds the HNSW index once segments are large), then
         hand the heap the build freed back to the OS."""
         if not self.read_only:
+            self._mark_written()
             self._shard.optimize()
             release_free_heap()
 
@@ -241,10 +261,20 @@ class EdgeCollection(Collection):
 
     def close(self) -> None:
         try:
-            if not self.read_only:
+            if not self.read_only:  # also after a read: a load that replayed the WAL of a killed writer persists it
                 self._shard.flush()
         finally:
             self._shard.close()
+
+
+def collection_fingerprint(root: Path | str, name: str) -> str | None:
+    """What identifies a collection's content without opening it (no lock taken): its metadata and its
+    write generation; None when it does not exist or was last written before generations were kept."""
+    folder = Path(root) / name
+    try:
+        return f"{(folder / META_FILE).read_text('utf-8')}\0{(folder / GENERATION_FILE).read_text('utf-8')}"
+    except OSError:
+        return None
 
 
 class EdgeBackend(Backend):

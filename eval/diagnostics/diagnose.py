@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from statistics import mean
 from typing import Any
 
@@ -48,9 +49,13 @@ def condition_of(name: str) -> str:
     return name.rpartition("/")[2]
 
 
+#: the grounder's normalisation, memoised (every condition's rows normalise the same hit names)
+_normalized = lru_cache(maxsize=65536)(normalize_text)
+
+
 def _hit_keys(hit: Mapping[str, Any]) -> set[str]:
     names = [hit.get("name"), *(hit.get("aliases") or [])]
-    return {normalize_text(n) for n in names if isinstance(n, str) and normalize_text(n)}
+    return {key for n in names if isinstance(n, str) and (key := _normalized(n))}
 
 
 def _is_gold(hit: Mapping[str, Any], gold: Gold) -> bool:

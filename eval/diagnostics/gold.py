@@ -19,6 +19,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
@@ -50,12 +51,12 @@ class Gold:
     knowledge: list[str] = field(default_factory=list)
     gold_source: str = "none"
 
-    @property
+    @cached_property
     def keys(self) -> frozenset[str]:
-        """Every normalised name and alias of every gold entity."""
+        """Every normalised name and alias of every gold entity (computed once: every condition's rows ask)."""
         return frozenset(k for e in self.entities for k in e.keys)
 
-    @property
+    @cached_property
     def kb_ids(self) -> frozenset[str]:
         return frozenset(e.kb_id for e in self.entities if e.kb_id)
 

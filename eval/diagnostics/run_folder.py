@@ -44,12 +44,22 @@ def diagnose_run(dataset: Path, run_dir: Path, conditions: list[str], kb: KBName
 
 
 def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: Any, judge: Any = None,
-                   run: Callable[[Any], Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+                   run: Callable[[Any], Any] | None = None, use_cache: bool = True) -> tuple[dict[str, Any], list[str]]:
     """Diagnostics of the trace files ``files[name]`` (CultureBase from ``settings``), knowledge by the proxy,
     or by ``judge`` (a :class:`~eval.diagnostics.knowledge.KnowledgeJudge`; ``run`` runs its coroutine, default
-    :func:`asyncio.run`); with the notes to show (why ``gold_in_kb`` is unknown)."""
+    :func:`asyncio.run`); with the notes to show (why ``gold_in_kb`` is unknown).
+
+    Proxy diagnostics are read back from :mod:`eval.diagnostics.cache` when the same inputs were diagnosed
+    before (``use_cache=False`` recomputes them); a note then says so.  Diagnostics made while CultureBase
+    could not be read (``gold_in_kb`` unknown) are not kept."""
     import asyncio
 
+    from eval.diagnostics import cache
+
+    key = cache.cache_key(items, files, settings) if use_cache and judge is None else None
+    if key is not None and (hit := cache.load(settings, key)) is not None:
+        diagnostics, notes = hit
+        return diagnostics, [*notes, "read from the cache of an earlier report over the same traces, benchmark and CultureBase"]
     records = {name: read_traces(path) for name, path in files.items()}
     manifests = {name: read_manifest(path) for name, path in files.items()}
     notes: list[str] = []
@@ -60,4 +70,7 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
         if judge is not None:
             coroutine = judge_knowledge(diagnostics, items, records, kb, judge, concurrency=settings.judge_concurrency)
             diagnostics = (run or asyncio.run)(coroutine)
+    # kept only when the CultureBase could be read and nothing changed while it was (a writer in between)
+    if key is not None and not notes and cache.cache_key(items, files, settings) == key:
+        cache.store(settings, key, diagnostics, notes)
     return diagnostics, notes

@@ -9,8 +9,18 @@ from typing import Any
 import numpy as np
 
 
+_PLAIN = (str, int, bool, type(None))
+
+
 def jsonable(value: Any) -> Any:
     """A value safe for strict JSON, recursively."""
+    kind = type(value)
+    if kind in _PLAIN:  # most leaves of a report with per-item rows: one type test, not five
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    if kind is list:
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float):

@@ -42,12 +42,16 @@ def build_report(
     reliability: dict[str, Any] | None = None,
     reference: dict[str, Any] | None = None,
     diagnostics: dict[str, Any] | None = None,
+    matrices_out: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """All metrics as one JSON-able dict (infinities are kept; :func:`jsonable` encodes them).
 
     ``diagnostics`` (from :func:`eval.diagnostics.diagnose`, or ``{"skipped": reason}``) is joined with
-    the judgments here (repairs and damages per layer by cause) and kept under ``diagnostics``."""
+    the judgments here (repairs and damages per layer by cause) and kept under ``diagnostics``.
+    ``matrices_out``, when given, receives each judged run's VIKR matrix (for a later :func:`add_diagnostics`)."""
     matrices = {name: vikr_matrix(bench, records) for name, records in judged.items()}
+    if matrices_out is not None:
+        matrices_out.update(matrices)
     conditions: dict[str, Any] = {}
     for name, matrix in matrices.items():
         model, condition = split_name(name)

@@ -213,7 +213,9 @@ def report_command(
                                         knowledge_judge or bool(judge_model or judge_base_url), judge_model, judge_base_url)
     with progress_bar(transient=False) as progress:
         task = progress.add_task("report", total=2 if no_plots else 3)
-        report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability)
+        matrices: dict[str, Any] = {}
+        report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability,
+                              matrices_out=matrices)
         if waiter is not None:
             from eval.report.vikr import add_diagnostics
 
@@ -221,7 +223,7 @@ def report_command(
                 diagnostics, notes = waiter()
             for note in notes:
                 err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
-            add_diagnostics(report, bench_items, judged_records, diagnostics)
+            add_diagnostics(report, bench_items, judged_records, diagnostics, matrices)
         progress.update(task, advance=1)
         files = write_report(report, out, plots=not no_plots)
         progress.update(task, completed=progress.tasks[0].total)

@@ -198,6 +198,29 @@ def test_embedded_store_survives_reopen(tmp_path):
         assert s.count() == 4 and s.get(ents[1].id) == ents[1]
 
 
+def test_write_generation_changes_with_writes_only(tmp_path):
+    """A reader can tell an unchanged collection without opening it: reads leave the generation as it was."""
+    from culturebase.store.edge import collection_fingerprint
+
+    settings = Settings(kb_path=tmp_path / "kb")
+    assert collection_fingerprint(settings.kb_path, "entities") is None
+    ents = _entities(4)
+    with open_store(settings, INFO) as s:
+        s.upsert_entities(ents, _vectors(4), _sparse(4))
+    written = collection_fingerprint(settings.kb_path, "entities")
+    assert written is not None
+    with open_store(settings, INFO, create=False) as s:
+        assert s.count() == 4 and s.find_by_name([ents[0].name])
+    assert collection_fingerprint(settings.kb_path, "entities") == written
+    with open_store(settings, INFO, create=False) as s:
+        s.delete([ents[0].id])
+    deleted = collection_fingerprint(settings.kb_path, "entities")
+    assert deleted not in (None, written)
+    with open_store(settings, INFO, create=False) as s:
+        assert s.count() == 3
+    assert collection_fingerprint(settings.kb_path, "entities") == deleted
+
+
 def test_second_process_gets_a_clear_lock_error(tmp_path):
     settings = Settings(kb_path=tmp_path / "kb")
     with open_store(settings, INFO):

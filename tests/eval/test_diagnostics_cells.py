@@ -147,3 +147,27 @@ def test_no_traces_and_family_benchmarks_say_they_skip(judged_run, tmp_path):
     bad = runner.invoke(app, ["report", "--bench", str(judged_run["bench"]), *judged_run["judged"], "--traces",
                               f"kar={tmp_path / 'missing.jsonl'}", "--out", str(tmp_path / "r2")])
     assert bad.exit_code == 2 and "missing.jsonl: trace file not found" in bad.output
+
+
+CACHE_NOTE = "read from the cache of an earlier report"
+
+
+def test_a_repeated_report_reads_its_diagnostics_back_and_a_changed_trace_recomputes(judged_run):
+    import shutil
+
+    shutil.rmtree(judged_run["tmp"] / "data" / "cache" / "diagnostics", ignore_errors=True)
+    first, computed = report(judged_run, "--no-plots", out="cache1")
+    assert CACHE_NOTE not in first
+    again, cached = report(judged_run, "--no-plots", out="cache2")
+    assert CACHE_NOTE in " ".join(again.split())
+    assert cached["diagnostics"] == computed["diagnostics"]
+    # a trace file that changed (here: a blank line appended, which reads the same) is diagnosed again
+    trace = judged_run["tmp"] / "run" / "traces" / "kar.jsonl"
+    original = trace.read_bytes()
+    try:
+        trace.write_bytes(original + b"\n")
+        changed, recomputed = report(judged_run, "--no-plots", out="cache3")
+        assert CACHE_NOTE not in " ".join(changed.split())
+        assert recomputed["diagnostics"] == computed["diagnostics"]
+    finally:
+        trace.write_bytes(original)

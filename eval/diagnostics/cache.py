@@ -1,0 +1,106 @@
+"""Diagnostics computed once per set of inputs: a report run again over the same traces, benchmark and
+CultureBase reads them back instead of recomputing them.
+
+The key is a hash of everything the proxy diagnostics read: this package's source (a change of code
+is a change of result), the benchmark items' ids, identity and knowledge layers, each trace file and
+its run's ``manifest.json`` (path, size and modification time, as ``make`` decides), and the
+CultureBase entities collection's metadata and write generation
+(:func:`culturebase.store.edge.collection_fingerprint`: the engine rewrites its own files' times on every
+load, so those cannot tell a change).  What cannot be fingerprinted that way is not cached: a CultureBase
+on a Qdrant server (it changes without a file here), one last written before generations were kept, one
+that could not be opened (the diagnostics then say ``gold_in_kb`` is unknown; computed again next time),
+and a knowledge judge's verdicts (they have their own SQLite cache, :mod:`eval.diagnostics.knowledge`).
+
+Entries are JSON files under ``KAR_DATA_DIR/cache/diagnostics``; the newest :data:`KEEP` are kept.  An
+unreadable entry is a miss, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+#: bumped when the entry layout changes (code changes are caught by the source hash)
+VERSION = 1
+#: entries kept (the newest by modification time)
+KEEP = 16
+_PACKAGE = Path(__file__).resolve().parent
+#: the collection whose names and aliases the diagnostics read
+ENTITIES = "entities"
+
+
+def _stat(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def _source_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(_PACKAGE.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> str | None:
+    """The key of these inputs, or None when they cannot be fingerprinted (a Qdrant server CultureBase, or
+    an embedded one without a write generation)."""
+    from culturebase.store.edge import collection_fingerprint
+
+    if getattr(settings, "qdrant_url", None):
+        return None
+    kb = collection_fingerprint(settings.kb_path, ENTITIES)
+    if kb is None:
+        return None
+    digest = hashlib.sha256(f"diagnostics v{VERSION}\0{_source_hash()}\0".encode())
+    digest.update(orjson.dumps([[str(i.id), i.identity, i.knowledge] for i in items], default=str))
+    for name in sorted(files):
+        path = Path(files[name])
+        digest.update(orjson.dumps([name, _stat(path), _stat(path.parent.parent / "manifest.json")]))
+    digest.update(kb.encode())
+    return digest.hexdigest()
+
+
+def _folder(settings: Any) -> Path:
+    return Path(settings.data_dir) / "cache" / "diagnostics"
+
+
+def load(settings: Any, key: str) -> tuple[dict[str, Any], list[str]] | None:
+    """The diagnostics and notes stored under ``key``, or None."""
+    path = _folder(settings) / f"{key}.json"
+    try:
+        entry = orjson.loads(path.read_bytes())
+        found = entry["diagnostics"], list(entry["notes"])
+        os.utime(path)  # kept as recently used
+        return found
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("diagnostics cache entry %s unreadable (%s); recomputing", path.name, exc)
+        return None
+
+
+def store(settings: Any, key: str, diagnostics: Mapping[str, Any], notes: Sequence[str]) -> None:
+    """Store an entry (written whole, then renamed into place) and drop all but the newest :data:`KEEP`."""
+    folder = _folder(settings)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{os.getpid()}.tmp"
+        tmp.write_bytes(orjson.dumps({"diagnostics": diagnostics, "notes": list(notes)}, option=orjson.OPT_NON_STR_KEYS))
+        tmp.replace(folder / f"{key}.json")
+        entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in entries[KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError as exc:  # a cache that cannot be written costs a recomputation next time, nothing else
+        log.warning("diagnostics cache not written in %s: %s", folder, exc)

