@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from retrieval import lexical as lex
+from retrieval.websearch.relevance import distinctive_words
 
 Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
@@ -115,11 +116,15 @@ def page_key(payload: dict[str, Any]) -> str:
     return str(payload.get("page") or payload.get("url") or payload.get("_id") or "")
 
 
-def _background(page_best: dict[str, float]) -> float:
-    """The score of the K_BACKGROUND-th best page (the last one when there are fewer)."""
+def _background(page_best: dict[str, float], named: frozenset[str] | set[str] = frozenset()) -> float:
+    """The score of the K_BACKGROUND-th best page that does not name the query (its distinctive words);
+    with fewer such pages among the candidates, the lowest of them (or of all pages when every one names
+    the query): an upper bound of the true background, since every page outside the candidates scores lower."""
     if not page_best:
         return 0.0
-    ranked = sorted(page_best.values(), reverse=True)
+    ranked = sorted((v for k, v in page_best.items() if k not in named), reverse=True)
+    if not ranked:
+        return min(page_best.values())
     return ranked[min(K_BACKGROUND, len(ranked)) - 1]
 
 
@@ -140,16 +145,10 @@ def script_group(payload: dict[str, Any]) -> str:
     return "cjk" if letters and len(_CJK.findall(sample)) / letters > 0.3 else "latin"
 
 
-def _page_best(chunks: dict[str, ChunkScore], route: str) -> dict[str, float]:
-    best: dict[str, float] = {}
-    for c in chunks.values():
-        s = getattr(c, route)
-        if s is None:
-            continue
-        key = page_key(c.payload)
-        if s > best.get(key, float("-inf")):
-            best[key] = s
-    return best
+def _naming(payload: dict[str, Any], distinctive: Sequence[str]) -> bool:
+    """Whether a chunk's title and text hold every distinctive word of the query."""
+    hay = lex.normalize(f"{payload.get('title') or ''} {payload.get('text') or ''}")
+    return all(w in hay for w in distinctive)
 
 
 def _ranks(page_best: dict[str, float]) -> dict[str, int]:
@@ -181,67 +180,80 @@ def fuse_pages(
     floor: float,
     fusion: Fusion = "sum",
     w_lexical: float = W_LEXICAL,
+    distinctive: Sequence[str] = (),
+    k: int | None = None,
 ) -> list[PageHit]:
-    """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor."""
-    dense_best = _page_best(chunks, "dense")
-    lex_best = _page_best(chunks, "lexical")
-    bg_dense = _background(dense_best)
-    bg_lex = _background(lex_best)
-    idf_norm = max(query_tokens, 1) * lex.idf_single(n_chunks)
-    # the dense background per script group, where the group has K_BACKGROUND pages among the candidates
+    """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
+    (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
+    background; ``k``: only the best k pages are written out)."""
+    # one pass over the chunks: each page's chunks, best score per route, script group, naming the query
+    members: dict[str, list[ChunkScore]] = {}
+    dense_best: dict[str, float] = {}
+    lex_best: dict[str, float] = {}
     group_of: dict[str, str] = {}
+    named: set[str] = set()
     for c in chunks.values():
         key = page_key(c.payload)
-        if key not in group_of:
+        items = members.get(key)
+        if items is None:
+            members[key] = items = []
             group_of[key] = script_group(c.payload)
+        items.append(c)
+        if c.dense is not None and c.dense > dense_best.get(key, float("-inf")):
+            dense_best[key] = c.dense
+        if c.lexical is not None and c.lexical > lex_best.get(key, float("-inf")):
+            lex_best[key] = c.lexical
+        if distinctive and key not in named and _naming(c.payload, distinctive):
+            named.add(key)
+    bg_dense = _background(dense_best, named)
+    bg_lex = _background(lex_best, named)
+    idf_norm = max(query_tokens, 1) * lex.idf_single(n_chunks)
+    # the dense background per script group, where the group has K_BACKGROUND pages not naming the query
     bg_group: dict[str, float] = {}
-    for g in set(group_of.values()):
-        members = {k: v for k, v in dense_best.items() if group_of.get(k) == g}
-        if len(members) >= K_BACKGROUND:
-            bg_group[g] = _background(members)
-
-    def heights(c: ChunkScore) -> tuple[float, float]:
-        bg = bg_group.get(group_of[page_key(c.payload)], bg_dense)
-        hd = max(0.0, c.dense - bg) if c.dense is not None else 0.0
-        hl = max(0.0, (c.lexical - bg_lex) / idf_norm) if c.lexical is not None else 0.0
-        return hd, hl
-
-    by_page: dict[str, list[tuple[float, float, float, ChunkScore]]] = {}
-    for c in chunks.values():
-        hd, hl = heights(c)
-        c.relevance = hd + w_lexical * hl
-        by_page.setdefault(page_key(c.payload), []).append((c.relevance, hd, hl, c))
+    groups = set(group_of.values())
+    if len(groups) > 1:
+        for g in groups:
+            in_group = {key: v for key, v in dense_best.items() if group_of[key] == g}
+            if sum(1 for key in in_group if key not in named) >= K_BACKGROUND:
+                bg_group[g] = _background(in_group, named)
+    scored: list[tuple[float, float, float, float, str]] = []  # (order, relevance, hd, hl, page)
+    for key, items in members.items():
+        bg = bg_group.get(group_of[key], bg_dense)
+        best = (float("-inf"), 0.0, 0.0)
+        for c in items:
+            hd = c.dense - bg if c.dense is not None and c.dense > bg else 0.0
+            hl = (c.lexical - bg_lex) / idf_norm if c.lexical is not None and c.lexical > bg_lex else 0.0
+            c.relevance = hd + w_lexical * hl
+            if c.relevance > best[0]:
+                best = (c.relevance, hd, hl)
+        scored.append((best[0], *best, key))
     rank_d, rank_l = _ranks(dense_best), _ranks(lex_best)
-    pages: list[tuple[float, PageHit]] = []
-    for key, items in by_page.items():
-        items.sort(key=lambda t: -t[0])
-        rel, hd, hl, best = items[0]
-        parts = [best.payload]
-        for r2, _, _, c2 in items[1:MAX_CHUNKS_PER_PAGE]:
-            if r2 >= floor:
-                parts.append(c2.payload)
-        p = best.payload
-        hit = PageHit(
-            url=str(p.get("url") or ""),
-            title=str(p.get("title") or p.get("url") or ""),
-            site=str(p.get("site") or ""),
-            text=join_chunks(parts)[: MAX_SNIPPET_CHARS * MAX_CHUNKS_PER_PAGE],
-            relevance=rel,
-            dense_height=hd,
-            lexical_height=hl,
-            above_floor=rel >= floor,
-            chunks=sorted(int(x.get("chunk") or 0) for x in parts),
-            entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
-            rank_dense=rank_d.get(key),
-            rank_lexical=rank_l.get(key),
+    if fusion == "rrf":
+        scored = [(sum(1.0 / (RRF_K + r) for r in (rank_d.get(key), rank_l.get(key)) if r is not None), rel, hd, hl, key) for _, rel, hd, hl, key in scored]
+    first_url = {key: str(items[0].payload.get("url") or "") for key, items in members.items()}
+    scored.sort(key=lambda t: (-t[0], -t[1], first_url[t[4]]))
+    out: list[PageHit] = []
+    for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
+        items = sorted(members[key], key=lambda c: -c.relevance)
+        parts = [items[0].payload] + [c.payload for c in items[1:MAX_CHUNKS_PER_PAGE] if c.relevance >= floor]
+        p = items[0].payload
+        out.append(
+            PageHit(
+                url=str(p.get("url") or ""),
+                title=str(p.get("title") or p.get("url") or ""),
+                site=str(p.get("site") or ""),
+                text=join_chunks(parts)[: MAX_SNIPPET_CHARS * MAX_CHUNKS_PER_PAGE],
+                relevance=rel,
+                dense_height=hd,
+                lexical_height=hl,
+                above_floor=rel >= floor,
+                chunks=sorted(int(x.get("chunk") or 0) for x in parts),
+                entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
+                rank_dense=rank_d.get(key),
+                rank_lexical=rank_l.get(key),
+            )
         )
-        if fusion == "rrf":
-            order = sum(1.0 / (RRF_K + r) for r in (hit.rank_dense, hit.rank_lexical) if r is not None)
-        else:
-            order = rel
-        pages.append((order, hit))
-    pages.sort(key=lambda t: (-t[0], -t[1].relevance, t[1].url))
-    return [h for _, h in pages]
+    return out
 
 
 @dataclass
@@ -252,6 +264,7 @@ class Candidates:
     chunks: dict[str, ChunkScore]
     query_tokens: int
     n_chunks: int
+    distinctive: tuple[str, ...] = ()
 
 
 def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL) -> Candidates:
@@ -267,7 +280,7 @@ def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL) -> C
         if qsparse:
             for h in corpus.search_sparse("lexical", qsparse, pool):
                 chunks.setdefault(h.id, ChunkScore(h.payload)).lexical = float(h.score)
-    return Candidates(chunks, len(qsparse), corpus.count() if chunks else 0)
+    return Candidates(chunks, len(qsparse), corpus.count() if chunks else 0, tuple(distinctive_words(query)))
 
 
 def search_corpus(
@@ -284,4 +297,4 @@ def search_corpus(
     found = candidates(store, query_vector, query, pool)
     if not found.chunks:
         return []
-    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical)[:k]
+    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k)
