@@ -50,7 +50,7 @@ Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
 K_BACKGROUND = 10
 #: chunks fetched per route (several chunks of one page count once toward the background)
-POOL = 60
+POOL = 20
 #: weight of the lexical height in the calibrated sum (bench/evidence.py, calibration split: the best
 #: calibration MRR of entity and description queries among 0.25, 0.5, 1, 2, 4 at a floor letting ≤ 1 % of
 #: calibration captions through)
@@ -277,6 +277,14 @@ def fuse_pages(
     return out
 
 
+def _upper_quantile(scores: Any) -> float:
+    """The score the best Q_BACKGROUND of ``scores`` reach (nearest rank; a partition, not a sort)."""
+    import numpy as np
+
+    idx = int(round((1.0 - Q_BACKGROUND) * (len(scores) - 1)))
+    return float(np.partition(scores, idx)[idx])
+
+
 class CorpusSample:
     """A fixed pseudo-random sample of the corpus's chunks (the first :data:`SAMPLE_SIZE` by point id, a
     hash of the chunk id): their dense vectors, script groups and normalised title + text.  The dense
@@ -300,6 +308,7 @@ class CorpusSample:
                 ws.append(float(w))
         self.postings = {t: (np.asarray(r), np.asarray(w, dtype=np.float32)) for t, (r, w) in postings.items()}
         self.has_lexical = bool(lexical)
+        self._keep_cache: dict[tuple[str, ...], Any] = {}
 
     @classmethod
     def draw(cls, collection: Any, size: int) -> CorpusSample:
@@ -317,11 +326,34 @@ class CorpusSample:
         return cls(vecs, groups, texts, collection.count(), sparse if any(sparse) else ())
 
     def _keep(self, distinctive: Sequence[str]) -> Any:
+        """Rows that do not hold every distinctive word (found in one joined string, not row by row)."""
         import numpy as np
 
+        keep = np.ones(len(self.texts), dtype=bool)
         if not distinctive:
-            return np.ones(len(self.texts), dtype=bool)
-        return np.array([not all(w in t for w in distinctive) for t in self.texts], dtype=bool)
+            return keep
+        key = tuple(distinctive)
+        if key in self._keep_cache:
+            return self._keep_cache[key]
+        if not hasattr(self, "_joined"):
+            self._joined = "\x00".join(self.texts)
+            self._starts = np.cumsum([0] + [len(t) + 1 for t in self.texts[:-1]])
+        holding: set[int] | None = None
+        for w in distinctive:
+            rows: set[int] = set()
+            pos = self._joined.find(w)
+            while pos != -1:
+                rows.add(int(np.searchsorted(self._starts, pos, side="right")) - 1)
+                pos = self._joined.find(w, pos + 1)
+            holding = rows if holding is None else holding & rows
+            if not holding:
+                break
+        if holding:
+            keep[sorted(holding)] = False
+        if len(self._keep_cache) > 256:
+            self._keep_cache.clear()
+        self._keep_cache[key] = keep
+        return keep
 
     def lexical_background(self, query: dict[int, float], n_chunks: int, distinctive: Sequence[str] = ()) -> float | None:
         """The BM25 score the best Q_BACKGROUND of the sampled chunks reach for a lexical query, with the
@@ -343,7 +375,7 @@ class CorpusSample:
             idf = math.log(1.0 + (total - n + 0.5) / (n + 0.5))
             np.add.at(scores, rows, float(qw) * idf * ws)
         keep = self._keep(distinctive)
-        return float(np.quantile(scores[keep], 1.0 - Q_BACKGROUND)) if keep.any() else None
+        return _upper_quantile(scores[keep]) if keep.any() else None
 
     def background(self, query_vector: Any, distinctive: Sequence[str] = ()) -> dict[str, float]:
         """``{"all": b, group: b_group, ...}``: the dense background overall and per script group (a group
@@ -356,11 +388,11 @@ class CorpusSample:
         keep = self._keep(distinctive)
         out: dict[str, float] = {}
         if keep.any():
-            out["all"] = float(np.quantile(scores[keep], 1.0 - Q_BACKGROUND))
+            out["all"] = _upper_quantile(scores[keep])
         for g in ("cjk", "latin"):
             sel = keep & (self.groups == g)
             if int(sel.sum()) >= MIN_GROUP_SAMPLE:
-                out[g] = float(np.quantile(scores[sel], 1.0 - Q_BACKGROUND))
+                out[g] = _upper_quantile(scores[sel])
         return out
 
 
