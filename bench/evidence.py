@@ -30,7 +30,12 @@ pages/s of the import against the embedder alone on the same chunks.
 
 ``--filler N``: then adds filler chunks up to about N chunks in all (sentence-like 15-word spans
 of the real pages shuffled across pages, each filler chunk under a URL no query's answer names) and
-prints the same figures at that size with the same floor (embeddings cached in ``--work``).
+prints the same figures at that size with the same floor (embeddings cached in ``--work``; the
+filler corpus is built once in ``--work/kb-filler-N`` and reused).  Filler dense vectors are not
+embedded (about a day on the 2-core machine this was written on): each is made from its source
+chunks' vectors with their spread around the corpus centroid put back (see :func:`add_filler`).
+``--rows-out DIR`` pickles every searched row (candidates from 200 chunks per route, narrowed to the
+search's own pool for the figures) so other fusions can be tried without searching again.
 
     python bench/evidence.py                       # real size (~3,500 chunks)
     python bench/evidence.py --filler 50000        # and at ~50,000 chunks

@@ -278,10 +278,12 @@ def fuse_pages(
 
 
 def _upper_quantile(scores: Any) -> float:
-    """The score the best Q_BACKGROUND of ``scores`` reach (nearest rank; a partition, not a sort)."""
+    """The score the best Q_BACKGROUND of ``scores`` reach (nearest rank; a partition, not a sort), and
+    never nearer the top than the K_BACKGROUND-th score: in a small corpus the sample is the whole corpus,
+    the right page's chunks among it, and its best 2 % would be the answer itself."""
     import numpy as np
 
-    idx = int(round((1.0 - Q_BACKGROUND) * (len(scores) - 1)))
+    idx = max(0, min(int(round((1.0 - Q_BACKGROUND) * (len(scores) - 1))), len(scores) - K_BACKGROUND))
     return float(np.partition(scores, idx)[idx])
 
 
