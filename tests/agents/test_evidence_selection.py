@@ -64,6 +64,23 @@ def test_search_cot_gets_no_entity_scoping():
     assert select_evidence([("q", "local", results)], [ent("Doge")]).pieces[0].reason == "about entity"
 
 
+def test_a_local_page_below_the_floor_naming_the_entity_only_in_its_text_is_dropped():
+    doge = ent("Doge")
+    results = [
+        local("Filler page 7", "https://x.org/filler/7", "… and then the doge meme spread …", 0.01, False),
+        local("Filler page 8", "https://x.org/filler/8", "… the doge meme, a Shiba Inu …", 0.3, True),
+        local("Doge and friends", "https://x.org/friends", "a list of dogs", 0.01, False),
+    ]
+    web = [SearchResult("Some blog", "https://blog.example/1", "the doge meme spread in 2013", None, None)]
+    sel = select_evidence([("Doge meme origin meaning", "local", results), ("Doge meme origin meaning", "tavily", web)], [doge])
+    assert [(p.reason, p.url) for p in sel.pieces] == [
+        ("about entity", "https://x.org/filler/8"),
+        ("about entity", "https://x.org/friends"),
+        ("about entity", "https://blog.example/1"),
+    ]
+    assert sel.dropped == {"below floor": 1}
+
+
 def test_a_name_that_is_an_ordinary_word_counts_only_in_the_title():
     yes = ent("Yes")
     assert not mentions(yes, "Weather today", "yes, it will rain")

