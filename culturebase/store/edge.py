@@ -65,7 +65,8 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
     for key, values in flt.equals:
         match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
         must.append(qe.FieldCondition(key=key, match=match))
-    return qe.Filter(must=must)
+    must_not = [qe.HasVectorCondition(name) for name in flt.lacks_vectors]
+    return qe.Filter(must=must or None, must_not=must_not or None)
 
 
 def _scored(hit: Any) -> ScoredRecord:
@@ -171,8 +172,8 @@ class EdgeCollection(Collection):
             if offset is None or not records:
                 return
 
-    def _search_params(self, limit: int) -> Any:
-        return search_params(_edge(), self.layout, self.hnsw_ef, limit)
+    def _search_params(self, limit: int, exact: bool = False, hnsw_ef: int | None = None) -> Any:
+        return search_params(_edge(), self.layout, hnsw_ef or self.hnsw_ef, limit, exact=exact)
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -204,7 +205,7 @@ class EdgeCollection(Collection):
 
     def count(self, flt: PayloadFilter | None = None) -> int:
         qe = _edge()
-        if flt is None or not flt.equals:  # the shard's own point count: exact, and free (an exact count scans)
+        if flt is None or not (flt.equals or flt.lacks_vectors):  # the shard's own point count: exact, and free
             return int(self._shard.info().points_count)
         return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
 
@@ -220,10 +221,19 @@ class EdgeCollection(Collection):
             if offset is None or not records:
                 return
 
-    def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+    def search(
+        self,
+        vector_name: str,
+        vector: np.ndarray,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        exact: bool = False,
+        hnsw_ef: int | None = None,
+    ) -> list[ScoredRecord]:
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
-        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=self._search_params(limit), with_payload=True)
+        params = self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef)
+        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=True)
         with self._turns.turn():
             hits = self._shard.search(request)
         return [_scored(h) for h in hits]

@@ -182,9 +182,12 @@ def server_vector_params(m: Any, layout: StoreLayout, dense: tuple[str, ...], di
     return out
 
 
-def search_params(models: Any, layout: StoreLayout | None, hnsw_ef: int, limit: int) -> Any:
+def search_params(models: Any, layout: StoreLayout | None, hnsw_ef: int, limit: int, exact: bool = False) -> Any:
     """Query-time search params for either client (``qdrant_edge`` or ``qdrant_client.models``: the
-    same class names): ef at least the limit, and rescoring against the originals when quantized."""
+    same class names): ef at least the limit, and rescoring against the originals when quantized;
+    ``exact`` scores every point on its original vector (no graph, no quantized copy)."""
+    if exact:
+        return models.SearchParams(exact=True, quantization=models.QuantizationSearchParams(ignore=True))
     quant = None
     if layout is not None and layout.quantization != "none":
         quant = models.QuantizationSearchParams(rescore=True, oversampling=layout.oversampling)
