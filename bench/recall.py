@@ -116,6 +116,11 @@ def main() -> None:
     ap.add_argument("--ef", default="", help="comma-separated hnsw_ef values at search (default: the settings' KAR_HNSW_EF)")
     ap.add_argument("--m", default="", help="comma-separated HNSW m values to build variants with (default: the settings')")
     ap.add_argument("--ef-construct", default="", help="comma-separated HNSW ef_construct values to build variants with")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=VALUE",
+        help="a store setting for every KB built here (e.g. large_kb_entities=1000: the int8, on-disk layout "
+        "of a large KB at a smaller size); the KB folder is named after it",
+    )
     ap.add_argument("--max-queries", type=int, default=0, help="use only the first N query texts (0: all)")
     ap.add_argument("--no-grounding", dest="grounding", action="store_false", help="skip the grounding p50 run")
     ap.add_argument("--label", default="", help="a label printed with the figures")
@@ -136,12 +141,19 @@ def main() -> None:
     efcs = [int(x) for x in args.ef_construct.split(",") if x] or [settings.hnsw_ef_construct]
     result: dict[str, Any] = {"label": args.label, "embedder": embedder.name, "queries": len(texts), "k": K, "sizes": {}}
     defaults = (settings.hnsw_m, settings.hnsw_ef_construct)
+    extra: dict[str, Any] = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in Settings.model_fields or not value:
+            sys.exit(f"--set {item!r}: expected FIELD=VALUE with a field of culturebase.settings.Settings")
+        extra[key] = type(getattr(settings, key))(value) if getattr(settings, key) is not None else value
+    suffix = "".join(f"-{k}{v}" for k, v in sorted(extra.items()))
     for size in [int(s) for s in args.sizes.split(",") if s]:
         for m in ms:
             for efc in efcs:
-                variant = "" if (m, efc) == defaults else f"-m{m}-efc{efc}"
+                variant = ("" if (m, efc) == defaults else f"-m{m}-efc{efc}") + suffix
                 t = time.perf_counter()
-                kb = open_kb(args.work, size, real, embedder, variant, hnsw_m=m, hnsw_ef_construct=efc)
+                kb = open_kb(args.work, size, real, embedder, variant, hnsw_m=m, hnsw_ef_construct=efc, **extra)
                 try:
                     coll = kb.store.entities
                     entry = {
@@ -157,11 +169,11 @@ def main() -> None:
                     entry["vectors"] = {n: entry["entities"] - lacking for n, lacking in entry["vectors"].items()}
                 finally:
                     kb.close()
-                result["sizes"].setdefault(str(size), {})[f"m{m}-efc{efc}"] = entry
+                result["sizes"].setdefault(str(size), {})[f"m{m}-efc{efc}{suffix}"] = entry
                 log.info("size %d m %d ef_construct %d: %s", size, m, efc, json.dumps(entry["routes"]))
     if args.grounding:
         sizes = [int(s) for s in result["sizes"]]
-        kbs = {s: open_kb(args.work, s, real, embedder) for s in sizes}
+        kbs = {s: open_kb(args.work, s, real, embedder, suffix, **extra) for s in sizes}
         try:
             result["grounding_latency"] = interleaved_latency(kbs, queries, None, rounds=1)
         finally:

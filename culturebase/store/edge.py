@@ -41,13 +41,13 @@ from culturebase.store.base import (
     sparse_parts,
 )
 from culturebase.store.fifo_turns import FifoTurns
-from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
+from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
 from culturebase.store.memory import release_free_heap
 
 log = logging.getLogger(__name__)
 META_FILE = "culturekar.json"
-#: KB of vectors per segment from which a segment gets its HNSW graphs and searches use them
-#: (Qdrant's defaults are 10 MB and 10 MB: a 5k-entity KB was scanned exhaustively)
+#: KB of vectors per segment from which a segment gets its HNSW graphs
+#: (Qdrant's default is 10 MB: a 5k-entity KB had none)
 SMALL_INDEX_KB = 100
 
 
@@ -342,9 +342,8 @@ class EdgeBackend(Backend):
 
     def _config(self, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> Any:
         qe = _edge()
-        # small KBs get their graphs too: a 5k-entity exhaustive scan costs 0.25 ms, its HNSW
-        # search 0.15 ms at recall 1.0 (bench/grounding.py); below ~100 KB a scan is cheaper
-        hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=SMALL_INDEX_KB)
+        # searches among fewer than ~5,000 vectors are exact (EXACT_SEARCH_KB); larger segments use their graphs
+        hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=EXACT_SEARCH_KB)
         # a large (on-disk) KB keeps its sparse (BM25) index and point-id map in mapped files too, not on the heap
         cold = qe.Memory.Cold if layout.on_disk else None
         return qe.EdgeConfig(

@@ -37,7 +37,7 @@ from culturebase.store.base import (
     point_uuid,
     sparse_parts,
 )
-from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params, search_params
+from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params, search_params
 
 # Qdrant's default indexing threshold (KB of vectors in a segment before it gets an HNSW graph);
 # a bulk import sets it to 0 (no indexing) and restores it at the end
@@ -279,7 +279,7 @@ class ServerBackend(Backend):
                 n: m.SparseVectorParams(modifier=m.Modifier.IDF if n in spec.idf_sparse else None) for n in spec.sparse
             }
             or None,
-            hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct),
+            hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=EXACT_SEARCH_KB),
             on_disk_payload=layout.on_disk,
             shard_number=self.shards,
             replication_factor=self.replication_factor,

@@ -319,7 +319,8 @@ def test_ocr_digits_read_as_letters_find_a_distinctive_name(grounder):
 def test_an_ocr_cue_scores_an_entity_without_cultural_usage_on_its_identity(word_kb):
     """No usage vector without cultural usage: an OCR cue reaches such an entity through its identity
     vector (the OCR route's fallback), with the same cosine a stored identity-copy gave before."""
-    assert word_kb.store.entities.retrieve_vectors([word_kb.store.find_by_name(["琪露诺"])[0].id], ["usage"]) == {}
+    cirno = word_kb.store.find_by_name(["琪露诺"])[0].id
+    assert word_kb.store.entities.retrieve_vectors([cirno], ["usage", "identity"])[cirno].keys() == {"identity"}
     g = EntityGrounder(word_kb.store, word_kb.embedder)
     res = g.ground(GroundingCues(ocr_text="琪露诺"))
     top = res.candidates[0]
