@@ -94,16 +94,29 @@ class DenseRoutes:
         groups, covered = self.background_languages(query.language)
         flt_lang = PayloadFilter.of(language=query.language)
         backgrounds: list[dict[str, float]] = [{} for _ in query.dense]
+        done: dict[tuple[str, str, PayloadFilter | None], list[Any]] = {}
+        name_texts = {q.text for q in query.dense if q.route == "name"}
+
+        def search(vector_name: str, text: str, vector: Any, flt: PayloadFilter | None) -> list[Any]:
+            """One search per (vector, cue text, filter): a free-text search's OCR and name cues are one text."""
+            key = (vector_name, text, flt)
+            if key not in done:
+                done[key] = coll.search(vector_name, vector, query.limit, flt)
+            return done[key]
+
         for i, q in enumerate(query.dense):
             vector = query.batch.dense[i]  # type: ignore[union-attr]
             found: list[tuple[Any, float]] = []
             searches = [PayloadFilter.of(language=lg) for lg in groups] + ([] if covered else [flt_lang])
             for lg, flt in zip([*groups, None], searches):
-                hits = coll.search(ROUTE_VECTOR[q.route], vector, query.limit, flt)
+                hits = search(ROUTE_VECTOR[q.route], q.text, vector, flt)
                 if q.route in FALLBACK_VECTOR:  # entities with nothing on this route: scored on their fallback vector
-                    lacking = PayloadFilter.without_vectors(flt, ROUTE_VECTOR[q.route])
-                    hits = hits + coll.search(FALLBACK_VECTOR[q.route], vector, query.limit, lacking)
-                    hits = sorted(hits, key=lambda h: -h.score)[: query.limit]
+                    fallback = FALLBACK_VECTOR[q.route]
+                    if fallback == "identity" and q.text in name_texts:  # the name cue searches these vectors anyway
+                        extra = [h for h in search(fallback, q.text, vector, flt) if not h.payload.get("cultural_usage")]
+                    else:
+                        extra = search(fallback, q.text, vector, PayloadFilter.without_vectors(flt, ROUTE_VECTOR[q.route]))
+                    hits = sorted(hits + extra, key=lambda h: -h.score)[: query.limit]
                 found += [(pool.entity_of(h), h.score * q.factor) for h in hits]
                 if lg is not None and hits:
                     backgrounds[i][lg] = hits[min(K_BACKGROUND, len(hits)) - 1].score * q.factor
