@@ -396,7 +396,9 @@ def _reindex_reusing_vectors(
     backend: Any, old_store: CultureBaseStore, info: EmbedderInfo, batch: int, progress: Progress | None, full: bool = False
 ) -> dict[str, Any]:
     """Copy every point with its stored vectors into new collections with the current layout (an
-    older KB's unsearched ``full`` vectors are left behind unless ``full``)."""
+    older KB's unsearched ``full`` vectors are left behind unless ``full``, and so are its ``visual``
+    vectors of entities without a visual description and ``usage`` copies of entities without
+    cultural usage: see :meth:`Entity.route_texts`)."""
     counts: dict[str, int] = {}
     for name, spec in (("entities", entity_spec(info, full=full)), ("corpus", corpus_spec(info))):
         if backend.collection_info(name) is None:
@@ -411,6 +413,11 @@ def _reindex_reusing_vectors(
             for point in src.scroll_points(batch=batch):
                 if what == "corpus" and not point.sparse.get(CORPUS_LEXICAL):  # a corpus built before the lexical vector
                     point.sparse[CORPUS_LEXICAL] = encode_document(corpus_lexical_text(point.payload))
+                if what == "entities":  # a KB built before issue 31.2: no vector on a route the entity does not describe
+                    if not point.payload.get("visual_desc"):
+                        point.dense.pop("visual", None)
+                    if not point.payload.get("cultural_usage"):
+                        point.dense.pop("usage", None)
                 buf.append(point)
                 if len(buf) >= batch:
                     yield buf
