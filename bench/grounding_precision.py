@@ -89,11 +89,14 @@ def load_queries() -> list[dict[str, Any]]:
     return rows
 
 
-def open_kb(work: Path, size: int, real: Path, embedder: CachedEmbedder) -> KnowledgeBase:
-    """The KB of ``size`` entities in ``work/kb-<size>``, built on first use."""
+def open_kb(work: Path, size: int, real: Path, embedder: CachedEmbedder, variant: str = "", **overrides: Any) -> KnowledgeBase:
+    """The KB of ``size`` entities in ``work/kb-<size><variant>``, built on first use (``overrides``:
+    overrides of the store's settings, e.g. ``hnsw_m``, for a variant)."""
     entities = entities_for_size(REPO, real, size)
-    path = work / f"kb-{size}"
-    settings = Settings().model_copy(update={"kb_path": path, "qdrant_url": None, "data_dir": work / f"data-{size}"})
+    path = work / f"kb-{size}{variant}"
+    settings = Settings().model_copy(
+        update={"kb_path": path, "qdrant_url": None, "data_dir": work / f"data-{size}{variant}", **overrides}
+    )
     kb = KnowledgeBase.open(settings, embedder=embedder)
     if kb.store.count() != len(entities):
         log.info("building kb-%d (%d entities)", size, len(entities))

@@ -8,17 +8,20 @@ Entities (all built from files as published, read from ``--real``, default ``../
 - Moegirlpedia characters (``moegirl/char2subject.json``): name = the page title without its
   disambiguator (``米拉(空洞骑士)`` → ``米拉``) or work prefix (``碧蓝航线:瑞凤`` → ``瑞凤``),
   description = ``《work》中的角色`` with the first work listed.  The work stays out of
-  ``source_work`` and no alias is added, so a character's ``identity`` and ``usage`` texts are
-  both its bare name and its ``visual`` text is shared by its work's characters: one embedding
-  per character plus one per work, what 2 shared CPU cores can embed for 40,000 names (measured: 150
-  texts/s on an idle core, 6-20 texts/s with the 2 cores shared).  Names, the part that collides, are as published.
+  ``source_work`` and no alias is added, so a character's ``identity`` text is
+  its bare name; it has no visual description and no cultural usage, so it gets no ``visual`` and
+  no ``usage`` vector (what is not described is not searched by description; an OCR cue scores it on
+  its identity vector): one embedding per character, what 2 shared CPU cores can embed for 40,000
+  names (measured: 150 texts/s on an idle core, 6-20 texts/s with the 2 cores shared).  Names, the
+  part that collides, are as published.  (Before issue 31 the shared per-work description was embedded
+  as every character's ``visual`` vector and the empty usage text as its ``usage`` vector: thousands
+  of identical points that cut HNSW's graph into islands.)
 
 Sizes: ``200`` = sample + KYM (≈ 230); ``5000`` and ``40000`` add the first Moegirl characters in
 file order up to that total (40000 takes every one of the 39,619).
 
 Embeddings are cached on disk keyed by (embedder, passage/query, text) in ``.npy`` chunks, so a
-rebuild or a rerun embeds nothing twice.  The unsearched ``full`` vector reuses the ``identity``
-vector (no grounding route reads it), which saves a quarter of the embedding time.
+rebuild or a rerun embeds nothing twice.
 """
 
 from __future__ import annotations
@@ -192,21 +195,8 @@ def entities_for_size(repo: Path, real: Path, size: int) -> list[Entity]:
 
 
 def build_kb(kb: Any, entities: Sequence[Entity], progress: Callable[[int], None] | None = None) -> int:
-    """Store ``entities`` with the real import path (BulkWriter), ``full`` = the identity vector."""
-    from culturebase.store.culturebase import ENTITY_DENSE, ENTITY_LEXICAL
-    from retrieval.lexical import encode_documents, lexical_text
-
-    def embed_entities(chunk: Sequence[Entity]) -> tuple[dict[str, np.ndarray], dict[str, list[dict[int, float]]]]:
-        texts = [e.route_texts() for e in chunk]
-        dense: dict[str, np.ndarray] = {}
-        for route in ENTITY_DENSE:
-            if route != "full":
-                dense[route] = kb.embedder.encode_documents([t[route] for t in texts]).dense
-        if "full" in ENTITY_DENSE:
-            dense["full"] = dense["identity"]
-        return dense, {ENTITY_LEXICAL: encode_documents(lexical_text(e) for e in chunk)}
-
-    kb.embed_entities = embed_entities  # this instance only
+    """Store ``entities`` with the real import path: :meth:`KnowledgeBase.embed_entities` (each distinct
+    route text embedded once, no vector on a route an entity has nothing to say on) and the bulk writer."""
     kb.embed_batch = 512
     return kb.bulk_add(list(entities), progress=progress)
 
@@ -217,5 +207,5 @@ def warm_cache(embedder: CachedEmbedder, entities: Sequence[Entity], batch: int 
         chunk = entities[start : start + batch]
         texts = [e.route_texts() for e in chunk]
         for route in ("identity", "visual", "usage"):
-            embedder.encode_documents([t[route] for t in texts])
+            embedder.encode_documents([t[route] for t in texts if t[route]])
         log.info("cache: %d / %d entities (%d texts embedded)", start + len(chunk), len(entities), embedder.embedded)

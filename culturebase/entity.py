@@ -229,14 +229,16 @@ class Entity(BaseModel):
     def route_texts(self) -> dict[str, str]:
         """Text embedded for each named vector: ``full`` (the release's text) plus one per grounding route.
 
-        A route the record has nothing to say on gets ``""`` and no vector: ``visual`` without a visual
-        description or description, ``usage`` without cultural usage (its vector is then the identity
-        vector, so an OCR cue still finds the entity by name, without embedding a second text)."""
+        A route the record has nothing to say on gets ``""`` and no vector there: ``visual`` without a
+        visual description (a description alone says what the entity is, not what it looks like: a
+        Moegirl character's voice actors, a work's "a character of X" shared by hundreds of records),
+        ``usage`` without cultural usage (an OCR cue scores such an entity on its identity vector:
+        :mod:`retrieval.routes.dense`).  What is not described is not searched by description."""
         aliases = ", ".join(self.aliases)
         return {
             "full": self.embedding_text(),
             "identity": " | ".join(x for x in (self.name, aliases, self.source_work) if x),
-            "visual": " | ".join(x for x in (self.visual_desc, self.description) if x),
+            "visual": " | ".join(x for x in (self.visual_desc, self.description) if x) if self.visual_desc else "",
             "usage": " | ".join(x for x in (self.name, aliases, self.cultural_usage) if x) if self.cultural_usage else "",
         }
 

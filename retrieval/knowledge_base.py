@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
+from concurrent.futures import Future
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -27,7 +29,9 @@ from retrieval.embedders import Embedder, build_embedder, embedder_info
 from retrieval.lexical import encode_document, encode_documents, lexical_text
 
 log = logging.getLogger(__name__)
-_COUNTS = threading.Lock()
+_COUNTS = threading.Lock()  # the embed counters, the text cache and the texts being embedded
+#: route texts whose vectors embed_entities keeps (last used first out): 4,096 × 1,024-d ≈ 16 MB
+TEXT_CACHE = 4096
 Progress = Callable[[int], None]
 
 
@@ -106,38 +110,70 @@ class KnowledgeBase:
     def embed_entities(
         self, entities: Sequence[Entity], spec: CollectionSpec | None = None
     ) -> tuple[dict[str, list[np.ndarray | None]], dict[str, list[dict[int, float]]]]:
-        """Route vectors for the entities, from one encode call over the distinct texts.
+        """Route vectors for the entities, from one encode call over the texts not embedded yet.
 
-        Only the vectors the collection holds are embedded (``full`` only where the KB stores it), a
-        text that several routes or entities share is embedded once, and an empty route gets no
-        vector (``None``), except ``usage``, which falls back to the identity vector (see
-        :meth:`Entity.route_texts`)."""
+        Only the vectors the collection holds are embedded (``full`` only where the KB stores it), and
+        a route the entity has nothing to say on gets no vector (``None``: see :meth:`Entity.route_texts`).
+        A text that several routes or entities share is embedded once: within the call, and across
+        calls through a bounded cache of the last :data:`TEXT_CACHE` texts (a work's shared text
+        repeats across the chunks of an import)."""
         spec = spec or self.store.entities.spec
         texts = [e.route_texts() for e in entities]
-        rows: dict[str, list[str]] = {}
-        for name in spec.dense:
-            rows[name] = [t[name] or (t["identity"] if name == "usage" else "") for t in texts]
-        unique: dict[str, int] = {}
-        for name in spec.dense:
-            for text in rows[name]:
-                if text and text not in unique:
-                    unique[text] = len(unique)
-        batch = self.embedder.encode_documents(list(unique)) if unique else None
-        with _COUNTS:  # chunks of an import are embedded on two threads
-            self.texts_embedded = getattr(self, "texts_embedded", 0) + len(unique)
-            self.chars_embedded = getattr(self, "chars_embedded", 0) + sum(len(t) for t in unique)
+        rows: dict[str, list[str]] = {name: [t[name] for t in texts] for name in spec.dense}
+        wanted = list(dict.fromkeys(t for name in spec.dense for t in rows[name] if t))
+        cache = self._text_cache()
+        inflight = self.__dict__.setdefault("_inflight", {})
+        known: dict[str, Any] = {}
+        waiting: dict[str, Future[Any]] = {}
+        new: list[str] = []
+        with _COUNTS:  # chunks of an import are embedded on two threads: a text one of them is embedding is awaited
+            for t in wanted:
+                if t in cache:
+                    known[t] = cache[t]
+                    cache.move_to_end(t)
+                elif t in inflight:
+                    waiting[t] = inflight[t]
+                else:
+                    inflight[t] = Future()
+                    new.append(t)
+        try:
+            batch = self.embedder.encode_documents(new) if new else None
+        except BaseException as exc:
+            with _COUNTS:
+                for t in new:
+                    inflight.pop(t).set_exception(exc)
+            raise
+        with _COUNTS:
+            for i, t in enumerate(new):
+                known[t] = cache[t] = (batch.dense[i], batch.sparse[i] if batch.sparse is not None else None)  # type: ignore[union-attr]
+                inflight.pop(t).set_result(known[t])
+            while len(cache) > TEXT_CACHE:
+                cache.popitem(last=False)
+            self.texts_embedded = getattr(self, "texts_embedded", 0) + len(new)
+            self.chars_embedded = getattr(self, "chars_embedded", 0) + sum(len(t) for t in new)
+        for t, future in waiting.items():
+            known[t] = future.result()
         dense: dict[str, list[np.ndarray | None]] = {
-            name: [batch.dense[unique[t]] if t and batch is not None else None for t in rows[name]] for name in spec.dense
+            name: [known[t][0] if t else None for t in rows[name]] for name in spec.dense
         }
         sparse: dict[str, list[dict[int, float]]] = {}
         for name in spec.sparse:
             route = name.removesuffix("_sparse")
-            if name == ENTITY_LEXICAL or route not in rows or batch is None or batch.sparse is None:
+            if name == ENTITY_LEXICAL or route not in rows:
                 continue
-            sparse[name] = [batch.sparse[unique[t]] if t else {} for t in rows[route]]
+            if any(known[t][1] is None for t in rows[route] if t):
+                continue  # an embedder without sparse weights
+            sparse[name] = [known[t][1] if t else {} for t in rows[route]]  # type: ignore[misc]
         if ENTITY_LEXICAL in spec.sparse:
             sparse[ENTITY_LEXICAL] = encode_documents(lexical_text(e) for e in entities)
         return dense, sparse
+
+    def _text_cache(self) -> "OrderedDict[str, tuple[np.ndarray, dict[int, float] | None]]":
+        """The bounded text → (vector, sparse weights) cache of :meth:`embed_entities` (per embedder)."""
+        cache = getattr(self, "_texts", None)
+        if cache is None:
+            cache = self._texts = OrderedDict()
+        return cache
 
     def add(self, entities: Sequence[Entity], progress: Progress | None = None) -> int:
         """Embed and upsert entities in batches; returns how many were stored."""
@@ -360,7 +396,9 @@ def _reindex_reusing_vectors(
     backend: Any, old_store: CultureBaseStore, info: EmbedderInfo, batch: int, progress: Progress | None, full: bool = False
 ) -> dict[str, Any]:
     """Copy every point with its stored vectors into new collections with the current layout (an
-    older KB's unsearched ``full`` vectors are left behind unless ``full``)."""
+    older KB's unsearched ``full`` vectors are left behind unless ``full``, and so are its ``visual``
+    vectors of entities without a visual description and ``usage`` copies of entities without
+    cultural usage: see :meth:`Entity.route_texts`)."""
     counts: dict[str, int] = {}
     for name, spec in (("entities", entity_spec(info, full=full)), ("corpus", corpus_spec(info))):
         if backend.collection_info(name) is None:
@@ -375,6 +413,11 @@ def _reindex_reusing_vectors(
             for point in src.scroll_points(batch=batch):
                 if what == "corpus" and not point.sparse.get(CORPUS_LEXICAL):  # a corpus built before the lexical vector
                     point.sparse[CORPUS_LEXICAL] = encode_document(corpus_lexical_text(point.payload))
+                if what == "entities":  # a KB built before issue 31.2: no vector on a route the entity does not describe
+                    if not point.payload.get("visual_desc"):
+                        point.dense.pop("visual", None)
+                    if not point.payload.get("cultural_usage"):
+                        point.dense.pop("usage", None)
                 buf.append(point)
                 if len(buf) >= batch:
                     yield buf

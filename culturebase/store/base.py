@@ -85,9 +85,12 @@ class ScoredRecord:
 
 @dataclass(frozen=True)
 class PayloadFilter:
-    """Equality filters on indexed payload fields (all must hold); values in a list match any."""
+    """Equality filters on indexed payload fields (all must hold); values in a list match any.
+    ``lacks_vectors``: only points that carry none of these named dense vectors (Qdrant's ``HasVector``
+    condition, negated)."""
 
     equals: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    lacks_vectors: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, **fields: str | Sequence[str] | None) -> "PayloadFilter | None":
@@ -98,6 +101,15 @@ class PayloadFilter:
             values = (value,) if isinstance(value, str) else tuple(value)
             items.append((key, values))
         return cls(tuple(items)) if items else None
+
+    def lacking(self, *vector_names: str) -> "PayloadFilter":
+        """This filter, also requiring that the point carries none of ``vector_names``."""
+        return PayloadFilter(self.equals, self.lacks_vectors + tuple(vector_names))
+
+    @classmethod
+    def without_vectors(cls, flt: "PayloadFilter | None", *vector_names: str) -> "PayloadFilter":
+        """``flt`` (or no condition) and none of ``vector_names`` on the point."""
+        return (flt or cls()).lacking(*vector_names)
 
 
 def point_uuid(point_id: str) -> str:
@@ -171,9 +183,17 @@ class Collection(abc.ABC):
 
     @abc.abstractmethod
     def search(
-        self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None
+        self,
+        vector_name: str,
+        vector: np.ndarray,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        exact: bool = False,
+        hnsw_ef: int | None = None,
     ) -> list[ScoredRecord]:
-        """Nearest points by cosine similarity on a named dense vector."""
+        """Nearest points by cosine similarity on a named dense vector (points without it are not searched).
+        ``exact``: score every point (no HNSW graph, no quantized copy: the reference recall is measured
+        against); ``hnsw_ef``: this search's beam width instead of the collection's."""
 
     @abc.abstractmethod
     def search_sparse(

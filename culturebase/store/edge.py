@@ -42,7 +42,7 @@ from culturebase.store.base import (
     sparse_parts,
 )
 from culturebase.store.fifo_turns import FifoTurns
-from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
+from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
 from culturebase.store.memory import release_free_heap
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,8 @@ META_FILE = "culturekar.json"
 #: a reader can tell "unchanged since I last read it" without opening the shard (the engine rewrites its
 #: own files' modification times on every load, so they cannot tell it)
 GENERATION_FILE = "generation"
-#: KB of vectors per segment from which a segment gets its HNSW graphs and searches use them
-#: (Qdrant's defaults are 10 MB and 10 MB: a 5k-entity KB was scanned exhaustively)
+#: KB of vectors per segment from which a segment gets its HNSW graphs
+#: (Qdrant's default is 10 MB: a 5k-entity KB had none)
 SMALL_INDEX_KB = 100
 
 
@@ -70,7 +70,8 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
     for key, values in flt.equals:
         match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
         must.append(qe.FieldCondition(key=key, match=match))
-    return qe.Filter(must=must)
+    must_not = [qe.HasVectorCondition(name) for name in flt.lacks_vectors]
+    return qe.Filter(must=must or None, must_not=must_not or None)
 
 
 def _scored(hit: Any) -> ScoredRecord:
@@ -191,8 +192,8 @@ class EdgeCollection(Collection):
             if offset is None or not records:
                 return
 
-    def _search_params(self, limit: int) -> Any:
-        return search_params(_edge(), self.layout, self.hnsw_ef, limit)
+    def _search_params(self, limit: int, exact: bool = False, hnsw_ef: int | None = None) -> Any:
+        return search_params(_edge(), self.layout, hnsw_ef or self.hnsw_ef, limit, exact=exact)
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -224,7 +225,7 @@ class EdgeCollection(Collection):
 
     def count(self, flt: PayloadFilter | None = None) -> int:
         qe = _edge()
-        if flt is None or not flt.equals:  # the shard's own point count: exact, and free (an exact count scans)
+        if flt is None or not (flt.equals or flt.lacks_vectors):  # the shard's own point count: exact, and free
             return int(self._shard.info().points_count)
         return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
 
@@ -240,10 +241,19 @@ class EdgeCollection(Collection):
             if offset is None or not records:
                 return
 
-    def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+    def search(
+        self,
+        vector_name: str,
+        vector: np.ndarray,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        exact: bool = False,
+        hnsw_ef: int | None = None,
+    ) -> list[ScoredRecord]:
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
-        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=self._search_params(limit), with_payload=True)
+        params = self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef)
+        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=True)
         with self._turns.turn():
             hits = self._shard.search(request)
         return [_scored(h) for h in hits]
@@ -362,9 +372,8 @@ class EdgeBackend(Backend):
 
     def _config(self, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> Any:
         qe = _edge()
-        # small KBs get their graphs too: a 5k-entity exhaustive scan costs 0.25 ms, its HNSW
-        # search 0.15 ms at recall 1.0 (bench/grounding.py); below ~100 KB a scan is cheaper
-        hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=SMALL_INDEX_KB)
+        # searches among fewer than ~5,000 vectors are exact (EXACT_SEARCH_KB); larger segments use their graphs
+        hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=EXACT_SEARCH_KB)
         # a large (on-disk) KB keeps its sparse (BM25) index and point-id map in mapped files too, not on the heap
         cold = qe.Memory.Cold if layout.on_disk else None
         return qe.EdgeConfig(

@@ -37,7 +37,7 @@ from culturebase.store.base import (
     point_uuid,
     sparse_parts,
 )
-from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params, search_params
+from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params, search_params
 
 # Qdrant's default indexing threshold (KB of vectors in a segment before it gets an HNSW graph);
 # a bulk import sets it to 0 (no indexing) and restores it at the end
@@ -58,7 +58,8 @@ def _filter(flt: PayloadFilter | None) -> Any:
     for key, values in flt.equals:
         match = m.MatchValue(value=values[0]) if len(values) == 1 else m.MatchAny(any=list(values))
         must.append(m.FieldCondition(key=key, match=match))
-    return m.Filter(must=must)
+    must_not = [m.HasVectorCondition(has_vector=name) for name in flt.lacks_vectors]
+    return m.Filter(must=must or None, must_not=must_not or None)
 
 
 class ServerCollection(Collection):
@@ -173,20 +174,28 @@ class ServerCollection(Collection):
             if offset is None or not records:
                 return
 
-    def search(self, vector_name: str, vector: np.ndarray, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+    def search(
+        self,
+        vector_name: str,
+        vector: np.ndarray,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        exact: bool = False,
+        hnsw_ef: int | None = None,
+    ) -> list[ScoredRecord]:
         res = self._client.query_points(
             self.alias,
             query=np.asarray(vector, dtype=np.float32).tolist(),
             using=vector_name,
             limit=limit,
             query_filter=_filter(flt),
-            search_params=self._search_params(limit),
+            search_params=self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef),
             with_payload=True,
         )
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
 
-    def _search_params(self, limit: int) -> Any:
-        return search_params(_models(), self.layout, self.hnsw_ef, limit)
+    def _search_params(self, limit: int, exact: bool = False, hnsw_ef: int | None = None) -> Any:
+        return search_params(_models(), self.layout, hnsw_ef or self.hnsw_ef, limit, exact=exact)
 
     def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
         if not vector:
@@ -270,7 +279,7 @@ class ServerBackend(Backend):
                 n: m.SparseVectorParams(modifier=m.Modifier.IDF if n in spec.idf_sparse else None) for n in spec.sparse
             }
             or None,
-            hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct),
+            hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=EXACT_SEARCH_KB),
             on_disk_payload=layout.on_disk,
             shard_number=self.shards,
             replication_factor=self.replication_factor,

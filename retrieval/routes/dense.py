@@ -3,8 +3,10 @@
 ==========  =====================================  ==============================================
 route       cue                                    entity vector (cosine)
 ==========  =====================================  ==============================================
-``ocr``     OCR text (captions, catchphrases)      ``usage`` (name | aliases | usage)
-``visual``  the VLM's visual handle                ``visual`` (visual | description)
+``ocr``     OCR text (captions, catchphrases)      ``usage`` (name | aliases | usage); ``identity`` for
+                                                   an entity without cultural usage (no ``usage`` vector)
+``visual``  the VLM's visual handle                ``visual`` (visual | description); none for an
+                                                   entity without a visual description
 ``name``    each entity guess (+ source work)      ``identity`` (name | aliases | source)
 ==========  =====================================  ==============================================
 
@@ -29,6 +31,9 @@ from retrieval.crosslingual import ROUTES as CROSSLINGUAL_ROUTES
 from retrieval.routes.base import CandidatePool, DenseQuery, RouteHit, RouteQuery, RouteRun
 
 ROUTE_VECTOR: dict[str, str] = {"ocr": "usage", "visual": "visual", "name": "identity"}
+#: an entity without a vector on the route is scored on this one instead (OCR text names an entity whose
+#: cultural usage nobody wrote down: its name); an entity without a visual description is not scored by one
+FALLBACK_VECTOR: dict[str, str] = {"ocr": "identity"}
 DENSE_ROUTES = ("ocr", "visual", "name")
 CONFIDENCE_FACTOR = {"high": 1.0, "medium": 0.99, "low": 0.97}
 MAX_CUE_CHARS = 1000
@@ -89,12 +94,29 @@ class DenseRoutes:
         groups, covered = self.background_languages(query.language)
         flt_lang = PayloadFilter.of(language=query.language)
         backgrounds: list[dict[str, float]] = [{} for _ in query.dense]
+        done: dict[tuple[str, str, PayloadFilter | None], list[Any]] = {}
+        name_texts = {q.text for q in query.dense if q.route == "name"}
+
+        def search(vector_name: str, text: str, vector: Any, flt: PayloadFilter | None) -> list[Any]:
+            """One search per (vector, cue text, filter): a free-text search's OCR and name cues are one text."""
+            key = (vector_name, text, flt)
+            if key not in done:
+                done[key] = coll.search(vector_name, vector, query.limit, flt)
+            return done[key]
+
         for i, q in enumerate(query.dense):
             vector = query.batch.dense[i]  # type: ignore[union-attr]
             found: list[tuple[Any, float]] = []
             searches = [PayloadFilter.of(language=lg) for lg in groups] + ([] if covered else [flt_lang])
             for lg, flt in zip([*groups, None], searches):
-                hits = coll.search(ROUTE_VECTOR[q.route], vector, query.limit, flt)
+                hits = search(ROUTE_VECTOR[q.route], q.text, vector, flt)
+                if q.route in FALLBACK_VECTOR:  # entities with nothing on this route: scored on their fallback vector
+                    fallback = FALLBACK_VECTOR[q.route]
+                    if fallback == "identity" and q.text in name_texts:  # the name cue searches these vectors anyway
+                        extra = [h for h in search(fallback, q.text, vector, flt) if not h.payload.get("cultural_usage")]
+                    else:
+                        extra = search(fallback, q.text, vector, PayloadFilter.without_vectors(flt, ROUTE_VECTOR[q.route]))
+                    hits = sorted(hits + extra, key=lambda h: -h.score)[: query.limit]
                 found += [(pool.entity_of(h), h.score * q.factor) for h in hits]
                 if lg is not None and hits:
                     backgrounds[i][lg] = hits[min(K_BACKGROUND, len(hits)) - 1].score * q.factor
@@ -126,12 +148,16 @@ class DenseRoutes:
                     lacking.setdefault(eid, []).append(i)
         if not lacking:
             return run
-        names = sorted({ROUTE_VECTOR[query.dense[i].route] for idx in lacking.values() for i in idx})
+        routes = {query.dense[i].route for idx in lacking.values() for i in idx}
+        names = sorted({ROUTE_VECTOR[r] for r in routes} | {FALLBACK_VECTOR[r] for r in routes if r in FALLBACK_VECTOR})
         stored = query.store.entities.retrieve_vectors(list(lacking), names)
         for eid, idx in lacking.items():
             for i in idx:
                 q = query.dense[i]
-                vec = stored.get(eid, {}).get(ROUTE_VECTOR[q.route])
+                vectors = stored.get(eid, {})
+                vec = vectors.get(ROUTE_VECTOR[q.route])
+                if vec is None and q.route in FALLBACK_VECTOR:
+                    vec = vectors.get(FALLBACK_VECTOR[q.route])
                 if vec is not None:
                     score = float(vec @ query.batch.dense[i]) * q.factor  # type: ignore[union-attr]
                     run.hits.append(self._hit(q, pool.entities[eid], score, backgrounds[i]))

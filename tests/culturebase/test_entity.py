@@ -96,5 +96,13 @@ def test_route_texts_leave_empty_routes_empty():
     texts = e.route_texts()
     assert texts["identity"] == "米拉 | 空洞骑士"
     assert texts["visual"] == "" and texts["usage"] == ""
-    rich = Entity(name="Doge", description="A dog.", cultural_usage="wow", language="en")
-    assert rich.route_texts()["visual"] == "A dog." and rich.route_texts()["usage"] == "Doge | wow"
+    rich = Entity(name="Doge", visual_desc="A Shiba Inu.", description="A dog.", cultural_usage="wow", language="en")
+    assert rich.route_texts()["visual"] == "A Shiba Inu. | A dog." and rich.route_texts()["usage"] == "Doge | wow"
+
+
+def test_a_description_alone_is_no_visual_description():
+    """What an entity is (a Moegirl character's "《work》中的角色", shared by hundreds) is not what it looks like:
+    without a visual description the entity has no visual text, so no visual vector."""
+    e = Entity(name="瑞凤", description="《碧蓝航线》中的角色", language="zh")
+    assert e.route_texts()["visual"] == ""
+    assert Entity(name="瑞凤", visual_desc="银发", language="zh").route_texts()["visual"] == "银发"

@@ -120,6 +120,37 @@ def test_search_returns_nearest_with_filters(store):
     assert float(dense[ents[2].id] @ (v / (v @ v) ** 0.5)) == pytest.approx(1.0, abs=1e-3)
 
 
+def test_a_point_without_a_route_vector_is_not_searched_there(store):
+    """An entity with nothing on a route has no vector there: a search on it never returns the entity,
+    and a filter on the vector's absence finds exactly such points (the OCR route's identity fallback)."""
+    from culturebase.store import PayloadFilter
+
+    ents, vecs = _entities(8), _vectors(8)
+    usage = [vecs["usage"][i] if i % 2 else None for i in range(8)]  # even entities: no usage vector
+    store.upsert_entities(ents, {**vecs, "usage": usage}, _sparse(8))
+    found = {e.id for e, _ in store.search("usage", vecs["usage"][0], limit=20)}
+    assert found == {ents[i].id for i in range(1, 8, 2)}
+    lacking = store.entities.search("identity", vecs["identity"][0], 20, PayloadFilter.without_vectors(None, "usage"))
+    assert {h.id for h in lacking} == {ents[i].id for i in range(0, 8, 2)}
+    zh_lacking = PayloadFilter.without_vectors(PayloadFilter.of(language="zh"), "usage")
+    assert store.entities.search("identity", vecs["identity"][0], 20, zh_lacking) == []  # zh entities are the odd ones
+    assert store.entities.count(PayloadFilter().lacking("usage")) == 4
+    assert store.entities.retrieve_vectors([ents[0].id], ["usage", "identity"])[ents[0].id].keys() == {"identity"}
+
+
+def test_exact_search_is_the_reference_and_ef_is_per_search(store):
+    """``exact=True`` scores every point on its original vector: the same order as numpy's; ``hnsw_ef`` is
+    accepted per search."""
+    ents, vecs = _entities(30), _vectors(30, seed=3)
+    store.upsert_entities(ents, vecs, _sparse(30))
+    q = vecs["visual"][7] + 0.5 * vecs["visual"][9]
+    q = q / np.linalg.norm(q)
+    want = [ents[i].id for i in np.argsort(-(vecs["visual"] @ q))[:5]]
+    exact = store.entities.search("visual", q, 5, exact=True)
+    assert [h.id for h in exact] == want
+    assert [h.id for h in store.entities.search("visual", q, 5, hnsw_ef=64)] == want  # 30 points: a full scan either way
+
+
 def test_delete_scroll_and_stats(store):
     ents = _entities(7)
     store.upsert_entities(ents, _vectors(7), _sparse(7))

@@ -295,3 +295,20 @@ def test_reindex_reuses_stored_vectors_on_both_backends(backend_kind, tmp_path):
         assert migrated.entities.retrieve_sparse([ents[3].id], "full_sparse") == {ents[3].id: {3: 1.0}}
     finally:
         migrated.close()
+
+
+def test_searches_among_fewer_than_5000_vectors_are_exact(tmp_path):
+    """The engine's full_scan_threshold (KB of vectors below which a search, or a filtered one, scores every
+    point) is EXACT_SEARCH_KB, what 5,000 384-d vectors take; the graph settings are the backend's."""
+    from culturebase.store.culturebase import entity_spec
+    from culturebase.store.layout import EXACT_SEARCH_KB
+
+    info = EmbedderInfo("x", DIM)
+    backend = EdgeBackend(tmp_path / "kb", hnsw_m=24, hnsw_ef_construct=150)
+    try:
+        backend.open_collection(entity_spec(info), info)
+        config = json.loads((tmp_path / "kb" / "entities" / "shard" / "edge_config.json").read_text("utf-8"))
+    finally:
+        backend.close()
+    assert config["hnsw_config"]["full_scan_threshold"] == EXACT_SEARCH_KB == 5000 * 384 * 4 // 1024
+    assert (config["hnsw_config"]["m"], config["hnsw_config"]["ef_construct"]) == (24, 150)

