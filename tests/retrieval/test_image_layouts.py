@@ -116,3 +116,20 @@ def test_deleting_an_entity_removes_its_descriptors(kb: KnowledgeBase):
     kb.image_route.delete_entities([ent.id])
     assert kb.image_route.descriptors.images == before - 1
     assert kb.image_route.descriptors.vote(kb.image_route.prepare(to_bytes(textured(110))).features[-1][1].descriptors) == []
+
+
+def test_query_keypoints_are_spread_so_a_small_cell_beside_busy_text_keeps_its_share():
+    """The whole query is described near its own size with keypoints taken cell by cell: a template in
+    one cell of a 1×3 row beside two cells of dense text still gets enough keypoints to verify."""
+    from retrieval import image_features as feats
+
+    page = Image.new("RGB", (1000, 420), (255, 255, 255))
+    d = ImageDraw.Draw(page)
+    for y in range(10, 410, 9):  # two thirds of the picture are small text: the strongest corners
+        for x in range(10, 640, 60):
+            d.text((x, y), "lorem ipsum", fill=(0, 0, 0))
+    page.paste(textured(30).resize((320, 240)), (660, 90))
+    query = feats.describe_query(page)
+    in_cell = int(((query.points[:, 0] >= 660 * query.width / 1000) & (query.points[:, 1] >= 90 * query.height / 420)).sum())
+    assert query.count <= feats.QUERY_FEATURES and in_cell >= 0.15 * query.count
+    assert feats.verify(query, feats.describe(textured(30))).verified
