@@ -54,7 +54,12 @@ NEIGHBOURS = 8
 RATIO = 0.75
 #: from this many descriptors the index is an IVF (below: exact search)
 IVF_FROM = 50_000
-NPROBE = 12
+#: IVF lists searched per query descriptor: votes are counted over hundreds of query descriptors, so a
+#: neighbour missed now and then costs a vote, not the candidate (bench/templates.py: 12 → 4 kept top-1)
+NPROBE = 4
+#: faiss searches in the calling thread: one query's few hundred lookups are too small to share, and
+#: OpenMP threads spinning against the service's other requests cost more than they gain
+SEARCH_THREADS = 1
 CODE_BYTES = 32
 FORMAT = 1
 
@@ -92,26 +97,30 @@ def spread(points: np.ndarray, count: int, width: int, height: int, grid: int = 
     n = int(points.shape[0])
     if n <= count:
         return np.arange(n)
-    gx = np.clip((points[:, 0] * grid / max(1, width)).astype(int), 0, grid - 1)
-    gy = np.clip((points[:, 1] * grid / max(1, height)).astype(int), 0, grid - 1)
-    cells: dict[int, list[int]] = {}
-    for i, c in enumerate(gy * grid + gx):
-        cells.setdefault(int(c), []).append(i)
-    chosen: list[int] = []
-    queues = [cells[c] for c in sorted(cells)]
-    depth = 0
-    while len(chosen) < count:
-        took = False
-        for q in queues:
-            if depth < len(q):
-                chosen.append(q[depth])
-                took = True
-                if len(chosen) >= count:
-                    break
-        if not took:
-            break
-        depth += 1
-    return np.array(sorted(chosen), dtype=np.int64)
+    gx = np.clip((points[:, 0] * grid / max(1, width)).astype(np.int64), 0, grid - 1)
+    gy = np.clip((points[:, 1] * grid / max(1, height)).astype(np.int64), 0, grid - 1)
+    cell = gy * grid + gx
+    order = np.argsort(cell, kind="stable")  # by cell, each cell in its stored order
+    sorted_cells = cell[order]
+    starts = np.searchsorted(sorted_cells, sorted_cells, side="left")
+    depth = np.empty(n, np.int64)
+    depth[order] = np.arange(n) - starts  # a keypoint's place within its cell
+    # round robin: every cell's first keypoint, then every cell's second, ... (cells in order within a round)
+    chosen = np.lexsort((cell, depth))[:count]
+    return np.sort(chosen).astype(np.int64)
+
+
+_threads_set = False
+
+
+def _single_threaded() -> None:
+    """faiss searches in the calling thread (:data:`SEARCH_THREADS`), set once per process."""
+    global _threads_set
+    if not _threads_set:
+        import faiss
+
+        faiss.omp_set_num_threads(SEARCH_THREADS)
+        _threads_set = True
 
 
 class DescriptorIndex:
@@ -305,6 +314,7 @@ class DescriptorIndex:
             q = np.ascontiguousarray(descriptors, dtype=np.uint8)
             if self.kind == "ivf":
                 self._index.nprobe = self.nprobe
+            _single_threaded()
             dist, ids = self._index.search(q, neighbours)
             slots, counts = self._slots, self._counts
         # one vote per query descriptor, for the image of its nearest neighbour, when that neighbour is near
@@ -319,17 +329,24 @@ class DescriptorIndex:
         if not len(hit):
             return []
         rows = np.nonzero(ok)[0]
-        found, tally = np.unique(hit, return_counts=True)
-        out = []
-        for s, v in zip(found.tolist(), tally.tolist()):
-            key = slots[s] if s < len(slots) else None
-            if key is None or (language and key.language and key.language != language):
-                continue
-            out.append(Vote(key, v, counts[s]))
+        found, inverse, tally = np.unique(hit, return_inverse=True, return_counts=True)
+        n_slots = len(slots)
+        valid = found < n_slots
+        if language:
+            keep = np.array([bool(valid[i]) and slots[s] is not None and (not slots[s].language or slots[s].language == language)
+                             for i, s in enumerate(found.tolist())], dtype=bool)
+        else:
+            keep = np.array([bool(valid[i]) and slots[s] is not None for i, s in enumerate(found.tolist())], dtype=bool)
+        if not keep.any():
+            return []
+        desc = np.array([counts[s] if valid[i] else 1 for i, s in enumerate(found.tolist())], dtype=np.float64)
+        score = np.where(keep, tally / np.sqrt(np.maximum(1.0, desc)), -1.0)
+        # best first (score, then votes); ties in stored order of (entity id, frame) below
+        order = np.lexsort((-tally, -score))
+        picked = [int(i) for i in order[: 4 * top + 8] if keep[i]]
+        out = [Vote(slots[int(found[i])], int(tally[i]), int(desc[i]), tuple(rows[inverse == i].tolist())) for i in picked]
         out.sort(key=lambda x: (-x.score, -x.votes, x.key.entity_id, x.key.frame))
-        out = out[:top]
-        slot_of = {id(v): self._slot_of.get((v.key.entity_id, v.key.sha256, v.key.frame)) for v in out}
-        return [Vote(v.key, v.votes, v.descriptors, tuple(rows[hit == slot_of[id(v)]].tolist())) for v in out]
+        return out[:top]
 
     # -- disk -------------------------------------------------------------------------------
     def _paths(self) -> tuple[Path, Path]:

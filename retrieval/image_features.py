@@ -32,6 +32,14 @@ INDEX_SIDE = 480
 QUERY_SIDE = 800
 INDEX_FEATURES = 400
 QUERY_FEATURES = 1000
+#: the whole query is described near its own size (a grid cell at 25 % of the width keeps its pixels) up to
+#: this many pixels and this longest side, with this many keypoints detected before they are spread
+QUERY_PIXELS = 800_000
+QUERY_MAX_SIDE = 1600
+QUERY_DETECT = 1600
+#: the query's keypoints are detected tile by tile over this many tiles a side (see :func:`describe_query`)
+QUERY_TILES = 3
+QUERY_FAST_THRESHOLD = 12
 #: keypoints of the part of the query where a candidate's descriptor votes sit (the image route's focus)
 FOCUS_FEATURES = 800
 RATIO = 0.75
@@ -42,6 +50,21 @@ MIN_INLIERS_FLOOR = 10
 #: an entity image with fewer keypoints than this cannot be verified (flat colour, tiny): hashes alone decide
 MIN_KEYPOINTS = 60
 RANSAC_PX = 6.0
+#: OpenCV works in the calling thread: describing one picture and matching a few hundred descriptors are
+#: too small to share, and its worker threads contend with the service's other requests
+CV_THREADS = 1
+_cv_ready = False
+
+
+def _cv2():
+    """OpenCV, set to :data:`CV_THREADS` once per process."""
+    global _cv_ready
+    import cv2
+
+    if not _cv_ready:
+        cv2.setNumThreads(CV_THREADS)
+        _cv_ready = True
+    return cv2
 
 
 @dataclass(frozen=True)
@@ -104,7 +127,7 @@ def _grey_array(img: Image.Image, side: int) -> np.ndarray:
 
 def describe(img: Image.Image, side: int = INDEX_SIDE, n_features: int = INDEX_FEATURES) -> Features:
     """ORB keypoints and descriptors of a PIL image at longest side ``side`` (empty for a flat or tiny image)."""
-    import cv2
+    cv2 = _cv2()
 
     arr = _grey_array(img, side)
     h, w = arr.shape
@@ -118,9 +141,55 @@ def describe(img: Image.Image, side: int = INDEX_SIDE, n_features: int = INDEX_F
     return Features(points, descriptors.astype(np.uint8), w, h)
 
 
+def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int = 24) -> list:
+    """ORB keypoints detected tile by tile (``tiles``×``tiles``, overlapping by ``margin``), strongest first
+    within each tile: one detector over the whole picture keeps the corners of black-on-white text and
+    drops the template beside it, whose corners respond less."""
+    h, w = arr.shape
+    per = max(64, QUERY_DETECT // (tiles * tiles))
+    orb = cv2.ORB_create(nfeatures=per, fastThreshold=QUERY_FAST_THRESHOLD, edgeThreshold=15, patchSize=15)
+    out = []
+    for ty in range(tiles):
+        for tx in range(tiles):
+            x0, x1 = tx * w // tiles, (tx + 1) * w // tiles
+            y0, y1 = ty * h // tiles, (ty + 1) * h // tiles
+            gx0, gy0 = max(0, x0 - margin), max(0, y0 - margin)
+            tile = arr[gy0 : min(h, y1 + margin), gx0 : min(w, x1 + margin)]
+            if min(tile.shape) < 40:
+                continue
+            found = sorted(orb.detect(tile, None), key=lambda k: -k.response)
+            for k in found:
+                x, y = k.pt[0] + gx0, k.pt[1] + gy0
+                if x0 <= x < x1 and y0 <= y < y1:  # each keypoint once: from the tile that owns its position
+                    out.append(cv2.KeyPoint(x, y, k.size, k.angle, k.response, k.octave, k.class_id))
+    return out
+
+
 def describe_query(img: Image.Image) -> Features:
-    """The query's features (more keypoints at a larger side: the template may fill part of it)."""
-    return describe(img, QUERY_SIDE, QUERY_FEATURES)
+    """The query's features, spread over the picture: described near its own resolution (at most
+    :data:`QUERY_PIXELS`, longest side :data:`QUERY_MAX_SIDE`: a template in one cell of a grid keeps its
+    pixels), :data:`QUERY_DETECT` keypoints detected and the :data:`QUERY_FEATURES` strongest taken cell by
+    cell of an 8×8 grid, so that chrome and text do not spend the budget a small template needs."""
+    from retrieval.descriptor_index import spread
+
+    cv2 = _cv2()
+    longest = max(1, img.width, img.height)
+    scale = min(1.0, QUERY_MAX_SIDE / longest, (QUERY_PIXELS / max(1, img.width * img.height)) ** 0.5)
+    arr = _grey_array(img, max(32, int(round(longest * scale))))
+    h, w = arr.shape
+    if min(h, w) < 32:
+        return Features.empty(w, h)
+    orb = cv2.ORB_create(nfeatures=QUERY_DETECT, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    keypoints = _tiled_keypoints(cv2, arr)
+    if not keypoints:
+        return Features.empty(w, h)
+    if len(keypoints) > QUERY_FEATURES:
+        points = np.array([k.pt for k in keypoints], dtype=np.float32)
+        keypoints = [keypoints[i] for i in spread(points, QUERY_FEATURES, w, h).tolist()]
+    keypoints, descriptors = orb.compute(arr, keypoints)
+    if descriptors is None or not keypoints:
+        return Features.empty(w, h)
+    return Features(np.array([k.pt for k in keypoints], dtype=np.float32), descriptors.astype(np.uint8), w, h)
 
 
 def _convex(quad: np.ndarray) -> bool:
@@ -133,7 +202,7 @@ def _convex(quad: np.ndarray) -> bool:
 
 def verify(query: Features, template: Features, matcher: object | None = None) -> Verification:
     """Match ``template`` into ``query`` (ratio test, RANSAC homography); inliers and the covered share."""
-    import cv2
+    cv2 = _cv2()
 
     need = required_inliers(template.count)
     if query.count < 2 or template.count < 2:

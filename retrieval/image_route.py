@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -70,9 +71,21 @@ DEFAULT_VERIFY = 6
 NEAR_DUPLICATE = 16
 #: entities shortlisted by descriptor votes (beside the hash neighbours) for the geometric check
 DEFAULT_VOTE = 6
+#: a hash neighbour farther than this (of 128 bits; unrelated pictures sit near 64) is checked only when
+#: votes shortlist it too: verifying far neighbours cost time and found nothing the votes missed
+HASH_VERIFY_MAX = 48
+#: the mirrored pass verifies only templates the flipped picture gives at least this many votes
+MIRROR_MIN_VOTES = 6
+#: a template shortlisted by votes alone is verified from this many votes (its verification needs ≥ 10 inliers)
+MIN_VOTES = 3
+#: keypoints of the mirrored picture (the pass runs when nothing verified: every unknown picture pays it)
+MIRROR_FEATURES = 600
 #: a template verified over the same part of the query as another one is claimed only when its strength
 #: (inliers × share of its own area) is this many times the runner-up's (bench/templates.py, tuning seed)
 LOOKALIKE_MARGIN = 1.3
+#: ... and by more than this many standard deviations of its strength, taking inlier counts as Poisson
+#: (strength × 2/√inliers): 20 against 15 inliers over the same share is a tie, 60 against 30 is not
+CONTEST_NOISE = 2.0
 #: two verified outlines compete for the query when this share of the smaller one overlaps the other
 COMPETING_OVERLAP = 0.5
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
@@ -370,12 +383,10 @@ class ImageRoute:
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
             embeddings = tuple((name, vectors[i]) for i, (name, _) in enumerate(variants))
-        described = []
-        region = next((v for name, v in variants if name == "picture_region"), None)
-        if region is not None:
-            described.append(("picture_region", feats.describe(region, feats.INDEX_SIDE, feats.QUERY_FEATURES)))
-        described.append(("full", feats.describe_query(img)))
-        return QueryImage(hashes, img.width, img.height, embeddings, tuple(described), img)
+        # one description of the whole picture, its keypoints spread tile by tile (the picture inside a
+        # screenshot or a grid cell keeps its share without a crop described apart)
+        described = (("full", feats.describe_query(img)),)
+        return QueryImage(hashes, img.width, img.height, embeddings, described, img)
 
     hash_query = prepare  # the earlier name
 
@@ -475,7 +486,10 @@ class ImageRoute:
         query_keypoints = max(f.count for _, f in features)
         voted = self._voted(features, language) if self.vote else {}
         payloads = self._payloads([k for _, keys, _ in voted.values() for k in keys])
-        nearest = [] if mirrored else [m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]]
+        nearest = [] if mirrored else [
+            m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
+            if m.distance is not None and m.distance <= HASH_VERIFY_MAX
+        ]
         checked: dict[str, ImageMatch] = {}
         strong_votes = 0
         focused: list[tuple[Any, feats.Features]] = []
@@ -485,6 +499,10 @@ class ImageRoute:
             near = m is not None and m.distance is not None and m.distance <= NEAR_DUPLICATE
             if strong_votes and votes < strong_votes / 4 and not near:
                 continue  # a template verified strongly with 4× these votes: this one is not a look-alike of it
+            if eid not in nearest and votes < MIN_VOTES:
+                continue  # shortlisted by a few chance votes only: never worth a geometric check
+            if mirrored and votes < MIRROR_MIN_VOTES:
+                continue  # the mirrored pass checks only what the flipped picture votes for clearly
             hits = list(frames.get(eid, []))
             for key in keys:
                 image = payloads.get((key.entity_id, key.sha256, key.frame))
@@ -492,17 +510,19 @@ class ImageRoute:
                     hits.insert(0, image)
             if not hits:
                 continue
-            parts = list(features)
+            v = self._verify(list(features), hits)
             focus = None
-            if box is not None and picture is not None:
+            if v["coverage"] is None and box is not None and picture is not None:
+                # not verified in the whole picture: the part where its votes sit, described at full resolution
                 focus = next((f for b, f in focused if _same_box(b, box)), None)
                 if focus is None:
                     focus = self._focus(picture, box)
                     if focus is not None:
                         focused.append((box, focus))
                 if focus is not None:
-                    parts.insert(0, ("focus", focus[0]))
-            v = self._verify(parts, hits)
+                    again = self._verify([("focus", focus[0])], hits)
+                    if again["coverage"] is not None:
+                        v = again
             if v["part"] == "focus" and focus is not None and v["quad"] is not None:  # the outline in the whole picture's fractions
                 x0, y0, x1, y1 = focus[1]
                 v["quad"] = v["quad"] * np.array([x1 - x0, y1 - y0], np.float32) + np.array([x0, y0], np.float32)
@@ -535,7 +555,9 @@ class ImageRoute:
             ]
             if not rivals:
                 continue
-            ambiguous = rivals[0].strength * LOOKALIKE_MARGIN > m.strength
+            # no margin, or a lead within the noise of few inliers (two weak verifications of one shared part)
+            noise = CONTEST_NOISE * math.sqrt(float(m.inliers or 0)) * float(m.share or 0.0)
+            ambiguous = rivals[0].strength * LOOKALIKE_MARGIN > m.strength or m.strength - rivals[0].strength < noise
             group = [m, *rivals]
             for g in group:
                 others = tuple(
@@ -577,7 +599,7 @@ class ImageRoute:
 
                 flipped = ImageOps.mirror(picture)
                 search("mirrored", hash_image(flipped).vector())
-                again = self._geometric((("full", feats.describe_query(flipped)),), best, frames, language, mirrored=True, picture=flipped)
+                again = self._geometric((("full", feats.describe(flipped, feats.QUERY_SIDE, MIRROR_FEATURES)),), best, frames, language, mirrored=True, picture=flipped)
                 best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}

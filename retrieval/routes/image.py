@@ -44,7 +44,7 @@ def run(image_route: Any, cues: Any, language: str | None = None) -> ImageRun:
         out.status[NAME] = "skipped: no image route (this CultureBase has no image index)"
         return out
     if getattr(cues, "frames", None):  # a clip: every sampled frame read as a picture, an entity's best frame counts once
-        from retrieval.frames_route import best_of_frames
+        from retrieval.routes.frames import best_of_frames
 
         matches, why = best_of_frames(image_route, cues.frames, language)
         if why:

@@ -116,3 +116,40 @@ def test_deleting_an_entity_removes_its_descriptors(kb: KnowledgeBase):
     kb.image_route.delete_entities([ent.id])
     assert kb.image_route.descriptors.images == before - 1
     assert kb.image_route.descriptors.vote(kb.image_route.prepare(to_bytes(textured(110))).features[-1][1].descriptors) == []
+
+
+def test_query_keypoints_are_spread_so_a_small_cell_beside_busy_text_keeps_its_share():
+    """The whole query is described near its own size with keypoints taken cell by cell: a template in
+    one cell of a 1×3 row beside two cells of dense text still gets enough keypoints to verify."""
+    from retrieval import image_features as feats
+
+    page = Image.new("RGB", (1000, 420), (255, 255, 255))
+    d = ImageDraw.Draw(page)
+    for y in range(10, 410, 9):  # two thirds of the picture are small text: the strongest corners
+        for x in range(10, 640, 60):
+            d.text((x, y), "lorem ipsum", fill=(0, 0, 0))
+    page.paste(textured(30).resize((320, 240)), (660, 90))
+    query = feats.describe_query(page)
+    in_cell = int(((query.points[:, 0] >= 660 * query.width / 1000) & (query.points[:, 1] >= 90 * query.height / 420)).sum())
+    assert query.count <= feats.QUERY_FEATURES and in_cell >= 0.15 * query.count
+    assert feats.verify(query, feats.describe(textured(30))).verified
+
+
+def test_a_contest_lead_within_inlier_noise_claims_nothing():
+    """Two templates verified over one part: a clear lead wins, a lead of a few inliers is a tie."""
+    import numpy as np
+
+    from retrieval.image_route import ImageMatch
+
+    quad = np.array([[0.1, 0.1], [0.6, 0.1], [0.6, 0.6], [0.1, 0.6]], np.float32)
+
+    def verified(eid: str, inliers: int, share: float) -> ImageMatch:
+        return ImageMatch(eid, 40, "full", {"sha256": eid}, inliers=inliers, keypoints=400, query_keypoints=900,
+                          coverage=0.25, share=share, quad=quad)
+
+    clear = ImageRoute._contest({"a": verified("a", 60, 0.6), "b": verified("b", 30, 0.6)})
+    assert (clear["a"].contest, clear["b"].contest) == ("won", "outranked")
+    assert clear["a"].rivals[0]["entity_id"] == "b" and clear["a"].rivals[0]["inliers"] == 30
+    tie = ImageRoute._contest({"a": verified("a", 20, 0.3), "b": verified("b", 15, 0.3)})  # 1.33× but 5 inliers apart
+    assert (tie["a"].contest, tie["b"].contest) == ("ambiguous", "ambiguous")
+    assert tie["a"].signal(32) is None and tie["b"].signal(32) is None

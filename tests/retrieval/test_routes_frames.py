@@ -39,3 +39,31 @@ def test_a_video_whose_frames_show_a_template_grounds_it_once(tmp_path):
             assert grounder.ground(GroundingCues(frames=_frames_of(tmp_path, f"o{seed}.mp4", [meme]))).hits == []
     finally:
         kb.close()
+
+
+def test_a_clip_is_one_match_many_call_and_a_bad_frame_is_left_out(tmp_path, monkeypatch):
+    kb = _kb("embedded", tmp_path)
+    try:
+        kb.import_file(_import_file(tmp_path))
+        route = kb.image_route
+        calls = {"match_many": 0, "frames": []}
+        real_many = route.match_many
+
+        def counted(queries, language=None, limit=None):
+            calls["match_many"] += 1
+            calls["frames"].append(len(queries))
+            return real_many(queries, language=language, limit=limit)
+
+        monkeypatch.setattr(route, "match_many", counted)
+        grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=route)
+        seed = INDEXED[0]
+        meme = Image.open(io.BytesIO(meme_of(template_image(seed), seed)))
+        frames = _frames_of(tmp_path, "clip.mp4", [meme, meme, Image.new("RGB", (320, 240), (20, 20, 20))])
+        result = grounder.ground(GroundingCues(frames=[b"not a frame", *frames]))
+        assert calls["match_many"] == 1 and calls["frames"] == [len(frames)]
+        assert [h.entity.name for h in result.hits][:1] == [f"Template {seed}"]
+        nothing = grounder.ground(GroundingCues(frames=[b"junk", b"more junk"]))
+        assert nothing.hits == [] and nothing.routes["image"].startswith("skipped: no frame could be decoded (frame 0:")
+        assert calls["match_many"] == 1  # nothing decodable: nothing matched
+    finally:
+        kb.close()
