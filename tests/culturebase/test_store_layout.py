@@ -291,7 +291,9 @@ def test_reindex_reuses_stored_vectors_on_both_backends(backend_kind, tmp_path):
     try:
         assert migrated.layout_info()["layout"]["quantization"] == "int8" and migrated.count() == 25
         for i in (0, 24):
-            assert migrated.search("visual", vecs["visual"][i], limit=1)[0][0].id == ents[i].id
+            assert migrated.search("identity", vecs["identity"][i], limit=1)[0][0].id == ents[i].id
+        # these entities have no visual description: the reindex drops the visual vectors an older KB gave them
+        assert migrated.search("visual", vecs["visual"][0], limit=1) == []
         assert migrated.entities.retrieve_sparse([ents[3].id], "full_sparse") == {ents[3].id: {3: 1.0}}
     finally:
         migrated.close()
