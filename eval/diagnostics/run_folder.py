@@ -43,6 +43,25 @@ def diagnose_run(dataset: Path, run_dir: Path, conditions: list[str], kb: KBName
     return diagnostics
 
 
+CACHED_NOTE = "read from the cache of an earlier report over the same traces, benchmark and CultureBase"
+
+
+def _read_back(settings: Any, key: str) -> tuple[dict[str, Any], list[str]] | None:
+    from eval.diagnostics import cache
+
+    hit = cache.load(settings, key)
+    return None if hit is None else (hit[0], [*hit[1], CACHED_NOTE])
+
+
+def cached_diagnostics(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> tuple[dict[str, Any], list[str]] | None:
+    """The proxy diagnostics of these inputs when an earlier report kept them (with the note saying so), else None:
+    a caller that would start a worker process to compute them asks this first."""
+    from eval.diagnostics import cache
+
+    key = cache.cache_key(items, files, settings)
+    return None if key is None else _read_back(settings, key)
+
+
 def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: Any, judge: Any = None,
                    run: Callable[[Any], Any] | None = None, use_cache: bool = True) -> tuple[dict[str, Any], list[str]]:
     """Diagnostics of the trace files ``files[name]`` (CultureBase from ``settings``), knowledge by the proxy,
@@ -57,9 +76,8 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     from eval.diagnostics import cache
 
     key = cache.cache_key(items, files, settings) if use_cache and judge is None else None
-    if key is not None and (hit := cache.load(settings, key)) is not None:
-        diagnostics, notes = hit
-        return diagnostics, [*notes, "read from the cache of an earlier report over the same traces, benchmark and CultureBase"]
+    if key is not None and (hit := _read_back(settings, key)) is not None:
+        return hit
     records = {name: read_traces(path) for name, path in files.items()}
     manifests = {name: read_manifest(path) for name, path in files.items()}
     notes: list[str] = []

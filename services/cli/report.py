@@ -262,7 +262,7 @@ def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str],
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from eval.diagnostics.run_folder import diagnose_files
+    from eval.diagnostics.run_folder import cached_diagnostics, diagnose_files
     from eval.diagnostics.traces import locate_traces
 
     runs: dict[str, Path] = {}
@@ -288,6 +288,9 @@ def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str],
     if judge is not None or "fork" not in multiprocessing.get_all_start_methods():
         done = diagnose_files(bench_items, files, settings, judge=judge, run=run_async)
         return lambda: done
+    hit = cached_diagnostics(bench_items, files, settings)
+    if hit is not None:  # read back here: a worker would only move the rows across processes
+        return lambda: hit
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
     future = pool.submit(diagnose_files, bench_items, files, settings)
 
