@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from culturebase.entity import Entity
-from culturebase.store import PayloadFilter
+from retrieval.language_search import search_by_language
+from retrieval.routes.base import ENTITIES
 
 #: the dense routes the pass runs on: the VLM's visual handle is a description whose language is the
 #: VLM's choice, not the entity's; names, aliases and OCR'd catchphrases are matched in their own language
@@ -246,10 +247,11 @@ class CrossLingualPass:
         c_ref = _dot(rq.passages_centered, q_unit) - self.hub_weight * rq.passages_hub
         slope, intercept = _line_fit(c_ref, raw_ref)
         out: list[CrossLingualHit] = []
+        by_language, _ = search_by_language(coll, vector_name, q_unit.astype(np.float32), limit, others)
         for lg in others:
-            hits = coll.search(vector_name, q_unit.astype(np.float32), limit, PayloadFilter.of(language=lg))
+            hits = by_language[lg]
             # an entity the plain search found is not rebuilt; the others come from the store's own payload
-            found = {h.id: known.get(h.id) or Entity.from_payload(h.payload, trusted=True) for h in hits}
+            found = {h.id: known.get(h.id) or ENTITIES.entity(h) for h in hits}
             for eid, ent in known.items():
                 if ent.language == lg:
                     found.setdefault(eid, ent)

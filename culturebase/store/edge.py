@@ -44,6 +44,7 @@ from culturebase.store.base import (
 from culturebase.store.fifo_turns import FifoTurns
 from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
 from culturebase.store.memory import release_free_heap
+from culturebase.store.payload_cache import PayloadCache
 
 log = logging.getLogger(__name__)
 META_FILE = "culturekar.json"
@@ -74,9 +75,9 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
     return qe.Filter(must=must or None, must_not=must_not or None)
 
 
-def _scored(hit: Any) -> ScoredRecord:
-    payload = hit.payload  # converted from the engine's payload on each access: once
-    return ScoredRecord(payload["_id"], float(hit.score), payload)
+def _point_key(point_id: str) -> uuid.UUID:
+    """The engine's id of a stored point (what a search hit carries), from its string id."""
+    return uuid.UUID(point_uuid(point_id))
 
 
 def _vectors_by_id(records: Sequence[Any], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
@@ -115,6 +116,8 @@ class EdgeCollection(Collection):
         self._dirty = False
         # the engine holds the GIL during a read: callers take it in arrival order (fifo_turns.py)
         self._turns = FifoTurns()
+        # payloads of recent hits: searches run without payloads and read them here (payload_cache.py)
+        self.payloads = PayloadCache()
 
     def _writable(self) -> None:
         if self.read_only:
@@ -135,6 +138,7 @@ class EdgeCollection(Collection):
             return
         self._writable()
         self._mark_written()
+        self.payloads.drop(_point_key(p.id) for p in points)
         qe = _edge()
         batch = []
         for p in points:
@@ -148,6 +152,7 @@ class EdgeCollection(Collection):
         if ids:
             self._writable()
             self._mark_written()
+            self.payloads.drop(_point_key(i) for i in ids)
             qe = _edge()
             self._shard.update(qe.UpdateOperation.delete_points([point_uuid(i) for i in ids]))
 
@@ -253,10 +258,26 @@ class EdgeCollection(Collection):
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
         params = self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef)
-        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=True)
+        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=False)
+        return self._search(request)
+
+    def _search(self, request: Any) -> list[ScoredRecord]:
+        """A search without payloads, each hit's payload read from :attr:`payloads` (the points not held there:
+        one ``retrieve``); a hit whose point vanished in between is left out."""
         with self._turns.turn():
             hits = self._shard.search(request)
-        return [_scored(h) for h in hits]
+            found, missing = self.payloads.lookup(h.id for h in hits)
+            if missing:
+                records = self._shard.retrieve(missing, with_payload=True, with_vector=False)
+                fetched = [(r.id, r.payload) for r in records if r.payload]
+                self.payloads.store(fetched)
+                found.update(fetched)
+        out = []
+        for h in hits:
+            payload = found.get(h.id)
+            if payload is not None:
+                out.append(ScoredRecord(payload["_id"], float(h.score), payload))
+        return out
 
     def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
         if not vector:
@@ -264,10 +285,8 @@ class EdgeCollection(Collection):
         qe = _edge()
         idx, values = sparse_parts(vector)
         sv = qe.SparseVector(indices=idx, values=values)
-        request = qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=True)
-        with self._turns.turn():
-            hits = self._shard.search(request)
-        return [_scored(h) for h in hits]
+        request = qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=False)
+        return self._search(request)
 
     def close(self) -> None:
         try:

@@ -10,6 +10,9 @@ fuses them (:func:`retrieval.grounding.fuse`).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +71,52 @@ class RouteRun:
     status: dict[str, str] = field(default_factory=dict)
 
 
+class EntityCache:
+    """Entities rebuilt from store payloads, and what the routes derive from each (its catchphrases), kept
+    across queries: grounding rebuilt a hundred candidates a query, most of them seen before.
+
+    An entry is keyed by entity id and holds the payload object it was built from; it serves a hit only
+    while the store returns that same object (the embedded store's payload cache,
+    :mod:`culturebase.store.payload_cache`, hands out one object per point until the point is written), so
+    a written entity is rebuilt, and a store that builds new payloads on every read (the server backend)
+    never reuses one.  At most ``size`` entities, the least recently used dropped first; thread-safe."""
+
+    def __init__(self, size: int = 65_536) -> None:
+        self.size = size
+        self._items: OrderedDict[str, list[Any]] = OrderedDict()  # id → [payload, entity, {derived name: value}]
+        self._lock = threading.Lock()
+
+    def entity(self, hit: Any) -> Entity:
+        """The entity of a store hit (``id``, ``payload``), rebuilt from the store's own payload (no
+        re-validation) unless built from that very payload before."""
+        with self._lock:
+            entry = self._items.get(hit.id)
+            if entry is not None and entry[0] is hit.payload:
+                self._items.move_to_end(hit.id)
+                return entry[1]
+        ent = Entity.from_payload(hit.payload, trusted=True)
+        with self._lock:
+            self._items[hit.id] = [hit.payload, ent, {}]
+            self._items.move_to_end(hit.id)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return ent
+
+    def derived(self, ent: Entity, name: str, compute: Callable[[Entity], Any]) -> Any:
+        """``compute(ent)``, computed once per cached entity (an entity not built here is computed each time)."""
+        entry = self._items.get(ent.id)
+        if entry is None or entry[1] is not ent:
+            return compute(ent)
+        values = entry[2]
+        if name not in values:
+            values[name] = compute(ent)
+        return values[name]
+
+
+#: the process's cache of candidate entities (every grounder shares it: entries are checked against the payload)
+ENTITIES = EntityCache()
+
+
 class CandidatePool:
     """The candidate entities (in the order they were found) and each route's best score for each."""
 
@@ -85,9 +134,10 @@ class CandidatePool:
         return iter(self.entities)
 
     def entity_of(self, hit: Any) -> Entity:
-        """A store hit's entity, built once per id (from the store's own payload: no re-validation)."""
+        """A store hit's entity, built once per id (from the store's own payload: no re-validation; kept across
+        queries in :data:`ENTITIES`)."""
         ent = self.entities.get(hit.id)
-        return ent if ent is not None else Entity.from_payload(hit.payload, trusted=True)
+        return ent if ent is not None else ENTITIES.entity(hit)
 
     def add(self, entity: Entity) -> None:
         """An entity becomes a candidate (with no score yet)."""

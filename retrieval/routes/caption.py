@@ -13,7 +13,7 @@ brings none.
 from __future__ import annotations
 
 from retrieval import lexical as lex
-from retrieval.routes.base import CandidatePool, RouteHit, RouteQuery, RouteRun
+from retrieval.routes.base import ENTITIES, CandidatePool, RouteHit, RouteQuery, RouteRun
 
 NAME = "caption"
 #: the score of a short OCR line that is as a whole one of the entity's catchphrases (a verbatim long line scores 1.0)
@@ -30,7 +30,7 @@ def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
         return run
     run.status[NAME] = f"ran on {len(set(lines) | whole)} OCR line(s)"
     for ent in pool.entities.values():
-        phrases = lex.catchphrases(ent)
+        phrases = ENTITIES.derived(ent, "catchphrases", lex.catchphrases)
         match = lex.caption_score(lines, phrases) if lines else None
         if (match is None or match.score < WHOLE_LINE) and whole:
             match = _whole_line(whole, phrases) or match

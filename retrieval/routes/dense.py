@@ -28,6 +28,7 @@ from culturebase.entity import normalize_text
 from culturebase.store import CultureBaseStore, PayloadFilter
 from retrieval import lexical as lex
 from retrieval.crosslingual import ROUTES as CROSSLINGUAL_ROUTES
+from retrieval.language_search import language_filter, search_by_language
 from retrieval.routes.base import CandidatePool, DenseQuery, RouteHit, RouteQuery, RouteRun
 
 ROUTE_VECTOR: dict[str, str] = {"ocr": "usage", "visual": "visual", "name": "identity"}
@@ -92,30 +93,37 @@ class DenseRoutes:
         run = RouteRun()
         coll = query.store.entities
         groups, covered = self.background_languages(query.language)
-        flt_lang = PayloadFilter.of(language=query.language)
         backgrounds: list[dict[str, float]] = [{} for _ in query.dense]
-        done: dict[tuple[str, str, PayloadFilter | None], list[Any]] = {}
+        done: dict[tuple[str, str, tuple[str, ...]], dict[str | None, list[Any]]] = {}
         name_texts = {q.text for q in query.dense if q.route == "name"}
 
-        def search(vector_name: str, text: str, vector: Any, flt: PayloadFilter | None) -> list[Any]:
-            """One search per (vector, cue text, filter): a free-text search's OCR and name cues are one text."""
-            key = (vector_name, text, flt)
+        def search(vector_name: str, text: str, vector: Any, lacks: tuple[str, ...] = ()) -> dict[str | None, list[Any]]:
+            """Hits per entity language (None: of any language, when the languages searched apart do not cover
+            the KB), searched once per (vector, cue text, lacks): a free-text search's OCR and name cues are one text."""
+            key = (vector_name, text, lacks)
             if key not in done:
-                done[key] = coll.search(vector_name, vector, query.limit, flt)
+                if query.language is not None:
+                    done[key] = {query.language: coll.search(vector_name, vector, query.limit, language_filter(query.language, lacks))}
+                else:
+                    by_language, best = search_by_language(coll, vector_name, vector, query.limit, groups, lacks)
+                    done[key] = {**by_language, **({} if covered else {None: best})}
             return done[key]
 
         for i, q in enumerate(query.dense):
             vector = query.batch.dense[i]  # type: ignore[union-attr]
             found: list[tuple[Any, float]] = []
-            searches = [PayloadFilter.of(language=lg) for lg in groups] + ([] if covered else [flt_lang])
-            for lg, flt in zip([*groups, None], searches):
-                hits = search(ROUTE_VECTOR[q.route], q.text, vector, flt)
-                if q.route in FALLBACK_VECTOR:  # entities with nothing on this route: scored on their fallback vector
-                    fallback = FALLBACK_VECTOR[q.route]
-                    if fallback == "identity" and q.text in name_texts:  # the name cue searches these vectors anyway
-                        extra = [h for h in search(fallback, q.text, vector, flt) if not h.payload.get("cultural_usage")]
-                    else:
-                        extra = search(fallback, q.text, vector, PayloadFilter.without_vectors(flt, ROUTE_VECTOR[q.route]))
+            primary = search(ROUTE_VECTOR[q.route], q.text, vector)
+            fallback: dict[str | None, list[Any]] = {}
+            shared = False
+            if q.route in FALLBACK_VECTOR:  # entities with nothing on this route: scored on their fallback vector
+                if FALLBACK_VECTOR[q.route] == "identity" and q.text in name_texts:  # the name cue searches these vectors anyway
+                    fallback, shared = search("identity", q.text, vector), True
+                else:
+                    fallback = search(FALLBACK_VECTOR[q.route], q.text, vector, (ROUTE_VECTOR[q.route],))
+            for lg in [*groups, *([] if covered else [None])]:
+                hits = primary.get(lg, [])
+                if q.route in FALLBACK_VECTOR:
+                    extra = [h for h in fallback.get(lg, []) if not (shared and h.payload.get("cultural_usage"))]
                     hits = sorted(hits + extra, key=lambda h: -h.score)[: query.limit]
                 found += [(pool.entity_of(h), h.score * q.factor) for h in hits]
                 if lg is not None and hits:
