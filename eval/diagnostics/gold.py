@@ -19,7 +19,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
@@ -112,6 +112,18 @@ def knowledge_units(knowledge: Any) -> list[str]:
     return units
 
 
+def fold(text: str) -> str:
+    """NFKC, case-folded (ASCII text directly: NFKC leaves it as it is, and it case-folds to lower case)."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+@lru_cache(maxsize=8192)
+def _whole_word(key: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w]){re.escape(key)}(?![\w])")
+
+
 def name_in_text(key: str, text_key: str) -> bool:
     """A normalised name inside a normalised text: CJK names (≥ 2 characters) as substrings,
     others (≥ 3 characters) as whole words."""
@@ -121,19 +133,26 @@ def name_in_text(key: str, text_key: str) -> bool:
         return len(key) >= 2 and key in text_key
     if len(key) < 3 or key not in text_key:
         return False
-    return re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", text_key) is not None
+    return _whole_word(key).search(text_key) is not None
+
+
+def text_key(text: str) -> str:
+    """A page's text as names are compared with it: a URL's escapes decoded, NFKC, case-folded, its whitespace
+    runs read as one space."""
+    text = text or ""
+    if "%" in text:
+        text = unquote(text)
+    key = fold(text)
+    if "  " in key or "\n" in key or "\t" in key:
+        key = " ".join(key.split())
+    return key
 
 
 def mentions(keys: Iterable[str], text: str) -> bool:
     """Whether ``text`` (a page's title, URL and content; a URL's escapes decoded) names any of ``keys``
     (normalised as names are, its whitespace runs read as one space)."""
-    text = text or ""
-    if "%" in text:
-        text = unquote(text)
-    text_key = unicodedata.normalize("NFKC", text).casefold()
-    if "  " in text_key or "\n" in text_key or "\t" in text_key:
-        text_key = " ".join(text_key.split())
-    return any(k in text_key and name_in_text(k, text_key) for k in keys)
+    key = text_key(text)
+    return any(k in key and name_in_text(k, key) for k in keys)
 
 
 class KBNames:

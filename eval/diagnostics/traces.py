@@ -83,17 +83,23 @@ def grounded_hits(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return [h for h in hits or [] if isinstance(h, dict) and h.get("name")]
 
 
-def kb_text(trace: dict[str, Any], condition: str) -> str:
-    """The CultureBase entries the reasoning prompt carried (KAR only): name, aliases, source and texts."""
+def kb_entries(trace: dict[str, Any], condition: str) -> list[str]:
+    """The CultureBase entries the reasoning prompt carried (KAR only), one text per entity: name, aliases,
+    source and texts."""
     if condition not in KB_CONDITIONS:
-        return ""
+        return []
     parts = []
     for hit in grounded_hits(trace):
         aliases = hit.get("aliases") or []
         fields = [hit.get("name"), ", ".join(a for a in aliases if isinstance(a, str)), hit.get("source_work"),
                   hit.get("description"), hit.get("visual_desc"), hit.get("cultural_usage")]
         parts.append(" | ".join(str(f) for f in fields if f))
-    return "\n".join(parts)
+    return parts
+
+
+def kb_text(trace: dict[str, Any], condition: str) -> str:
+    """The CultureBase entries the reasoning prompt carried (KAR only), one line (or more) per entity."""
+    return "\n".join(kb_entries(trace, condition))
 
 
 def _piece_of(raw: dict[str, Any]) -> Piece | None:
@@ -149,8 +155,8 @@ def _parse_lines(text: str) -> list[Piece]:
     return pieces
 
 
-def evidence_pieces(trace: dict[str, Any]) -> list[Piece]:
-    """The evidence the reasoning prompt carried, piece by piece (listed pieces first, else the block parsed)."""
+def listed_pieces(trace: dict[str, Any]) -> list[Piece]:
+    """The evidence pieces the trace lists (none when it lists none: the block is then parsed)."""
     evidence = trace.get("evidence")
     if not isinstance(evidence, dict):
         return []
@@ -160,7 +166,15 @@ def evidence_pieces(trace: dict[str, Any]) -> list[Piece]:
             pieces = [p for p in (_piece_of(r) for r in listed if isinstance(r, dict)) if p is not None]
             if pieces:
                 return pieces
-    return parse_evidence_block(str(evidence.get("text") or ""))
+    return []
+
+
+def evidence_pieces(trace: dict[str, Any]) -> list[Piece]:
+    """The evidence the reasoning prompt carried, piece by piece (listed pieces first, else the block parsed)."""
+    evidence = trace.get("evidence")
+    if not isinstance(evidence, dict):
+        return []
+    return listed_pieces(trace) or parse_evidence_block(str(evidence.get("text") or ""))
 
 
 def evidence_text(trace: dict[str, Any]) -> str:

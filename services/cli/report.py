@@ -216,16 +216,20 @@ def report_command(
         matrices: dict[str, Any] = {}
         report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability,
                               matrices_out=matrices)
+        plot_paths = None
         if waiter is not None:
-            from eval.report.vikr import add_diagnostics
+            from eval.report.vikr import add_diagnostics, make_plots
 
+            if not no_plots:  # drawn while the diagnostics are computed (in a worker process, when forked)
+                out.mkdir(parents=True, exist_ok=True)
+                plot_paths = make_plots(report, out)
             with user_errors():
                 diagnostics, notes = waiter()
             for note in notes:
                 err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
             add_diagnostics(report, bench_items, judged_records, diagnostics, matrices)
         progress.update(task, advance=1)
-        files = write_report(report, out, plots=not no_plots)
+        files = write_report(report, out, plots=not no_plots, plot_paths=plot_paths)
         progress.update(task, completed=progress.tasks[0].total)
     if items is not None:
         from eval.report.diagnostics import cell_items, items_markdown
