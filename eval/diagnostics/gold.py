@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 from culturebase.entity import normalize_text
@@ -155,6 +155,14 @@ def mentions(keys: Iterable[str], text: str) -> bool:
     return any(k in key and name_in_text(k, key) for k in keys)
 
 
+class NameRecord(NamedTuple):
+    """What the diagnostics read of a CultureBase entity: its id, name and aliases."""
+
+    id: str
+    name: str
+    aliases: list[str]
+
+
 class KBNames:
     """Name/alias lookups in CultureBase, with the grounder's normalisation (``find_by_name``).
 
@@ -176,15 +184,30 @@ class KBNames:
         """Look many names up at once (one filtered scroll per ``batch`` names); :meth:`find` then answers from memory."""
         if self.store is None:
             return
-        keys = sorted({normalize_text(n) for n in names if normalize_text(n)} - set(self._found))
+        keys = sorted({key for n in names if (key := normalize_text(n))} - set(self._found))
         for start in range(0, len(keys), batch):
             chunk = keys[start:start + batch]
             for key in chunk:
                 self._found[key] = []
             wanted = set(chunk)
-            for entity in self.store.find_by_name(chunk):
+            for entity in self._named(chunk):
                 for key in _entity_keys(entity) & wanted:
                     self._found[key].append(entity)
+
+    def _named(self, keys: list[str]) -> list[Any]:
+        """The entities named by ``keys`` (normalised): :class:`NameRecord` s read straight from the stored payloads
+        when the store is a CultureBase (the records were validated when written; only names are needed here),
+        else its ``find_by_name``."""
+        collection = getattr(self.store, "entities", None)
+        if not hasattr(collection, "scroll"):
+            return list(self.store.find_by_name(keys))
+        from culturebase.store.base import PayloadFilter
+
+        found = []
+        for payload in collection.scroll(batch=256, flt=PayloadFilter.of(match_keys=keys)):
+            if payload.get("id") and payload.get("name"):
+                found.append(NameRecord(str(payload["id"]), str(payload["name"]), [a for a in payload.get("aliases") or [] if isinstance(a, str)]))
+        return found
 
     def find(self, names: Sequence[str]) -> list[Any]:
         """KB entities whose name or an alias equals one of ``names`` (normalised)."""
