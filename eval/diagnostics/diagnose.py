@@ -28,7 +28,6 @@ from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJ
 from eval.diagnostics.traces import (
     SEARCH_CONDITIONS,
     Piece,
-    evidence_pieces,
     evidence_status,
     evidence_text,
     grounded_hits,
@@ -122,7 +121,7 @@ class Shared:
 
 def _evidence(trace: dict[str, Any], shared: Shared) -> tuple[Material | None, list[Piece]]:
     """The evidence's material (None: the prompt carried none) and pieces, exactly as :func:`evidence_text`
-    and :func:`evidence_pieces` read them."""
+    and :func:`eval.diagnostics.traces.evidence_pieces` read them."""
     evidence = trace.get("evidence")
     if not isinstance(evidence, dict):
         return None, []
