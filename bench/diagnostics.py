@@ -292,7 +292,11 @@ def cost(tmp: Path, n: int, rounds: int) -> dict[str, Any]:
     base = ["report", "--bench", str(bench), *judged]
     kar(*base, "--out", str(tmp / "warm"), "--run", str(tmp / "run"))  # imports warmed once
     kar_bin = Path(sys.executable).parent / "kar"
+    for extra in ([], ["--run", str(tmp / "run")]):  # and once as its own process (bytecode written, where it is)
+        subprocess.run([str(kar_bin), *base, "--out", str(tmp / "warm-process"), *extra], check=True, capture_output=True)
     results: dict[str, Any] = {"items": n, "conditions": 4, "rounds": rounds,
+                               # set, every own-process run compiles the project's modules from source (baseline included)
+                               "python_dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
                                "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
     for where in ("in_process", "process"):
         wall: dict[str, list[float]] = {m: [] for m in MODES}

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+# the metadata and generation files (and their fingerprint) live where a reader needs no store import
+from culturebase.generation import GENERATION_FILE, META_FILE, collection_fingerprint  # noqa: F401
 from culturebase.store.base import (
     SCHEMA_VERSION,
     Backend,
@@ -47,11 +49,6 @@ from culturebase.store.memory import release_free_heap
 from culturebase.store.payload_cache import PayloadCache
 
 log = logging.getLogger(__name__)
-META_FILE = "culturekar.json"
-#: a collection's write generation: a new random token written before the first write of each session, so
-#: a reader can tell "unchanged since I last read it" without opening the shard (the engine rewrites its
-#: own files' modification times on every load, so they cannot tell it)
-GENERATION_FILE = "generation"
 #: KB of vectors per segment from which a segment gets its HNSW graphs
 #: (Qdrant's default is 10 MB: a 5k-entity KB had none)
 SMALL_INDEX_KB = 100
@@ -294,16 +291,6 @@ class EdgeCollection(Collection):
                 self._shard.flush()
         finally:
             self._shard.close()
-
-
-def collection_fingerprint(root: Path | str, name: str) -> str | None:
-    """What identifies a collection's content without opening it (no lock taken): its metadata and its
-    write generation; None when it does not exist or was last written before generations were kept."""
-    folder = Path(root) / name
-    try:
-        return f"{(folder / META_FILE).read_text('utf-8')}\0{(folder / GENERATION_FILE).read_text('utf-8')}"
-    except OSError:
-        return None
 
 
 class EdgeBackend(Backend):

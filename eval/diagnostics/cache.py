@@ -5,7 +5,7 @@ The key is a hash of everything the proxy diagnostics read: this package's sourc
 is a change of result), the benchmark items' ids, identity and knowledge layers, each trace file and
 its run's ``manifest.json`` (path, size and modification time, as ``make`` decides), and the
 CultureBase entities collection's metadata and write generation
-(:func:`culturebase.store.edge.collection_fingerprint`: the engine rewrites its own files' times on every
+(:func:`culturebase.generation.collection_fingerprint`: the engine rewrites its own files' times on every
 load, so those cannot tell a change).  What cannot be fingerprinted that way is not cached: a CultureBase
 on a Qdrant server (it changes without a file here), one last written before generations were kept, one
 that could not be opened (the diagnostics then say ``gold_in_kb`` is unknown; computed again next time),
@@ -56,7 +56,7 @@ def _source_hash() -> str:
 def cache_key(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> str | None:
     """The key of these inputs, or None when they cannot be fingerprinted (a Qdrant server CultureBase, or
     an embedded one without a write generation)."""
-    from culturebase.store.edge import collection_fingerprint
+    from culturebase.generation import collection_fingerprint
 
     if getattr(settings, "qdrant_url", None):
         return None
@@ -76,11 +76,19 @@ def _folder(settings: Any) -> Path:
     return Path(settings.data_dir) / "cache" / "diagnostics"
 
 
+def has(settings: Any, key: str) -> bool:
+    """Whether an entry is stored under ``key`` (it may still turn out unreadable: :func:`load` says)."""
+    return (_folder(settings) / f"{key}.json").is_file()
+
+
 def load(settings: Any, key: str) -> tuple[dict[str, Any], list[str]] | None:
     """The diagnostics and notes stored under ``key``, or None."""
+    from eval.diagnostics.traces import gc_paused
+
     path = _folder(settings) / f"{key}.json"
     try:
-        entry = orjson.loads(path.read_bytes())
+        with gc_paused():  # thousands of acyclic rows
+            entry = orjson.loads(path.read_bytes())
         found = entry["diagnostics"], list(entry["notes"])
         os.utime(path)  # kept as recently used
         return found

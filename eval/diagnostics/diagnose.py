@@ -24,15 +24,17 @@ from typing import Any
 
 from culturebase.entity import normalize_text
 from eval.diagnostics.gold import Gold, KBNames, gold_of, mentions, named_entities
-from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, judge_many, proxy_decide
+from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, Material, Materials, judge_many, proxy_decide
 from eval.diagnostics.traces import (
-    KB_CONDITIONS,
     SEARCH_CONDITIONS,
-    evidence_pieces,
+    Piece,
     evidence_status,
     evidence_text,
     grounded_hits,
+    kb_entries,
     kb_text,
+    listed_pieces,
+    parse_evidence_block,
     trace_of,
 )
 
@@ -70,9 +72,69 @@ def material(trace: Mapping[str, Any], condition: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
+class Shared:
+    """What rows read alike, each normalised or parsed once: CultureBase entries (the same entity is grounded
+    for many items), and per item the evidence blocks and pages (conditions that searched alike carry the
+    same ones) and whether a page names a gold entity.  :meth:`item` starts an item."""
+
+    #: CultureBase entries kept (each a few kB): more than a run grounds, in any KB this project builds
+    ENTRIES = 8192
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Material] = {}
+        self.blocks: dict[str, Material] = {}
+        self.parsed: dict[str, list[Piece]] = {}
+        self.named: dict[str, bool] = {}
+
+    def item(self) -> None:
+        self.blocks.clear()
+        self.parsed.clear()
+        self.named.clear()
+        if len(self.entries) > self.ENTRIES:
+            self.entries.clear()
+
+    def entry(self, text: str) -> Material:
+        found = self.entries.get(text)
+        if found is None:
+            found = self.entries[text] = Material(text)
+        return found
+
+    def block(self, text: str) -> Material:
+        found = self.blocks.get(text)
+        if found is None:
+            found = self.blocks[text] = Material(text)
+        return found
+
+    def pieces(self, text: str) -> list[Piece]:
+        found = self.parsed.get(text)
+        if found is None:
+            found = self.parsed[text] = parse_evidence_block(text)
+        return found
+
+    def names_gold(self, gold: Gold, piece: Piece) -> bool:
+        text = piece.all_text
+        found = self.named.get(text)
+        if found is None:
+            found = self.named[text] = mentions(gold.keys, text)
+        return found
+
+
+def _evidence(trace: dict[str, Any], shared: Shared) -> tuple[Material | None, list[Piece]]:
+    """The evidence's material (None: the prompt carried none) and pieces, exactly as :func:`evidence_text`
+    and :func:`eval.diagnostics.traces.evidence_pieces` read them."""
+    evidence = trace.get("evidence")
+    if not isinstance(evidence, dict):
+        return None, []
+    raw = evidence.get("text")
+    pieces = listed_pieces(trace) or shared.pieces(str(raw or ""))
+    text = raw if isinstance(raw, str) else "\n".join(p.all_text for p in pieces)
+    return (shared.block(text) if text else None), pieces
+
+
 def item_row(item: Any, gold: Gold, gold_in_kb: bool | None, name: str, record: Mapping[str, Any] | None,
-             manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One item's diagnostics under one condition (``name``: condition or model/condition); knowledge by the proxy."""
+             manifest: Mapping[str, Any] | None = None, shared: Shared | None = None) -> dict[str, Any]:
+    """One item's diagnostics under one condition (``name``: condition or model/condition); knowledge by the proxy.
+    ``shared``: what the item's other rows (and other items' rows) already read (:class:`Shared`)."""
     condition = condition_of(name)
     row: dict[str, Any] = {
         "id": item.id,
@@ -99,6 +161,9 @@ def item_row(item: Any, gold: Gold, gold_in_kb: bool | None, name: str, record: 
     }
     if record is None:
         return row
+    if shared is None:
+        shared = Shared()
+        shared.item()
     trace = trace_of(dict(record))
     error = record.get("error") or trace.get("error")
     row["error"] = f"{error.get('stage', '?')}: {error.get('message', '')}" if isinstance(error, dict) else (str(error) if error else None)
@@ -110,17 +175,23 @@ def item_row(item: Any, gold: Gold, gold_in_kb: bool | None, name: str, record: 
         row["gold_rank"] = ranks[0] if ranks else None
         row["extra_entities"] = [str(h["name"]) for h in hits if not _is_gold(h, gold)]
         row["n_extra"] = len(row["extra_entities"])
+    searched = condition in SEARCH_CONDITIONS
+    held, pieces = _evidence(trace, shared) if searched else (None, [])
     if gold.knowledge:
-        stated = proxy_decide(gold.knowledge, material(trace, condition))
+        # the prompt's material: KAR's KB entries, then the evidence block (material() joins them by line breaks)
+        parts = [shared.entry(text) for text in kb_entries(trace, condition)]
+        if held is not None:
+            parts.append(held)
+        stated = proxy_decide(gold.knowledge, Materials(parts))
         row["knowledge_stated"] = stated
         row["knowledge_in_prompt"] = sum(stated) / len(stated)
     row["evidence_status"] = evidence_status(trace, condition, dict(manifest) if manifest else None)
-    if condition in SEARCH_CONDITIONS:
-        pieces = evidence_pieces(trace)
+    if searched:
         row["evidence_pieces"] = len(pieces)
         if pieces and gold.entities:
-            off = sum(p.size for p in pieces if not mentions(gold.keys, p.all_text))
-            row["evidence_off_entity"] = off / sum(p.size for p in pieces)
+            sizes = [p.size for p in pieces]
+            off = sum(size for size, p in zip(sizes, pieces) if not shared.names_gold(gold, p))
+            row["evidence_off_entity"] = off / sum(sizes)
     return row
 
 
@@ -176,13 +247,13 @@ def diagnose(
     knowledge decided by the proxy (:func:`judge_knowledge` replaces it with a judge's verdicts)."""
     kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
     golds = [gold_of(item, kb) for item in items]
-    out: dict[str, dict[str, Any]] = {}
-    for name, records in traces.items():
-        manifest = (manifests or {}).get(name)
-        rows = [item_row(item, gold, in_kb, name, records.get(item.id), manifest)
-                for item, (gold, in_kb) in zip(items, golds)]
-        out[name] = summarize(rows, condition_of(name))
-    return out
+    shared = Shared()
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in traces}
+    for item, (gold, in_kb) in zip(items, golds):  # item by item: its conditions share evidence and pages
+        shared.item()
+        for name, records in traces.items():
+            rows[name].append(item_row(item, gold, in_kb, name, records.get(item.id), (manifests or {}).get(name), shared))
+    return {name: summarize(rows[name], condition_of(name)) for name in traces}
 
 
 async def judge_knowledge(

@@ -19,8 +19,8 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from functools import cached_property, lru_cache
+from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 from culturebase.entity import normalize_text
@@ -112,6 +112,18 @@ def knowledge_units(knowledge: Any) -> list[str]:
     return units
 
 
+def fold(text: str) -> str:
+    """NFKC, case-folded (ASCII text directly: NFKC leaves it as it is, and it case-folds to lower case)."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+@lru_cache(maxsize=8192)
+def _whole_word(key: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w]){re.escape(key)}(?![\w])")
+
+
 def name_in_text(key: str, text_key: str) -> bool:
     """A normalised name inside a normalised text: CJK names (≥ 2 characters) as substrings,
     others (≥ 3 characters) as whole words."""
@@ -121,19 +133,34 @@ def name_in_text(key: str, text_key: str) -> bool:
         return len(key) >= 2 and key in text_key
     if len(key) < 3 or key not in text_key:
         return False
-    return re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", text_key) is not None
+    return _whole_word(key).search(text_key) is not None
+
+
+def text_key(text: str) -> str:
+    """A page's text as names are compared with it: a URL's escapes decoded, NFKC, case-folded, its whitespace
+    runs read as one space."""
+    text = text or ""
+    if "%" in text:
+        text = unquote(text)
+    key = fold(text)
+    if "  " in key or "\n" in key or "\t" in key:
+        key = " ".join(key.split())
+    return key
 
 
 def mentions(keys: Iterable[str], text: str) -> bool:
     """Whether ``text`` (a page's title, URL and content; a URL's escapes decoded) names any of ``keys``
     (normalised as names are, its whitespace runs read as one space)."""
-    text = text or ""
-    if "%" in text:
-        text = unquote(text)
-    text_key = unicodedata.normalize("NFKC", text).casefold()
-    if "  " in text_key or "\n" in text_key or "\t" in text_key:
-        text_key = " ".join(text_key.split())
-    return any(k in text_key and name_in_text(k, text_key) for k in keys)
+    key = text_key(text)
+    return any(k in key and name_in_text(k, key) for k in keys)
+
+
+class NameRecord(NamedTuple):
+    """What the diagnostics read of a CultureBase entity: its id, name and aliases."""
+
+    id: str
+    name: str
+    aliases: list[str]
 
 
 class KBNames:
@@ -157,15 +184,30 @@ class KBNames:
         """Look many names up at once (one filtered scroll per ``batch`` names); :meth:`find` then answers from memory."""
         if self.store is None:
             return
-        keys = sorted({normalize_text(n) for n in names if normalize_text(n)} - set(self._found))
+        keys = sorted({key for n in names if (key := normalize_text(n))} - set(self._found))
         for start in range(0, len(keys), batch):
             chunk = keys[start:start + batch]
             for key in chunk:
                 self._found[key] = []
             wanted = set(chunk)
-            for entity in self.store.find_by_name(chunk):
+            for entity in self._named(chunk):
                 for key in _entity_keys(entity) & wanted:
                     self._found[key].append(entity)
+
+    def _named(self, keys: list[str]) -> list[Any]:
+        """The entities named by ``keys`` (normalised): :class:`NameRecord` s read straight from the stored payloads
+        when the store is a CultureBase (the records were validated when written; only names are needed here),
+        else its ``find_by_name``."""
+        collection = getattr(self.store, "entities", None)
+        if not hasattr(collection, "scroll"):
+            return list(self.store.find_by_name(keys))
+        from culturebase.store.base import PayloadFilter
+
+        found = []
+        for payload in collection.scroll(batch=256, flt=PayloadFilter.of(match_keys=keys)):
+            if payload.get("id") and payload.get("name"):
+                found.append(NameRecord(str(payload["id"]), str(payload["name"]), [a for a in payload.get("aliases") or [] if isinstance(a, str)]))
+        return found
 
     def find(self, names: Sequence[str]) -> list[Any]:
         """KB entities whose name or an alias equals one of ``names`` (normalised)."""

@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import json
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -29,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agents.vlm.base import ChatMessage, SamplingParams, VisionLanguageModel
+from eval.diagnostics.gold import fold
 from eval.judges.base import ask_valid, fill, json_object
 
 PROMPT = Path(__file__).resolve().parent.parent / "prompts" / "knowledge_in_prompt.md"
@@ -47,8 +47,8 @@ STOPWORDS = frozenset(
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+|[^\W_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,}")
 
 
-def _key(text: str) -> str:
-    return unicodedata.normalize("NFKC", text or "").casefold()
+def _key(text: str | None) -> str:
+    return fold(text or "")
 
 
 def tokens(text: str) -> set[str]:
@@ -63,13 +63,24 @@ def tokens(text: str) -> set[str]:
 
 
 class Material:
-    """A prompt's material, normalised once, asked whether it holds a token (a CJK bigram as a substring,
-    a word as a whole word)."""
+    """A prompt's material (or one part of it), normalised once, asked whether it holds a token (a CJK bigram
+    as a substring, a word as a whole word).  Each token is looked for once: knowledge units share words,
+    and a part shared by several prompts (the same CultureBase entry, the same evidence block) is one
+    :class:`Material` answering all of them."""
+
+    __slots__ = ("key", "_held")
 
     def __init__(self, text: str) -> None:
         self.key = _key(text)
+        self._held: dict[str, bool] = {}
 
     def has(self, token: str) -> bool:
+        held = self._held.get(token)
+        if held is None:
+            held = self._held[token] = self._find(token)
+        return held
+
+    def _find(self, token: str) -> bool:
         key = self.key
         if _CJK_RUN.match(token):
             return token in key
@@ -82,24 +93,65 @@ class Material:
         return False
 
 
+class Materials:
+    """A prompt's material as its parts, joined by line breaks (a KAR prompt: each CultureBase entry, then the
+    evidence block).  No word and no CJK bigram runs across a line break, so the material holds a token
+    exactly when one of its parts does: each part is searched (and normalised) once, however many prompts
+    carry it."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: Sequence[Material]) -> None:
+        self.parts = parts
+
+    def has(self, token: str) -> bool:
+        for part in self.parts:
+            if part.has(token):
+                return True
+        return False
+
+
 @lru_cache(maxsize=65536)
 def unit_tokens(unit: str) -> tuple[str, ...]:
     """A knowledge unit's tokens (cached: every condition asks about the same units)."""
     return tuple(sorted(tokens(unit)))
 
 
-def containment(unit: str, material: Material) -> float:
+def containment(unit: str, material: Material | Materials) -> float:
     """Share of the unit's tokens found in the material (0 for a unit with no token)."""
     found = unit_tokens(unit)
     return sum(material.has(t) for t in found) / len(found) if found else 0.0
 
 
-def proxy_decide(units: Sequence[str], material: str) -> list[bool]:
-    """Per unit: stated in the material by lexical containment (≥ :data:`PROXY_THRESHOLD`)."""
-    if not material.strip():
+def proxy_decide(units: Sequence[str], material: str | Material | Materials) -> list[bool]:
+    """Per unit: stated in the material (its text, or its parts already normalised) by lexical containment
+    (≥ :data:`PROXY_THRESHOLD`).  Empty material states nothing."""
+    if isinstance(material, str):
+        if not material.strip():
+            return [False] * len(units)
+        material = Material(material)
+    elif isinstance(material, Materials) and not material.parts:
         return [False] * len(units)
-    held = Material(material)
-    return [containment(u, held) >= PROXY_THRESHOLD for u in units]
+    held: dict[str, bool] = {}  # units share tokens: each is asked once
+    decided = []
+    for unit in units:
+        found = unit_tokens(unit)
+        n, count, missed, stated = len(found), 0, 0, False
+        for token in found:  # until the share is decided either way (what is left cannot change it)
+            has = held.get(token)
+            if has is None:
+                has = held[token] = material.has(token)
+            if has:
+                count += 1
+                if count / n >= PROXY_THRESHOLD:
+                    stated = True
+                    break
+            else:
+                missed += 1
+                if (n - missed) / n < PROXY_THRESHOLD:
+                    break
+        decided.append(stated)
+    return decided
 
 
 class UnitVerdict(BaseModel):

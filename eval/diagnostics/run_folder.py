@@ -11,7 +11,7 @@ from eval.diagnostics.diagnose import diagnose, judge_knowledge
 from eval.diagnostics.gold import KBNames
 from eval.diagnostics.kb import open_kb_names
 from eval.diagnostics.joined import join_all
-from eval.diagnostics.traces import read_manifest, read_traces
+from eval.diagnostics.traces import gc_paused, read_manifest, read_traces
 
 NO_GOLD = "{benchmark} items name no gold identity entities, so there is nothing to diagnose retrieval against"
 
@@ -53,13 +53,22 @@ def _read_back(settings: Any, key: str) -> tuple[dict[str, Any], list[str]] | No
     return None if hit is None else (hit[0], [*hit[1], CACHED_NOTE])
 
 
-def cached_diagnostics(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> tuple[dict[str, Any], list[str]] | None:
-    """The proxy diagnostics of these inputs when an earlier report kept them (with the note saying so), else None:
-    a caller that would start a worker process to compute them asks this first."""
+def cached_diagnostics(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> Callable[[], tuple[dict[str, Any], list[str]]] | None:
+    """When an earlier report kept the proxy diagnostics of these inputs: the call that reads them back (with the
+    note saying so; computed here after all should the entry have become unreadable meanwhile), else None.  A
+    caller that would start a worker process to compute them asks this first; the rows are read only when
+    needed, so they do not sit in memory (and under the garbage collector's walks) while the report draws."""
     from eval.diagnostics import cache
 
     key = cache.cache_key(items, files, settings)
-    return None if key is None else _read_back(settings, key)
+    if key is None or not cache.has(settings, key):
+        return None
+
+    def read() -> tuple[dict[str, Any], list[str]]:
+        hit = _read_back(settings, key)
+        return hit if hit is not None else diagnose_files(items, files, settings)
+
+    return read
 
 
 def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: Any, judge: Any = None,
@@ -84,7 +93,8 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     with open_kb_names(settings) as kb:
         if kb.unavailable:
             notes.append(f"gold_in_kb unknown: {kb.unavailable}")
-        diagnostics = diagnose(items, records, kb, manifests)
+        with gc_paused():  # thousands of acyclic rows, over the traces' records
+            diagnostics = diagnose(items, records, kb, manifests)
         if judge is not None:
             coroutine = judge_knowledge(diagnostics, items, records, kb, judge, concurrency=settings.judge_concurrency)
             diagnostics = (run or asyncio.run)(coroutine)
@@ -92,3 +102,53 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     if key is not None and not notes and cache.cache_key(items, files, settings) == key:
         cache.store(settings, key, diagnostics, notes)
     return diagnostics, notes
+
+
+def _work(conn: Any, items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> None:
+    """The forked worker: diagnose, send the result (or the error) back, exit."""
+    import gc
+
+    gc.freeze()  # the parent's objects are never collected here: a collection would walk (and copy) them all
+    gc.disable()  # a short life making acyclic rows and trace records: nothing for the collector to find
+    try:
+        found: tuple[str, Any] = ("ok", diagnose_files(items, files, settings))
+    except BaseException as exc:  # carried to the parent, raised there
+        found = ("error", exc)
+    try:
+        conn.send(found)
+    except Exception as exc:  # an error that does not pickle: its text
+        conn.send(("error", RuntimeError(f"{type(found[1]).__name__}: {found[1]}; {exc}")))
+    finally:
+        conn.close()
+
+
+def start_diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> Callable[[], tuple[dict[str, Any], list[str]]]:
+    """:func:`diagnose_files` (proxy, cache) in a forked process, so the caller goes on meanwhile (``kar report``
+    draws its plots); returns the call that waits for the result (an error in the worker is raised there).
+    The worker inherits its inputs (nothing is pickled on the way in) and sends back only the result."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    worker = context.Process(target=_work, args=(send, items, files, settings), daemon=True, name="kar-diagnostics")
+    worker.start()
+    send.close()
+
+    def wait() -> tuple[dict[str, Any], list[str]]:
+        from eval.diagnostics.traces import gc_paused
+
+        try:
+            with gc_paused():  # thousands of rows unpickled: no collection passes over them meanwhile
+                status, value = receive.recv()
+        except EOFError:
+            worker.join()
+            raise RuntimeError(f"the diagnostics worker ended without a result (exit code {worker.exitcode})") from None
+        finally:
+            receive.close()
+        worker.join()
+        if status != "ok":
+            raise value
+        return value
+
+    return wait
+

@@ -9,8 +9,11 @@ else the numbered entries of the fenced evidence block the prompt carried.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +55,7 @@ def read_traces(path: str | Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         raise DatasetError(f"{path}: trace file not found")
     found: dict[str, dict[str, Any]] = {}
-    with path.open(encoding="utf-8") as handle:
+    with path.open("rb") as handle, gc_paused():
         for line in handle:
             if not line.strip():
                 continue
@@ -61,11 +64,24 @@ def read_traces(path: str | Path) -> dict[str, dict[str, Any]]:
             except orjson.JSONDecodeError:
                 try:  # the stdlib reads what orjson refuses (NaN, Infinity)
                     record = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, UnicodeDecodeError):
                     continue  # a torn last line (the run was killed mid-write)
             if isinstance(record, dict) and record.get("id") is not None:
                 found[str(record["id"])] = record
     return found
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile: parsed JSON holds no cycles, and a collection every few hundred
+    new objects walks every object already made (seconds over a run's traces)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def trace_of(record: dict[str, Any] | None) -> dict[str, Any]:
@@ -83,17 +99,23 @@ def grounded_hits(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return [h for h in hits or [] if isinstance(h, dict) and h.get("name")]
 
 
-def kb_text(trace: dict[str, Any], condition: str) -> str:
-    """The CultureBase entries the reasoning prompt carried (KAR only): name, aliases, source and texts."""
+def kb_entries(trace: dict[str, Any], condition: str) -> list[str]:
+    """The CultureBase entries the reasoning prompt carried (KAR only), one text per entity: name, aliases,
+    source and texts."""
     if condition not in KB_CONDITIONS:
-        return ""
+        return []
     parts = []
     for hit in grounded_hits(trace):
         aliases = hit.get("aliases") or []
         fields = [hit.get("name"), ", ".join(a for a in aliases if isinstance(a, str)), hit.get("source_work"),
                   hit.get("description"), hit.get("visual_desc"), hit.get("cultural_usage")]
         parts.append(" | ".join(str(f) for f in fields if f))
-    return "\n".join(parts)
+    return parts
+
+
+def kb_text(trace: dict[str, Any], condition: str) -> str:
+    """The CultureBase entries the reasoning prompt carried (KAR only), one line (or more) per entity."""
+    return "\n".join(kb_entries(trace, condition))
 
 
 def _piece_of(raw: dict[str, Any]) -> Piece | None:
@@ -149,8 +171,8 @@ def _parse_lines(text: str) -> list[Piece]:
     return pieces
 
 
-def evidence_pieces(trace: dict[str, Any]) -> list[Piece]:
-    """The evidence the reasoning prompt carried, piece by piece (listed pieces first, else the block parsed)."""
+def listed_pieces(trace: dict[str, Any]) -> list[Piece]:
+    """The evidence pieces the trace lists (none when it lists none: the block is then parsed)."""
     evidence = trace.get("evidence")
     if not isinstance(evidence, dict):
         return []
@@ -160,7 +182,15 @@ def evidence_pieces(trace: dict[str, Any]) -> list[Piece]:
             pieces = [p for p in (_piece_of(r) for r in listed if isinstance(r, dict)) if p is not None]
             if pieces:
                 return pieces
-    return parse_evidence_block(str(evidence.get("text") or ""))
+    return []
+
+
+def evidence_pieces(trace: dict[str, Any]) -> list[Piece]:
+    """The evidence the reasoning prompt carried, piece by piece (listed pieces first, else the block parsed)."""
+    evidence = trace.get("evidence")
+    if not isinstance(evidence, dict):
+        return []
+    return listed_pieces(trace) or parse_evidence_block(str(evidence.get("text") or ""))
 
 
 def evidence_text(trace: dict[str, Any]) -> str:

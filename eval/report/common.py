@@ -12,10 +12,20 @@ import numpy as np
 _PLAIN = (str, int, bool, type(None))
 
 
+class PlainRows(list):
+    """Rows that are strict JSON already (dicts of str, int, bool, None, finite floats and lists of those):
+    :func:`jsonable` keeps them as they are instead of walking thousands of rows (the per-item diagnostics
+    rows, which :mod:`eval.diagnostics` builds of nothing else)."""
+
+    __slots__ = ()
+
+
 def jsonable(value: Any) -> Any:
-    """A value safe for strict JSON, recursively."""
+    """A value safe for strict JSON, recursively (:class:`PlainRows` as they are)."""
     kind = type(value)
     if kind in _PLAIN:  # most leaves of a report with per-item rows: one type test, not five
+        return value
+    if kind is PlainRows:
         return value
     if kind is dict:
         return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}

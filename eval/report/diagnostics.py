@@ -145,11 +145,15 @@ def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Suc
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from eval.report.vikr import _save
-
     names = list(joined)
     x = np.arange(len(names))
-    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names) + 3), 4.5))
+    # laid out by hand (inches), not by tight_layout: that lays every text out once more before the drawing
+    axes_w = max(2.0, 1.15 * len(names))
+    bottom_in = min(3.0, 0.4 + 0.025 * max(len(n) for n in names))  # x labels at 30°, 8 pt
+    left_in, legend_in, top_in, axes_h = 0.8, 2.8, 0.4, 3.3
+    width, height = left_in + axes_w + legend_in, bottom_in + axes_h + top_in
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((left_in / width, bottom_in / height, axes_w / width, axes_h / height))
     bottom = np.zeros(len(names))
     for cell in REPAIR_CELLS:
         values = np.array([len(joined[n][cell]) for n in names], dtype=float)
@@ -164,8 +168,11 @@ def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Suc
     ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("items (repairs up, damages down)")
     ax.set_title(f"Repairs and damages by cause ({layer})")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return _save(fig, out_dir / "diagnostics_causes.png")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    path = out_dir / "diagnostics_causes.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def html_section(diagnostics: Mapping[str, Any] | None) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from eval.tasks.memebench import BenchmarkItem
 from eval.metrics.stats import N_BOOTSTRAP
 from eval.metrics.vikr import STATES, breakdown, condition_metrics, paired_metrics, vikr_matrix
-from eval.report.common import dumps_indented, jsonable
+from eval.report.common import PlainRows, dumps_indented, jsonable
 from eval.verdicts import LAYERS
 
 Records = Sequence[dict[str, Any]]
@@ -115,6 +115,9 @@ def add_diagnostics(report: dict[str, Any], bench: Sequence[BenchmarkItem], judg
             needed = {n for n, e in report["paired"].items()} | {e["baseline"] for e in report["paired"].values()}
             matrices = {name: vikr_matrix(bench, judged[name]) for name in needed if name in judged}
         join_all(diagnostics, matrices, report["paired"])
+        for entry in diagnostics.values():  # built by eval.diagnostics of plain JSON values only
+            if isinstance(entry, dict) and type(entry.get("rows")) is list:
+                entry["rows"] = PlainRows(entry["rows"])
     report["diagnostics"] = diagnostics
     return report
 
@@ -381,8 +384,11 @@ def render_html(report: Mapping[str, Any], plots: Sequence[Path], metrics_text: 
     )
 
 
-def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:
-    """Write metrics.json, leaderboard/augmentation .md and .csv, plots and report.html."""
+def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool = True,
+                 plot_paths: Sequence[Path] | None = None) -> dict[str, Path]:
+    """Write metrics.json, leaderboard/augmentation .md and .csv, plots and report.html.  ``plot_paths``: the
+    report's plots, already drawn by :func:`make_plots` (``kar report`` draws them while its diagnostics are
+    computed in another process)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -397,7 +403,7 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
     _write_csv(files["leaderboard_csv"], leaderboard_rows(report))
     files["augmentation_csv"] = out / "augmentation.csv"
     _write_csv(files["augmentation_csv"], augmentation_rows(report))
-    plot_paths = make_plots(report, out) if plots else []
+    plot_paths = (list(plot_paths) if plot_paths is not None else make_plots(report, out)) if plots else []
     if report.get("diagnostics") is not None:
         from eval.report.diagnostics import causes_markdown, causes_plot, diagnostics_markdown
 
@@ -410,5 +416,16 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
     for p in plot_paths:
         files[p.stem] = p
     files["html"] = out / "report.html"
-    files["html"].write_text(render_html(report, plot_paths, metrics_text), encoding="utf-8")
+    files["html"].write_text(render_html(report, plot_paths, _html_metrics(report, metrics_text)), encoding="utf-8")
     return files
+
+
+def _html_metrics(report: Mapping[str, Any], metrics_text: str) -> str:
+    """metrics.json as report.html shows it: the diagnostics' per-item rows left to metrics.json (the page lists
+    each cell's items; thousands of rows inline would only make it slow to write and to open)."""
+    diagnostics = report.get("diagnostics")
+    if not isinstance(diagnostics, dict) or not any(isinstance(e, dict) and e.get("rows") for e in diagnostics.values()):
+        return metrics_text
+    slim = {name: ({**e, "rows": f"{len(e['rows'])} per-item rows: see metrics.json"} if isinstance(e, dict) and e.get("rows") else e)
+            for name, e in diagnostics.items()}
+    return dumps_indented(jsonable({**report, "diagnostics": slim}))

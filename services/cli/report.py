@@ -216,16 +216,20 @@ def report_command(
         matrices: dict[str, Any] = {}
         report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability,
                               matrices_out=matrices)
+        plot_paths = None
         if waiter is not None:
-            from eval.report.vikr import add_diagnostics
+            from eval.report.vikr import add_diagnostics, make_plots
 
+            if not no_plots:  # drawn while the diagnostics are computed (in a worker process, when forked)
+                out.mkdir(parents=True, exist_ok=True)
+                plot_paths = make_plots(report, out)
             with user_errors():
                 diagnostics, notes = waiter()
             for note in notes:
                 err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
             add_diagnostics(report, bench_items, judged_records, diagnostics, matrices)
         progress.update(task, advance=1)
-        files = write_report(report, out, plots=not no_plots)
+        files = write_report(report, out, plots=not no_plots, plot_paths=plot_paths)
         progress.update(task, completed=progress.tasks[0].total)
     if items is not None:
         from eval.report.diagnostics import cell_items, items_markdown
@@ -256,12 +260,10 @@ def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str],
     """Start the diagnostics of the judged runs whose traces are found; returns the call that waits for them
     (``(diagnostics, notes)``; ``{"skipped": why}`` when no trace is found).
 
-    Bad flags fail here, before anything runs.  Without a judge the diagnostics are computed in a forked
-    process while this one builds the report (bootstrap, plots), so on a machine with a spare core they cost
-    little wall time; with a judge (or where fork is not available) they are computed here."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    Bad flags fail here, before anything runs.  Without a judge the diagnostics are read back from the cache
+    of an earlier report, or computed in a forked process while this one builds the report (bootstrap, plots),
+    so on a machine with a spare core they cost little wall time; with a judge (or where fork is not
+    available) they are computed here."""
     from eval.diagnostics.run_folder import cached_diagnostics, diagnose_files
     from eval.diagnostics.traces import locate_traces
 
@@ -285,22 +287,18 @@ def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str],
 
         judge = KnowledgeJudge(OpenAICompatibleVLM.from_settings(settings, role="judge"), max_retries=settings.judge_max_parse_retries,
                                cache=JudgeCache(settings.data_dir / "knowledge_judge_cache.sqlite"))
+    if judge is None:
+        read_back = cached_diagnostics(bench_items, files, settings)
+        if read_back is not None:  # read back here (when waited for): a worker would only move the rows across processes
+            return read_back
+    import multiprocessing
+
     if judge is not None or "fork" not in multiprocessing.get_all_start_methods():
         done = diagnose_files(bench_items, files, settings, judge=judge, run=run_async)
         return lambda: done
-    hit = cached_diagnostics(bench_items, files, settings)
-    if hit is not None:  # read back here: a worker would only move the rows across processes
-        return lambda: hit
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-    future = pool.submit(diagnose_files, bench_items, files, settings)
+    from eval.diagnostics.run_folder import start_diagnose_files
 
-    def wait() -> tuple[dict[str, Any], list[str]]:
-        try:
-            return future.result()
-        finally:
-            pool.shutdown()
-
-    return wait
+    return start_diagnose_files(bench_items, files, settings)
 
 
 def reference_command(

@@ -93,6 +93,29 @@ def test_proxy_is_lexical_containment():
     assert proxy_decide(["anything"], "  ") == [False]
 
 
+def test_proxy_over_parts_decides_as_over_the_joined_material():
+    """The report asks each part of a prompt's material (a KB entry, the evidence block) once and stops a unit
+    once decided; that must decide every unit exactly as the token-by-token containment of the joined text."""
+    import random
+    import unicodedata
+
+    from eval.diagnostics.gold import fold
+    from eval.diagnostics.knowledge import PROXY_THRESHOLD, Material, Materials, containment
+
+    words = ["doge", "Doge", "shiba", "inu", "meme", "2013", "kabosu", "诸葛亮", "骂死", "王朗", "鲁迅", "ＤＯＧＥ", "Straße",
+             "strasse", "doge-like", "x_doge", "popular", "since", "wow", "such", "the", "a"]
+    rng = random.Random(0)
+    for _ in range(300):
+        parts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 4))]
+        units = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 7))) for _ in range(rng.randint(1, 5))]
+        joined = "\n".join(p for p in parts if p)
+        expected = [containment(u, Material(joined)) >= PROXY_THRESHOLD for u in units]
+        assert proxy_decide(units, Materials([Material(p) for p in parts if p])) == expected, (parts, units)
+        assert proxy_decide(units, joined) == expected
+    for text in ("Doge ＤＯＧＥ Straße 诸葛亮", "plain ASCII, Mixed Case\n", ""):
+        assert fold(text) == unicodedata.normalize("NFKC", text).casefold()
+
+
 def test_knowledge_reply_must_decide_every_unit():
     assert parse_reply('{"units": [{"index": 2, "stated": false}, {"index": 1, "stated": true}]}', 2) == [True, False]
     with pytest.raises(ValueError, match=r"missing \[2\]"):

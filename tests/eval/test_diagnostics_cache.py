@@ -57,3 +57,19 @@ def test_only_the_newest_entries_are_kept(tmp_path):
     for n in range(cache.KEEP + 3):
         cache.store(settings, f"{n:064x}", {}, [])
     assert len(list((settings.data_dir / "cache" / "diagnostics").glob("*.json"))) == cache.KEEP
+
+
+def test_forked_worker_returns_what_is_computed_here_and_raises_its_errors_here(tmp_path):
+    import pytest
+
+    from eval.diagnostics.run_folder import diagnose_files, start_diagnose_files
+    from eval.records import DatasetError
+
+    items, files, settings = setup(tmp_path)
+    settings.kb_path = tmp_path / "no-kb"  # gold_in_kb unknown, said in a note; nothing cached
+    expected = diagnose_files(items, files, settings, use_cache=False)
+    assert expected[1] and "no CultureBase" in expected[1][0]
+    assert start_diagnose_files(items, files, settings)() == expected
+    wait = start_diagnose_files(items, {"kar": tmp_path / "missing.jsonl"}, settings)
+    with pytest.raises(DatasetError, match="trace file not found"):
+        wait()

@@ -108,6 +108,8 @@ def test_every_item_lands_in_its_cell(judged_run):
     page = (judged_run["tmp"] / "report" / "report.html").read_text("utf-8")
     assert "Retrieval diagnostics" in page and "kar · Success · extra entity injected</li>" not in page
     assert "kar · Success · extra entity injected: [wrong]" in page
+    # the page's copy of metrics.json leaves the per-item rows to metrics.json itself
+    assert "5 per-item rows: see metrics.json" in page and "gold_missing_from_kb" not in page
     assert (judged_run["tmp"] / "report" / "diagnostics_causes.png").stat().st_size > 1000
 
 
