@@ -368,7 +368,8 @@ def main() -> None:
                     sha = f"{i:064x}"
                     src = sources[i % len(sources)]
                     key = ImageKey(f"synthetic-{i}", sha, 0, "")
-                    route.descriptors.add(key, src.points, np.ascontiguousarray(src.descriptors[:, gen.permutation(32)]), src.width, src.height)
+                    route.descriptors.add(key, src.points, np.ascontiguousarray(src.descriptors[:, gen.permutation(32)]), src.width, src.height,
+                                          coarse=src.coarse)
                     image = EntityImage(path=f"{sha[:2]}/{sha}.jpg", sha256=sha, width=480, height=360)
                     rows.append((key.entity_id, None, image, np.where(gen.random(128) < 0.5, 1.0, -1.0).astype(np.float32), 0))
                 route.index.replace_for(rows, [])
@@ -478,8 +479,9 @@ def main() -> None:
             frames = sample_frames(blobs[tid])
             for n, frame in frames:
                 hash_image(frame)
-                f = feats.describe(frame)
-                scratch.add(ImageKey(tid, tid, n), f.points, f.descriptors, f.width, f.height, scratch.per_frame(len(frames)))
+                f = feats.describe_entity(frame)
+                scratch.add(ImageKey(tid, tid, n), f.points, f.descriptors, f.width, f.height, scratch.per_frame(len(frames)),
+                            coarse=f.coarse, coarse_limit=scratch.coarse_per_frame(len(frames)))
         index_s = (time.perf_counter() - t0) / max(1, len(indexed))
         index_cpu_s = (time.thread_time() - c0) / max(1, len(indexed))
         kb.close()

@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 #: a frame), spread over the picture by a grid; the rest stay for verification
 PER_IMAGE = 256
 PER_FRAME_MIN = 96
+#: beside them, up to this many of the image's *coarse* keypoints (found in its small copy:
+#: :data:`retrieval.image_features.COARSE_SIDE`), never fewer than :data:`COARSE_FRAME_MIN` a frame:
+#: what a template shown in one cell of a grid votes with
+PER_IMAGE_COARSE = 96
+COARSE_FRAME_MIN = 32
 #: an IVF index of at least this many descriptors is memory-mapped read-only when loaded (the service reads
 #: it from the page cache); the first write loads it into memory
 MMAP_FROM = 1_000_000
@@ -61,7 +66,8 @@ NPROBE = 4
 #: OpenMP threads spinning against the service's other requests cost more than they gain
 SEARCH_THREADS = 1
 CODE_BYTES = 32
-FORMAT = 1
+#: 2: coarse keypoints indexed beside the fine ones
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -128,10 +134,11 @@ class DescriptorIndex:
 
     def __init__(
         self, root: Path | str | None, per_image: int = PER_IMAGE, ivf_from: int = IVF_FROM, nprobe: int = NPROBE,
-        mmap_from: int = MMAP_FROM,
+        mmap_from: int = MMAP_FROM, per_image_coarse: int = PER_IMAGE_COARSE,
     ) -> None:
         self.root = Path(root) if root is not None else None
         self.per_image = per_image
+        self.per_image_coarse = per_image_coarse
         self.mmap_from = mmap_from
         self.mapped = False
         self.ivf_from = ivf_from
@@ -175,6 +182,12 @@ class DescriptorIndex:
         """Descriptors indexed for each of an image's ``frames`` frames."""
         return max(PER_FRAME_MIN, self.per_image // max(1, frames))
 
+    def coarse_per_frame(self, frames: int) -> int:
+        """Coarse descriptors indexed for each of an image's ``frames`` frames (0 when switched off)."""
+        if self.per_image_coarse <= 0:
+            return 0
+        return max(COARSE_FRAME_MIN, self.per_image_coarse // max(1, frames))
+
     def _writable(self) -> None:
         """A mapped (read-only) index is read into memory before its first change."""
         import faiss
@@ -199,13 +212,20 @@ class DescriptorIndex:
     # -- add / remove ---------------------------------------------------------------------
     def add(
         self, key: ImageKey, points: np.ndarray, descriptors: np.ndarray, width: int, height: int, limit: int | None = None,
+        coarse: int = 0, coarse_limit: int | None = None,
     ) -> int:
-        """Index up to ``limit`` (default :attr:`per_image`) of one frame's descriptors (replacing what it had); returns how many."""
+        """Index up to ``limit`` (default :attr:`per_image`) of one frame's fine descriptors and up to
+        ``coarse_limit`` (default :attr:`per_image_coarse`) of its ``coarse`` ones (the last ``coarse`` rows),
+        each set spread over the picture (replacing what the frame had); returns how many."""
         with self._lock:
             self._ensure()
             self._writable()
             self._remove_slots([s for s in [self._slot_of.get((key.entity_id, key.sha256, key.frame))] if s is not None])
-            chosen = spread(points, limit or self.per_image, width, height) if len(points) else np.zeros(0, np.int64)
+            fine = len(points) - coarse
+            chosen = spread(points[:fine], limit or self.per_image, width, height) if fine > 0 else np.zeros(0, np.int64)
+            budget = self.per_image_coarse if coarse_limit is None else coarse_limit
+            if coarse > 0 and budget > 0:
+                chosen = np.concatenate([chosen, fine + spread(points[fine:], budget, width, height)])
             codes = np.ascontiguousarray(descriptors[chosen], dtype=np.uint8) if len(chosen) else np.zeros((0, CODE_BYTES), np.uint8)
             slot = self._free.pop() if self._free else len(self._slots)
             if slot == len(self._slots):
@@ -369,7 +389,7 @@ class DescriptorIndex:
             tmp_index, tmp_slots = index_path.with_name(index_path.name + tag), slots_path.with_name(slots_path.name + tag)
             faiss.write_index_binary(self._index, str(tmp_index))
             table = {
-                "format": FORMAT, "per_image": self.per_image, "ntotal": int(self._index.ntotal), "trained_at": self._trained_at,
+                "format": FORMAT, "per_image": self.per_image, "per_image_coarse": self.per_image_coarse, "ntotal": int(self._index.ntotal), "trained_at": self._trained_at,
                 "kind": self.kind,
                 "slots": [None if k is None else [k.entity_id, k.sha256, k.frame, k.language, c] for k, c in zip(self._slots, self._counts)],
             }
@@ -396,7 +416,8 @@ class DescriptorIndex:
                 if index_path.exists() or slots_path.exists():
                     log.warning("descriptor index in %s unreadable (%s): it is rebuilt from the stored features", self.root, exc)
                 return False
-            if table.get("format") != FORMAT or table.get("per_image") != self.per_image or table.get("ntotal") != index.ntotal:
+            if (table.get("format") != FORMAT or table.get("per_image") != self.per_image
+                    or table.get("per_image_coarse") != self.per_image_coarse or table.get("ntotal") != index.ntotal):
                 log.warning("descriptor index in %s does not match its slot table: it is rebuilt", self.root)
                 return False
             self._index = index

@@ -25,9 +25,18 @@ import numpy as np
 from PIL import Image
 
 #: the feature method and its version (stored with the features: a change re-describes the images)
-METHOD = "orb2"
+METHOD = "orb3"
+#: the method before coarse keypoints (:data:`COARSE_SIDE`): read when an image has no ``orb3`` file yet
+#: (a KB indexed before; ``kar kb reindex-images`` describes it again), with its fine keypoints only
+PREVIOUS_METHOD = "orb2"
 #: longest side at which an entity image is described
 INDEX_SIDE = 480
+#: an entity image is described a second time at this longest side, with :data:`COARSE_FEATURES` keypoints
+#: (positions in the 480 px copy's pixels): a template shown small (a grid cell, a quarter of a screenshot:
+#: 130-250 px) matches keypoints ORB found at its own scale, which the 480 px pyramid (down to ~134 px, with
+#: a few dozen keypoints at its smallest levels) barely has
+COARSE_SIDE = 200
+COARSE_FEATURES = 150
 #: longest side at which a query image is described (a template filling 40 % of a screenshot keeps ~320 px)
 QUERY_SIDE = 800
 INDEX_FEATURES = 400
@@ -50,6 +59,8 @@ MIN_INLIERS_FLOOR = 10
 #: an entity image with fewer keypoints than this cannot be verified (flat colour, tiny): hashes alone decide
 MIN_KEYPOINTS = 60
 RANSAC_PX = 6.0
+#: the inliers of a verified template span at least this share of its own area (convex hull)
+MIN_SHARE = 0.03
 #: OpenCV works in the calling thread: describing one picture and matching a few hundred descriptors are
 #: too small to share, and its worker threads contend with the service's other requests
 CV_THREADS = 1
@@ -75,10 +86,33 @@ class Features:
     descriptors: np.ndarray
     width: int
     height: int
+    #: the last ``coarse`` keypoints were found in the :data:`COARSE_SIDE` copy (an entity image's; 0 for a query)
+    coarse: int = 0
 
     @property
     def count(self) -> int:
         return int(self.points.shape[0])
+
+    @property
+    def fine(self) -> int:
+        """Keypoints found at the described size (the first ones)."""
+        return self.count - self.coarse
+
+    def neighbours(self, descriptors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The 2 nearest of these descriptors for each given one (Hamming distances, indices; -1 where
+        there is no second): an exact faiss index over this picture's descriptors, built on first use and
+        kept with it (a query verifies a dozen templates against it; OpenCV's brute-force matcher took 5×)."""
+        import faiss
+
+        index = self.__dict__.get("_index")
+        if index is None:
+            from retrieval.descriptor_index import _single_threaded
+
+            _single_threaded()
+            index = faiss.IndexBinaryFlat(self.descriptors.shape[1] * 8)
+            index.add(np.ascontiguousarray(self.descriptors, dtype=np.uint8))
+            object.__setattr__(self, "_index", index)
+        return index.search(np.ascontiguousarray(descriptors, dtype=np.uint8), 2)
 
     @classmethod
     def empty(cls, width: int = 0, height: int = 0) -> "Features":
@@ -141,6 +175,38 @@ def describe(img: Image.Image, side: int = INDEX_SIDE, n_features: int = INDEX_F
     return Features(points, descriptors.astype(np.uint8), w, h)
 
 
+def describe_entity(img: Image.Image) -> Features:
+    """An entity image's features: :data:`INDEX_FEATURES` keypoints at :data:`INDEX_SIDE`, then up to
+    :data:`COARSE_FEATURES` found in a :data:`COARSE_SIDE` copy (their positions scaled to the first copy),
+    so that the template shown small in a query still meets keypoints of its own scale."""
+    cv2 = _cv2()
+
+    arr = _grey_array(img, INDEX_SIDE)
+    h, w = arr.shape
+    if min(h, w) < 32:
+        return Features.empty(w, h)
+    orb = cv2.ORB_create(nfeatures=INDEX_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    keypoints, descriptors = orb.detectAndCompute(arr, None)
+    if descriptors is None or not keypoints:
+        return Features.empty(w, h)
+    points = np.array([k.pt for k in keypoints], dtype=np.float32)
+    descriptors = descriptors.astype(np.uint8)
+    scale = COARSE_SIDE / max(h, w)
+    if scale > 0.75:  # a small image: its one description is already at the coarse scale
+        return Features(points, descriptors, w, h)
+    sw, sh = max(1, int(round(w * scale))), max(1, int(round(h * scale)))
+    if min(sw, sh) < 48:  # a strip: too thin at the coarse size for ORB's patch
+        return Features(points, descriptors, w, h)
+    small = cv2.resize(arr, (sw, sh), interpolation=cv2.INTER_AREA)
+    coarse_orb = cv2.ORB_create(nfeatures=COARSE_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    small_kp, small_desc = coarse_orb.detectAndCompute(small, None)
+    if small_desc is None or not small_kp:
+        return Features(points, descriptors, w, h)
+    small_pts = np.array([k.pt for k in small_kp], dtype=np.float32) * np.array([w / sw, h / sh], np.float32)
+    return Features(np.concatenate([points, small_pts]), np.concatenate([descriptors, small_desc.astype(np.uint8)]), w, h,
+                    coarse=len(small_kp))
+
+
 def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int = 24) -> list:
     """ORB keypoints detected tile by tile (``tiles``×``tiles``, overlapping by ``margin``), strongest first
     within each tile: one detector over the whole picture keeps the corners of black-on-white text and
@@ -189,7 +255,35 @@ def describe_query(img: Image.Image) -> Features:
     keypoints, descriptors = orb.compute(arr, keypoints)
     if descriptors is None or not keypoints:
         return Features.empty(w, h)
-    return Features(np.array([k.pt for k in keypoints], dtype=np.float32), descriptors.astype(np.uint8), w, h)
+    out = Features(np.array([k.pt for k in keypoints], dtype=np.float32), descriptors.astype(np.uint8), w, h)
+    object.__setattr__(out, "_source", (arr, keypoints))  # for :func:`mirrored_query`
+    return out
+
+
+def mirrored_query(query: Features, img: Image.Image | None = None) -> Features:
+    """The query's features as a mirrored repost of the template would give them: the same keypoints
+    mirrored (FAST corners are mirror-symmetric), described in the flipped picture, so a flipped template
+    gets as many keypoints as it had (no second detection).  ``img`` is described again when ``query``
+    does not keep its picture."""
+    cv2 = _cv2()
+
+    source = query.__dict__.get("_source")
+    if source is None:
+        if img is None:
+            return Features.empty(query.width, query.height)
+        from PIL import ImageOps
+
+        return describe_query(ImageOps.mirror(img))
+    arr, keypoints = source
+    h, w = arr.shape
+    flipped = np.ascontiguousarray(arr[:, ::-1])
+    mirrored = [cv2.KeyPoint(w - 1 - k.pt[0], k.pt[1], k.size, (180.0 - k.angle) % 360.0, k.response, k.octave, k.class_id)
+                for k in keypoints]
+    orb = cv2.ORB_create(nfeatures=max(1, len(mirrored)), fastThreshold=7, edgeThreshold=15, patchSize=15)
+    mirrored, descriptors = orb.compute(flipped, mirrored)
+    if descriptors is None or not mirrored:
+        return Features.empty(w, h)
+    return Features(np.array([k.pt for k in mirrored], dtype=np.float32), descriptors.astype(np.uint8), w, h)
 
 
 def _convex(quad: np.ndarray) -> bool:
@@ -197,26 +291,31 @@ def _convex(quad: np.ndarray) -> bool:
     for i in range(4):
         a, b, c = quad[i], quad[(i + 1) % 4], quad[(i + 2) % 4]
         signs.append(np.sign((b[0] - a[0]) * (c[1] - b[1]) - (b[1] - a[1]) * (c[0] - b[0])))
-    return all(s > 0 for s in signs) or all(s < 0 for s in signs)
+    # every turn the template's own corners take (clockwise on screen): a mirrored outline turns the other way,
+    # and a mirrored picture is the mirrored pass's to claim (symmetric shapes match their mirror images)
+    return all(s > 0 for s in signs)
 
 
-def verify(query: Features, template: Features, matcher: object | None = None) -> Verification:
+def verify(query: Features, template: Features) -> Verification:
     """Match ``template`` into ``query`` (ratio test, RANSAC homography); inliers and the covered share."""
     cv2 = _cv2()
 
-    need = required_inliers(template.count)
+    need = required_inliers(template.fine)
     if query.count < 2 or template.count < 2:
         return Verification(0, 0, None, need)
-    bf = matcher or cv2.BFMatcher(cv2.NORM_HAMMING)
-    pairs = bf.knnMatch(template.descriptors, query.descriptors, k=2)  # type: ignore[attr-defined]
-    good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
-    if len(good) < need:
-        return Verification(len(good), len(good), None, need)
-    src = template.points[[m.queryIdx for m in good]].reshape(-1, 1, 2)
-    dst = query.points[[m.trainIdx for m in good]].reshape(-1, 1, 2)
+    dist, idx = query.neighbours(template.descriptors)
+    ok = (idx[:, 1] >= 0) & (dist[:, 0] < RATIO * dist[:, 1])
+    if template.coarse:  # a query keypoint a fine keypoint matched is not counted again for a coarse one
+        fine = template.fine
+        ok[fine:] &= ~np.isin(idx[fine:, 0], idx[:fine, 0][ok[:fine]])
+    n_good = int(ok.sum())
+    if n_good < need:
+        return Verification(n_good, n_good, None, need)
+    src = template.points[ok].reshape(-1, 1, 2)
+    dst = query.points[idx[ok, 0]].reshape(-1, 1, 2)
     h, mask = cv2.findHomography(src, dst, cv2.USAC_FAST, RANSAC_PX, maxIters=300, confidence=0.995)
     if h is None or mask is None:
-        return Verification(0, len(good), None, need)
+        return Verification(0, n_good, None, need)
     inliers = int(mask.sum())
     corners = np.array([[0, 0], [template.width, 0], [template.width, template.height], [0, template.height]], np.float32)
     quad = cv2.perspectiveTransform(corners.reshape(-1, 1, 2), h).reshape(4, 2)
@@ -228,7 +327,8 @@ def verify(query: Features, template: Features, matcher: object | None = None) -
         inlying = src.reshape(-1, 2)[mask.reshape(-1).astype(bool)]
         hull = cv2.convexHull(inlying.astype(np.float32))
         share = round(float(cv2.contourArea(hull)) / float(max(1, template.width * template.height)), 3)
-    return Verification(inliers, len(good), round(coverage, 3) if sane else None, need, share, quad if sane else None)
+        sane = share >= MIN_SHARE  # inliers heaped on one spot (a symmetric blob matched again and again) place nothing
+    return Verification(inliers, n_good, round(coverage, 3) if sane else None, need, share, quad if sane else None)
 
 
 def overlap(a: np.ndarray, b: np.ndarray) -> float:

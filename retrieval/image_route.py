@@ -78,8 +78,6 @@ HASH_VERIFY_MAX = 48
 MIRROR_MIN_VOTES = 6
 #: a template shortlisted by votes alone is verified from this many votes (its verification needs ≥ 10 inliers)
 MIN_VOTES = 3
-#: keypoints of the mirrored picture (the pass runs when nothing verified: every unknown picture pays it)
-MIRROR_FEATURES = 600
 #: a template verified over the same part of the query as another one is claimed only when its strength
 #: (inliers × share of its own area) is this many times the runner-up's (bench/templates.py, tuning seed)
 LOOKALIKE_MARGIN = 1.3
@@ -237,7 +235,6 @@ class ImageRoute:
         self.embed_tau = embed_tau
         self.learned = LearnedImageIndex(store.backend, embedder.info) if embedder is not None else None
         self.skipped: list[SkippedImage] = []
-        self._matcher: Any = None
         self.vote = vote
         #: a query whose candidates do not verify is tried mirrored (a flipped repost)
         self.mirror = True
@@ -279,11 +276,12 @@ class ImageRoute:
                     self._skip(entity, image.path, f"corrupt: {type(exc).__name__}: {exc}")
                     continue
                 for n, frame, vec in described:
-                    f = self._stored_features({"sha256": image.sha256, "frame": n})
+                    f = self._stored_features({"sha256": image.sha256, "frame": n}, previous=False)
                     if f is None:
-                        f = feats.describe(frame)
+                        f = feats.describe_entity(frame)
                         self.features.put(image.sha256, n, feats.METHOD, {
                             "points": f.points, "descriptors": f.descriptors, "size": np.array([f.width, f.height]),
+                            "coarse": np.array([f.coarse]),
                         })
                     voters.append((ImageKey(entity.id, image.sha256, n, entity.language or ""), f, len(described)))
                     rows.append((entity.id, entity.language, image, vec, n))
@@ -299,7 +297,8 @@ class ImageRoute:
             self.index.replace_for(rows, [e.id for e in entities])
         self.descriptors.remove_entities([e.id for e in entities])
         for key, f, frames in voters:
-            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames))
+            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames),
+                                 coarse=f.coarse, coarse_limit=self.descriptors.coarse_per_frame(frames))
         self.descriptors.save()
         if self.learned is not None and self.embedder is not None and (learned_rows or has_any or self.learned.exists):
             vectors = self.embedder.embed(pictures) if pictures else []
@@ -365,7 +364,9 @@ class ImageRoute:
                 counts["missing"] += 1
                 continue
             key = ImageKey(str(p["entity_id"]), str(p["sha256"]), int(p.get("frame") or 0), str(p.get("language") or ""))
-            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames_of[(p["entity_id"], p["sha256"])]))
+            frames = frames_of[(p["entity_id"], p["sha256"])]
+            self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames),
+                                 coarse=f.coarse, coarse_limit=self.descriptors.coarse_per_frame(frames))
             counts["frames"] += 1
         self.descriptors.save()
         self._descriptors_ready = True
@@ -390,39 +391,39 @@ class ImageRoute:
 
     hash_query = prepare  # the earlier name
 
-    def _stored_features(self, image: dict[str, Any]) -> feats.Features | None:
-        arrays = self.features.get(str(image.get("sha256")), int(image.get("frame") or 0), feats.METHOD)
+    def _stored_features(self, image: dict[str, Any], previous: bool = True) -> feats.Features | None:
+        sha, frame = str(image.get("sha256")), int(image.get("frame") or 0)
+        arrays = self.features.get(sha, frame, feats.METHOD)
+        if arrays is None and previous:  # described before coarse keypoints: its fine ones (until `kar kb reindex-images`)
+            arrays = self.features.get(sha, frame, feats.PREVIOUS_METHOD)
         if arrays is None:
             return None
         w, h = (int(v) for v in arrays["size"])
-        return feats.Features(arrays["points"], arrays["descriptors"], w, h)
+        coarse = int(arrays["coarse"][0]) if "coarse" in arrays else 0
+        return feats.Features(arrays["points"], arrays["descriptors"], w, h, coarse)
 
     def _verify(self, queries: Sequence[tuple[str, feats.Features]], hits: list[dict[str, Any]]) -> dict[str, Any]:
         """Verify an entity's candidate images (frames) with the query's feature sets (in order; the
         first that verifies an image counts for it): the strongest verified frame (inliers × share of
         its own area), its stored keypoints, outline coverage and share, image and query part."""
-        import cv2
-
-        if self._matcher is None:
-            self._matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
         out: dict[str, Any] = {"inliers": None, "keypoints": None, "coverage": None, "share": None, "quad": None, "image": None, "part": None}
         best = -1.0
         for image in hits:
             stored = self._stored_features(image)
             if stored is None:
                 continue
-            out["keypoints"] = max(out["keypoints"] or 0, stored.count)
-            if stored.count < feats.MIN_KEYPOINTS:
+            out["keypoints"] = max(out["keypoints"] or 0, stored.fine)  # what the accept rule reads: the fine ones
+            if stored.fine < feats.MIN_KEYPOINTS:
                 continue
             for part, query in queries:
                 if query.count < feats.MIN_KEYPOINTS:
                     continue
-                v = feats.verify(query, stored, self._matcher)
+                v = feats.verify(query, stored)
                 if v.verified:
                     if v.strength > best:
                         best = v.strength
                         quad = v.quad / np.array([max(1, query.width), max(1, query.height)], np.float32)
-                        out.update(inliers=v.inliers, keypoints=stored.count, coverage=v.coverage, share=v.share, quad=quad,
+                        out.update(inliers=v.inliers, keypoints=stored.fine, coverage=v.coverage, share=v.share, quad=quad,
                                    image=image, part=part)
                     break
                 if out["coverage"] is None:
@@ -599,7 +600,9 @@ class ImageRoute:
 
                 flipped = ImageOps.mirror(picture)
                 search("mirrored", hash_image(flipped).vector())
-                again = self._geometric((("full", feats.describe(flipped, feats.QUERY_SIDE, MIRROR_FEATURES)),), best, frames, language, mirrored=True, picture=flipped)
+                full = next((f for part, f in features if part == "full"), None)
+                described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
+                again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped)
                 best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}

@@ -103,3 +103,47 @@ def test_a_large_index_is_mapped_read_only_and_read_into_memory_on_the_first_wri
     mapped.add(ImageKey("e20", "sha20", 0), f.points, f.descriptors, f.width, f.height)
     assert not mapped.mapped and mapped.vote(f.descriptors)[0].key.entity_id == "e20"
     assert mapped.vote(q)[0].key.entity_id == "e4"
+
+
+def test_coarse_keypoints_let_a_template_shown_small_vote_and_verify(tmp_path):
+    """A template at ~150 px in a page (a grid cell) meets the keypoints its 200 px copy gave; without them
+    (the fine 480 px description alone) it gets fewer votes and fewer inliers."""
+    from PIL import Image
+
+    big = {seed: textured(seed, (480, 360)) for seed in range(1, 7)}
+    fine, both = DescriptorIndex(None), DescriptorIndex(None)
+    described = {seed: feats.describe_entity(img) for seed, img in big.items()}
+    for seed, f in described.items():
+        assert f.coarse > 0 and f.fine + f.coarse == f.count
+        assert (f.points[f.fine :] >= 0).all() and (f.points[f.fine :, 0] <= f.width).all() and (f.points[f.fine :, 1] <= f.height).all()
+        key = ImageKey(f"e{seed}", f"sha{seed}", 0)
+        fine.add(key, f.points[: f.fine], f.descriptors[: f.fine], f.width, f.height)
+        added = both.add(key, f.points, f.descriptors, f.width, f.height, coarse=f.coarse)
+        assert added <= both.per_image + both.per_image_coarse and added > fine.size / max(1, fine.images)
+    page = Image.new("RGB", (900, 700), "white")
+    for i, seed in enumerate((3, 42, 43, 44)):  # a 2×2 grid of 150 px cells, one indexed template in it
+        page.paste(big[seed].resize((150, 112)) if seed == 3 else textured(seed, (150, 112)), (300 + (i % 2) * 156, 200 + (i // 2) * 118))
+    q = feats.describe_query(page)
+    votes_both = next((v.votes for v in both.vote(q.descriptors, top=6) if v.key.entity_id == "e3"), 0)
+    votes_fine = next((v.votes for v in fine.vote(q.descriptors, top=6) if v.key.entity_id == "e3"), 0)
+    assert votes_both > votes_fine
+    f3 = described[3]
+    fine_only = feats.Features(f3.points[: f3.fine], f3.descriptors[: f3.fine], f3.width, f3.height)
+    assert feats.verify(q, f3).inliers > feats.verify(q, fine_only).inliers
+
+
+def test_a_mirrored_picture_verifies_through_its_mirrored_keypoints():
+    """The query's keypoints described mirrored (no second detection) verify a flipped template far better
+    than the picture as it is (where only symmetric shapes match), and place it in the flipped picture."""
+    from PIL import Image, ImageOps
+
+    template = textured(80)
+    page = Image.new("RGB", (900, 700), "white")
+    page.paste(ImageOps.mirror(template).resize((300, 225)), (480, 220))
+    q = feats.describe_query(page)
+    stored = feats.describe_entity(template)
+    direct = feats.verify(q, stored)
+    mirrored = feats.mirrored_query(q)
+    assert mirrored.count == q.count
+    v = feats.verify(mirrored, stored)
+    assert v.verified and v.inliers > 2 * direct.inliers and v.quad is not None and v.quad[:, 0].max() < 0.5 * page.width  # the flipped picture's left half

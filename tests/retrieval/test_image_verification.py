@@ -102,6 +102,26 @@ def test_features_are_stored_at_indexing_and_read_back_not_recomputed(kb, tmp_pa
     assert hit.entity.id == ent.id and hit.image["signal"] == "verified" and hit.image["inliers"] >= feats.MIN_INLIERS
 
 
+def test_features_described_before_coarse_keypoints_are_read_until_the_image_is_described_again(kb):
+    ent = _add(kb, "Older", to_bytes(textured(2)))
+    sha = ent.images[0].sha256
+    store, route = kb.image_route.features, kb.image_route
+    arrays = store.get(sha, 0, feats.METHOD)
+    assert int(arrays["coarse"][0]) > 0
+    fine = int(arrays["points"].shape[0] - arrays["coarse"][0])
+    # a KB indexed before: only the previous method's file, fine keypoints, no coarse count
+    store.put(sha, 0, feats.PREVIOUS_METHOD, {"points": arrays["points"][:fine], "descriptors": arrays["descriptors"][:fine], "size": arrays["size"]})
+    store.path_of(sha, 0, feats.METHOD).unlink()
+    store._cache.clear()
+    older = route._stored_features({"sha256": sha, "frame": 0})
+    assert older is not None and older.coarse == 0 and older.count == fine
+    (hit,) = _image_hits(kb, screenshot_of(meme_of(textured(2), 2), 0.6))
+    assert hit.entity.id == ent.id and hit.image["signal"] == "verified"
+    # indexing again describes it with the current method (the older file is not taken for it)
+    route.index_entities([ent])
+    assert store.has(sha, 0, feats.METHOD) and route._stored_features({"sha256": sha, "frame": 0}).coarse > 0
+
+
 def test_a_screenshot_of_a_post_finds_the_template_filling_half_of_it(kb):
     ent = _add(kb, "Post Template", to_bytes(textured(2)))
     _add(kb, "Other Template", to_bytes(textured(3)))
