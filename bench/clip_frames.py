@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--entities", type=int, default=1000, help="entity images in the index (the template bench's distractors fill up to this)")
     ap.add_argument("--queries-per-template", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--limit", type=int, default=0, help="ask about only the first N templates of the shuffled order (0: all)")
+    ap.add_argument("--limit", type=int, default=0, help="ask about about N templates, evenly spaced in the shuffled order (0: all)")
     ap.add_argument("--cache", default=str(ROOT / "data" / "bench_cache" / "templates"))
     args = ap.parse_args()
 
@@ -156,7 +156,8 @@ def main() -> None:
             accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
             return bool(accepted), accepted[0].entity_id if accepted else None
 
-        for done, tid in enumerate(order[: args.limit or None]):
+        asked = order[:: max(1, len(order) // args.limit)] if args.limit else order  # spread over the split's parts
+        for done, tid in enumerate(asked):
             if done % 10 == 0:
                 print(f"{done} templates asked about", file=sys.stderr, flush=True)
             positive = tid in indexed

@@ -43,9 +43,9 @@ PEAKS_PER_SECOND = 30
 QUERY_PEAKS_PER_SECOND = 60
 #: landmarks per peak of an indexed sound, and of a query (wider, as its peaks are denser)
 FANOUT = 5
-QUERY_FANOUT = 15
+QUERY_FANOUT = 30
 #: sounds (per speed) whose time offsets are counted: those with the most hits of any offset
-CANDIDATES = 40
+CANDIDATES = 80
 #: a peak is the largest value of its neighbourhood (bins, frames)
 PEAK_NEIGHBOURHOOD = (15, 7)
 #: the target zone (frames later, bins apart): 63 frames (1.5 s) and 127 bins, so that a sparse sound (a few

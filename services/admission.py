@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -68,7 +69,7 @@ class Admission:
         self.max_in_flight = max(1, max_in_flight)
         self.media_in_flight = max(1, media_in_flight)
         self._media = asyncio.Semaphore(self.media_in_flight)
-        self._media_service_s = DEFAULT_MEDIA_SERVICE_S
+        self._media_recent: deque[float] = deque(maxlen=8)  # service times of the last clips
         self.media_waiting = 0
         self.queue_size = max(0, queue_size)
         self.timeout_s = timeout_s
@@ -115,7 +116,7 @@ class Admission:
 
     def _busy_media(self, why: str) -> ApiError:
         ahead = self.media_waiting + 1
-        retry = max(1, min(MAX_RETRY_AFTER_S, math.ceil(self._media_service_s * ahead / self.media_in_flight)))
+        retry = max(1, min(MAX_RETRY_AFTER_S, math.ceil(self.media_estimate_s() * ahead / self.media_in_flight)))
         self.metrics.rejections.labels("media_full").inc()
         return ApiError(
             503,
@@ -124,24 +125,45 @@ class Admission:
             headers={"Retry-After": str(retry)},
         )
 
+    def media_estimate_s(self) -> float:
+        """Seconds a clip is expected to take: the longest of the last few (a mean lets a slow burst run into 504s)."""
+        return max(self._media_recent) if self._media_recent else DEFAULT_MEDIA_SERVICE_S
+
     async def start_media(self, ticket: Ticket) -> None:
         """Take a clip slot for the rest of the request (released by :meth:`leave`); wait for one only while the
-        deadline still leaves a clip's recent service time, else raise the 503 with Retry-After."""
+        deadline still leaves a clip's expected time (checked again every second, as clips finish and the
+        expectation moves), else raise the 503 with Retry-After."""
         if not self._media.locked():  # a free slot: taken at once, whatever the deadline
             await self._media.acquire()
             ticket.media_started = time.monotonic()
             return
-        budget = ticket.remaining() - self._media_service_s
-        if budget <= 0:
-            raise self._busy_media("no slot would free in time")
         self.media_waiting += 1
+        acquire = asyncio.ensure_future(self._media.acquire())  # one place in the slots' FIFO line
         try:
-            await asyncio.wait_for(self._media.acquire(), timeout=budget)
-        except TimeoutError:
-            raise self._busy_media("none freed in time") from None
+            while not acquire.done():
+                budget = ticket.remaining() - self.media_estimate_s()
+                if budget <= 0:
+                    raise self._busy_media("none would free in time")
+                await asyncio.wait({acquire}, timeout=min(budget, 1.0))
+        except BaseException:
+            self._abandon(acquire)
+            raise
         finally:
             self.media_waiting -= 1
         ticket.media_started = time.monotonic()
+
+    def _abandon(self, acquire: asyncio.Future) -> None:
+        """Give up a pending acquire; a slot it got meanwhile goes back."""
+
+        def give_back(task: asyncio.Future) -> None:
+            if not task.cancelled() and task.exception() is None:
+                self._media.release()
+
+        if acquire.done():
+            give_back(acquire)
+        else:
+            acquire.cancel()
+            acquire.add_done_callback(give_back)
 
     @asynccontextmanager
     async def slot(self, ticket: Ticket) -> AsyncIterator[Ticket]:
@@ -159,7 +181,7 @@ class Admission:
         ticket.released = True
         if ticket.media_started is not None:
             self._media.release()
-            self._media_service_s = 0.8 * self._media_service_s + 0.2 * (time.monotonic() - ticket.media_started)
+            self._media_recent.append(time.monotonic() - ticket.media_started)
         if ticket.running:
             self.running -= 1
             ticket.running = False

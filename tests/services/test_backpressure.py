@@ -141,7 +141,7 @@ async def test_clips_beyond_the_clip_slots_are_refused_with_retry_after_never_le
     vlm = GatedVLM()
     async with make_client(vlm=vlm, media_max_in_flight=1, api_max_in_flight=4) as (client, services):
         # clips have lately taken longer than any deadline: a clip finding the slot taken does not wait for it
-        services.admission._media_service_s = 10 * services.settings.request_timeout_s
+        services.admission._media_recent.append(10 * services.settings.request_timeout_s)
         post = lambda name, data: client.post("/v1/explain", files={"media": (name, data, "application/octet-stream")})  # noqa: E731
         first = asyncio.create_task(post("a.mp4", clip))
         await wait_until(lambda: vlm.entered == 1)  # the first clip holds the slot, in the pipeline
@@ -150,12 +150,21 @@ async def test_clips_beyond_the_clip_slots_are_refused_with_retry_after_never_le
         assert int(refused.headers["retry-after"]) >= 1
         error = refused.json()["error"]
         assert error["code"] == "busy" and "1 at a time" in error["message"] and "retry in" in error["message"]
+        # a clip that waits for the slot is refused as soon as its deadline no longer leaves a clip's expected time
+        services.admission._media_recent.clear()
+        services.admission._media_recent.append(0.001)
+        waiting = asyncio.create_task(post("w.mp4", clip))
+        await wait_until(lambda: services.admission.media_waiting == 1)
+        services.admission._media_recent.append(10 * services.settings.request_timeout_s)  # a slow clip just finished
+        late = await waiting
+        assert late.status_code == 503 and "retry-after" in late.headers, late.text
+        assert services.admission.media_waiting == 0
         image = asyncio.create_task(post("z.png", zhuge_png))  # an image needs no clip slot
         await wait_until(lambda: vlm.entered == 2)
         vlm.gate.set()
         done = await asyncio.gather(first, image)
         assert [r.status_code for r in done] == [200, 200]
         metrics = (await client.get("/metrics")).text
-        assert 'kar_explain_rejected_total{reason="media_full"} 1.0' in metrics
+        assert 'kar_explain_rejected_total{reason="media_full"} 2.0' in metrics
         again = await post("c.mp4", clip)
         assert again.status_code == 200, again.text
