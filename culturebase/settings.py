@@ -226,6 +226,9 @@ class Settings(BaseSettings):
     media_max_mb: float = Field(64.0, gt=0, description="Largest clip or sound explain accepts (an image stays at KAR_MAX_UPLOAD_MB).")
     media_max_pixels: int = Field(8_294_400, ge=4096, description="Pixels of one video frame explain decodes at most (3840x2160).")
     media_max_frames: int = Field(20_000, ge=1, description="Video frames explain decodes at most.")
+    media_max_in_flight: int | None = Field(
+        None, ge=1, description="Clips or sounds the API prepares and explains at once (default: KAR_CPU_WORKERS); others wait while their deadline allows, then get 503 with Retry-After."
+    )
     asr_base_url: str | None = Field(None, description="OpenAI-compatible /v1/audio/transcriptions endpoint (e.g. vLLM serving Whisper).")
     asr_model: str | None = Field(None, description="Transcription model id at KAR_ASR_BASE_URL.")
     asr_api_key: SecretStr | None = Field(None, description="API key for the transcription endpoint.")

@@ -3,17 +3,26 @@
 A sound is decoded to mono at :data:`SAMPLE_RATE` (PyAV: any container or codec FFmpeg reads,
 the audio track of a video included), its log-magnitude spectrogram computed (:data:`N_FFT`,
 :data:`HOP`: 23 ms frames), and its *peaks* picked: points that are the maximum of their
-time-frequency neighbourhood and stand above a decaying masking threshold, at most
+time-frequency neighbourhood and stand above the spectrogram's mean, at most
 :data:`PEAKS_PER_SECOND`.  Each peak is paired with up to :data:`FANOUT` later peaks in a
 target zone (1-:data:`MAX_DT` frames later, within :data:`MAX_DF` bins); a pair is a
-*landmark* hashed as ``(f1, f2 - f1, t2 - t1)`` into 20 bits, stored with ``t1``.
+*landmark* hashed as ``(f1, f2 - f1, t2 - t1)`` at one bin and one frame (:func:`landmark_hash`,
+:data:`HASH_SPACE` values), stored with ``t1``.
 
-Matching (:class:`LandmarkIndex`): the query's landmarks are looked up; for each indexed sound
+A query cut at an arbitrary sample sees the sound through another frame grid, and the peaks of
+fast sweeps and noise bursts move with the grid (a quarter of a hop costs such a sound most of its
+landmarks).  So an indexed sound is analysed on :data:`GRID_SHIFTS` (four grids a quarter hop
+apart) and keeps the union of their landmarks: a query's grid is then within 32 samples of one
+of them.  Speech and music, whose peaks do not move, gain few landmarks from this; sparse tones,
+sweeps and noise gain most.
+
+Matching (:class:`LandmarkIndex`): the query's landmarks are looked up (a direct table of where each
+hash value's run starts in the sorted index, no search); for each indexed sound
 the number of hashes that agree on one time offset (±1 frame) is its *match count*.  A cut,
 re-encoded or mixed clip keeps a share of its peaks, and the ones it keeps still agree on the
 offset; an unrelated sound's chance hashes do not.  A sound played ±5 % faster moves every peak
-in frequency and time, so the query's peaks are also looked up moved back by each of
-:data:`SPEEDS` (times × s, frequencies ÷ s) and the best count kept.
+in frequency and time, so the query's landmarks are also looked up moved back by each of
+:data:`SPEEDS` (times × s, frequencies ÷ s: the pairs are made once) and the best count kept.
 """
 
 from __future__ import annotations
@@ -34,16 +43,22 @@ PEAKS_PER_SECOND = 30
 QUERY_PEAKS_PER_SECOND = 60
 #: landmarks per peak of an indexed sound, and of a query (wider, as its peaks are denser)
 FANOUT = 5
-QUERY_FANOUT = 15
+QUERY_FANOUT = 30
 #: sounds (per speed) whose time offsets are counted: those with the most hits of any offset
-CANDIDATES = 40
+CANDIDATES = 80
 #: a peak is the largest value of its neighbourhood (bins, frames)
 PEAK_NEIGHBOURHOOD = (15, 7)
-#: frequency bins per hash step (a peak's bin moves by one with the frame grid or a codec)
-F_QUANT = 2
-#: the target zone (frames later, bins apart)
-MAX_DT = 40
-MAX_DF = 48
+#: the target zone (frames later, bins apart): 63 frames (1.5 s) and 127 bins, so that a sparse sound (a few
+#: notes, sweeps or bursts a second, far apart in pitch) still pairs each peak with the next ones
+MAX_DT = 63
+MAX_DF = 127
+#: the frame grids (first sample) an indexed sound is analysed on: a query cut anywhere is within
+#: HOP / 8 samples of one of them
+GRID_SHIFTS = (0, HOP // 4, HOP // 2, 3 * HOP // 4)
+#: hash values: f1 (bins 0-256) × (df + MAX_DF) (0-254) × dt (1-63), at one bin and one frame
+HASH_SPACE = (N_FFT // 2 + 1) << 14
+#: the fingerprint scheme an index was built with (an index of another scheme is rebuilt)
+SCHEME = 2
 #: query resampling factors: a clip sped up or slowed down by up to ±5 % is looked up near its speed
 SPEEDS = (1.0, 0.975, 1.025, 0.95, 1.05, 0.9625, 1.0375, 0.9875, 1.0125)
 #: longest audio decoded for a fingerprint (seconds): a longer file is cut (entity clips are short)
@@ -99,17 +114,19 @@ def _spectrogram(samples: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(mag, 1e-6 * max(float(mag.max()), 1e-9)))
 
 
-def peaks(samples: np.ndarray, per_second: float = PEAKS_PER_SECOND) -> tuple[np.ndarray, np.ndarray]:
-    """Spectral peaks (frame indices, frequency bins), time-ordered: at most ``per_second`` a second."""
+def peaks(samples: np.ndarray, per_second: float = PEAKS_PER_SECOND, shift: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Spectral peaks (frame indices, frequency bins), time-ordered: at most ``per_second`` a second; the frame
+    grid starts at sample ``shift``."""
     from scipy.ndimage import maximum_filter
 
-    spec = _spectrogram(samples)
+    spec = _spectrogram(samples[shift:])
     if spec.shape[1] == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32)
     spec = spec - spec.mean()
     local = maximum_filter(spec, size=PEAK_NEIGHBOURHOOD, mode="constant", cval=-np.inf)
     mask = (spec == local) & (spec > 0)
     mask[:3] = False  # DC and the lowest bins carry hum, not identity
+    mask[-2:] = False  # nor does the Nyquist bin (aliasing of square waves)
     f, t = np.nonzero(mask)
     if f.size == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32)
@@ -128,39 +145,51 @@ def peaks(samples: np.ndarray, per_second: float = PEAKS_PER_SECOND) -> tuple[np
 
 
 def landmarks(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Landmark hashes (uint32, 21 bits used) and their anchor frames (int32) of an indexed sound."""
-    return pair_peaks(*peaks(samples), fanout=FANOUT)
+    """Landmark hashes (uint32, :data:`HASH_SPACE` values) and their anchor frames (int32) of an indexed sound:
+    the union over :data:`GRID_SHIFTS` (each distinct hash and frame once)."""
+    keys = []
+    for shift in GRID_SHIFTS:
+        h, t = pair_peaks(*peaks(samples, shift=shift), fanout=FANOUT)
+        keys.append(h.astype(np.int64) << 16 | t.astype(np.int64))
+    key = np.unique(np.concatenate(keys))
+    return (key >> 16).astype(np.uint32), (key & 0xFFFF).astype(np.int32)
 
 
 def pair_peaks(t: np.ndarray, f: np.ndarray, fanout: int = FANOUT) -> tuple[np.ndarray, np.ndarray]:
     """Landmarks of time-ordered peaks: each peak paired with (at most ``fanout`` of) the following peaks
     in its target zone (1 to :data:`MAX_DT` - 1 frames later, less than :data:`MAX_DF` bins apart)."""
+    t1, f1, df, dt = _pairs(t, f, fanout)
+    return landmark_hash(f1, df, dt), t1.astype(np.int32)
+
+
+def _pairs(t: np.ndarray, f: np.ndarray, fanout: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs of :func:`pair_peaks` as (anchor frame, anchor bin, bin difference, frame difference)."""
     n = t.size
+    empty = np.zeros(0, np.int64)
     if n < 2:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int32)
-    hashes: list[np.ndarray] = []
-    times: list[np.ndarray] = []
+        return empty, empty, empty, empty
+    parts: list[np.ndarray] = []
     used = np.zeros(n, np.int32)  # partners taken so far by each anchor
     for k in range(1, n):
-        t2, f2 = t[k:], f[k:]
-        t1, f1 = t[:-k], f[:-k]
-        dt, df = t2 - t1, f2 - f1
+        dt = t[k:] - t[:-k]
         if (dt >= MAX_DT).all():
             break
+        df = f[k:] - f[:-k]
         ok = (dt >= 1) & (dt < MAX_DT) & (np.abs(df) < MAX_DF) & (used[: n - k] < fanout)
         if not ok.any():
             continue
         used[: n - k] += ok
-        hashes.append(_hash(f1[ok], df[ok], dt[ok]))
-        times.append(t1[ok])
-    if not hashes:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int32)
-    return np.concatenate(hashes), np.concatenate(times).astype(np.int32)
+        parts.append(np.stack([t[:-k][ok], f[:-k][ok], df[ok], dt[ok]]))
+    if not parts:
+        return empty, empty, empty, empty
+    t1, f1, df, dt = np.concatenate(parts, axis=1).astype(np.int64)
+    return t1, f1, df, dt
 
 
-def _hash(f1: np.ndarray, df: np.ndarray, dt: np.ndarray) -> np.ndarray:
-    q = F_QUANT
-    return ((f1 // q).astype(np.uint32) << 13) | ((((df + MAX_DF) // q) & 0x7F).astype(np.uint32) << 6) | (dt & 0x3F).astype(np.uint32)
+def landmark_hash(f1: np.ndarray, df: np.ndarray, dt: np.ndarray) -> np.ndarray:
+    """The hash of landmarks (uint32 below :data:`HASH_SPACE`): ``f1 << 14 | (df + MAX_DF) << 6 | dt``.
+    The caller keeps ``0 <= f1 <= N_FFT // 2``, ``|df| < MAX_DF`` and ``1 <= dt < 64``."""
+    return ((f1.astype(np.int64) << 14) | ((df + MAX_DF).astype(np.int64) << 6) | dt.astype(np.int64)).astype(np.uint32)
 
 
 def resample(samples: np.ndarray, factor: float) -> np.ndarray:
@@ -182,8 +211,14 @@ class SoundMatch:
     query_landmarks: int
 
 
+class SchemeMismatch(ValueError):
+    """Saved index arrays made by another fingerprint scheme (their hashes mean something else)."""
+
+
 class LandmarkIndex:
-    """An in-memory landmark index: sorted hashes with their sound number and anchor frame."""
+    """An in-memory landmark index: sorted hashes with their sound number and anchor frame, and where each
+    hash value's run starts (a table of :data:`HASH_SPACE` + 1 offsets, built when the index is first
+    searched)."""
 
     def __init__(self) -> None:
         self._hashes = np.zeros(0, np.uint32)
@@ -191,6 +226,7 @@ class LandmarkIndex:
         self._times = np.zeros(0, np.int32)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._n: int | None = None
+        self._starts: np.ndarray | None = None
 
     def add(self, sound: int, hashes: np.ndarray, times: np.ndarray) -> None:
         """Index one sound's landmarks under its number."""
@@ -201,7 +237,7 @@ class LandmarkIndex:
         self._flush()
         keep = ~np.isin(self._sounds, np.fromiter(sounds, np.int32))
         self._hashes, self._sounds, self._times = self._hashes[keep], self._sounds[keep], self._times[keep]
-        self._n = None
+        self._n = self._starts = None
 
     def _flush(self) -> None:
         if not self._pending:
@@ -212,23 +248,34 @@ class LandmarkIndex:
         o = np.argsort(h, kind="stable")
         self._hashes, self._sounds, self._times = h[o], s[o], t[o]
         self._pending = []
-        self._n = None
+        self._n = self._starts = None
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The index as three arrays (for saving)."""
+        """The index as arrays (for saving), with the scheme that made it."""
         self._flush()
-        return {"hashes": self._hashes, "sounds": self._sounds, "times": self._times}
+        return {"hashes": self._hashes, "sounds": self._sounds, "times": self._times, "scheme": np.array([SCHEME], np.int32)}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "LandmarkIndex":
+        """An index from :meth:`arrays`; raises :class:`SchemeMismatch` for arrays of another scheme."""
+        scheme = int(arrays["scheme"][0]) if "scheme" in arrays else 1
+        if scheme != SCHEME:
+            raise SchemeMismatch(f"the sound index was made by fingerprint scheme {scheme}; this version reads scheme {SCHEME}")
         idx = cls()
         idx._hashes, idx._sounds, idx._times = arrays["hashes"], arrays["sounds"], arrays["times"]
-        idx._n = None
         return idx
 
     def __len__(self) -> int:
         self._flush()
         return int(self._hashes.size)
+
+    def _table(self) -> np.ndarray:
+        if self._starts is None:
+            counts = np.bincount(self._hashes, minlength=HASH_SPACE)[:HASH_SPACE]
+            starts = np.zeros(HASH_SPACE + 1, np.int64)
+            np.cumsum(counts, out=starts[1:])
+            self._starts = starts
+        return self._starts
 
     def match(self, samples: np.ndarray, top: int = 5, speeds: tuple[float, ...] = SPEEDS) -> list[SoundMatch]:
         """The best-aligned indexed sounds for query samples, best first (each sound once, its best speed).
@@ -241,26 +288,28 @@ class LandmarkIndex:
         self._flush()
         if not self._hashes.size:
             return []
-        t0, f0 = peaks(samples, QUERY_PEAKS_PER_SECOND)
-        hs, ts, ss = [], [], []
+        starts = self._table()
+        t1, f1, df, dt = _pairs(*peaks(samples, QUERY_PEAKS_PER_SECOND), QUERY_FANOUT)
+        hs, ts, ss, sizes = [], [], [], []
         for i, speed in enumerate(speeds):
-            # undo a speed change on the peaks themselves: a clip played s times faster has its peaks at
+            # undo a speed change on the pairs themselves: a clip played s times faster has its peaks at
             # times ÷ s and frequencies × s (cheaper than resampling and re-analysing the audio per speed)
             if speed == 1.0:
-                tt, ff = t0, f0
+                a, b, c, d = t1, f1, df, dt
             else:
-                tt, ff = np.round(t0 * speed).astype(np.int32), np.round(f0 / speed).astype(np.int32)
-                o = np.lexsort((ff, tt))
-                tt, ff = tt[o], ff[o]
-            h, t = pair_peaks(tt, ff, QUERY_FANOUT)
-            hs.append(h)
-            ts.append(t)
-            ss.append(np.full(h.size, i, np.int64))
-        h, qt, qs = np.concatenate(hs), np.concatenate(ts).astype(np.int64), np.concatenate(ss)
+                a, b = np.round(t1 * speed).astype(np.int64), np.round(f1 / speed).astype(np.int64)
+                c, d = np.round(df / speed).astype(np.int64), np.round(dt * speed).astype(np.int64)
+                ok = (b >= 0) & (b <= N_FFT // 2) & (np.abs(c) < MAX_DF) & (d >= 1) & (d < 64)
+                a, b, c, d = a[ok], b[ok], c[ok], d[ok]
+            hs.append(landmark_hash(b, c, d))
+            ts.append(a)
+            ss.append(np.full(a.size, i, np.int64))
+            sizes.append(int(a.size))
+        h, qt, qs = np.concatenate(hs).astype(np.int64), np.concatenate(ts), np.concatenate(ss)
         if not h.size:
             return []
-        lo = np.searchsorted(self._hashes, h, side="left")
-        n = np.searchsorted(self._hashes, h, side="right") - lo
+        lo = starts[h]
+        n = starts[h + 1] - lo
         total = int(n.sum())
         if not total:
             return []
@@ -292,8 +341,7 @@ class LandmarkIndex:
             speed_i, sound = divmod(k, n_sounds)
             if sound in found:
                 continue
-            found[sound] = SoundMatch(sound, int(merged[i]), (off - span // 2) * FRAME_SECONDS, speeds[speed_i],
-                                      int(hs[speed_i].size))
+            found[sound] = SoundMatch(sound, int(merged[i]), (off - span // 2) * FRAME_SECONDS, speeds[speed_i], sizes[speed_i])
             if len(found) >= top:
                 break
         return sorted(found.values(), key=lambda m: (-m.count, m.sound))[:top]

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 #: a match needs this many landmarks agreeing on one offset ...
 MIN_COUNT = 8
 #: ... and this many times the count of the best other entity's sound
-MIN_RATIO = 2.5
+MIN_RATIO = 3.0
 #: evidence reaches 1.0 at this count
 FULL_COUNT = 40
 #: largest entity sound file stored (bytes)
@@ -111,6 +111,7 @@ class SoundStore:
         self._lock = threading.Lock()
         self._index: fp.LandmarkIndex | None = None
         self._entries: list[_Entry] = []
+        self._rebuilt = False  # the index was made again from the sound files (an older scheme's)
 
     def path_of(self, sound: EntitySound | str) -> Path:
         return self.root / (sound.path if isinstance(sound, EntitySound) else sound)
@@ -139,24 +140,48 @@ class SoundStore:
         if self._index is None:
             npz, meta = self.root / "index.npz", self.root / "index.json"
             if npz.exists() and meta.exists():
+                entries = [_Entry(**e) for e in json.loads(meta.read_text("utf-8"))]
                 with np.load(npz) as arrays:
-                    self._index = fp.LandmarkIndex.from_arrays({k: arrays[k] for k in arrays.files})
-                self._entries = [_Entry(**e) for e in json.loads(meta.read_text("utf-8"))]
+                    try:
+                        self._index = fp.LandmarkIndex.from_arrays({k: arrays[k] for k in arrays.files})
+                        self._entries = entries
+                    except fp.SchemeMismatch as exc:
+                        self._index = self._rebuild(entries, str(exc))
             else:
                 self._index, self._entries = fp.LandmarkIndex(), []
         return self._index
 
+    def _rebuild(self, entries: list[_Entry], why: str) -> fp.LandmarkIndex:
+        """Fingerprint the stored sound files again (an index of an older scheme); saved by the next :meth:`save`."""
+        log.warning("%s: fingerprinting its %d sound(s) again", why, sum(1 for e in entries if e.entity_id))
+        index, self._entries = fp.LandmarkIndex(), []
+        for e in entries:
+            if not e.entity_id:
+                continue
+            try:
+                h, t = fp.landmarks(fp.decode_audio(self.root / e.path))
+            except (OSError, fp.AudioDecodeError) as exc:
+                log.warning("sound %s of %s skipped: %s", e.path, e.entity_id, exc)
+                continue
+            index.add(len(self._entries), h, t)
+            self._entries.append(e)
+        self._write(index)
+        self._rebuilt = True
+        return index
+
     def save(self) -> None:
         """Write the index (atomically: the new files replace the old ones)."""
         with self._lock:
-            index = self._load()
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self.root / f"index.tmp{os.getpid()}.npz"
-            np.savez(tmp, **index.arrays())
-            tmp.replace(self.root / "index.npz")
-            meta = self.root / f"index.tmp{os.getpid()}.json"
-            meta.write_text(json.dumps([e.__dict__ for e in self._entries]), "utf-8")
-            meta.replace(self.root / "index.json")
+            self._write(self._load())
+
+    def _write(self, index: fp.LandmarkIndex) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f"index.tmp{os.getpid()}.npz"
+        np.savez(tmp, **index.arrays())
+        tmp.replace(self.root / "index.npz")
+        meta = self.root / f"index.tmp{os.getpid()}.json"
+        meta.write_text(json.dumps([e.__dict__ for e in self._entries]), "utf-8")
+        meta.replace(self.root / "index.json")
 
     def count(self) -> int:
         """Sounds in the index."""

@@ -9,6 +9,13 @@ again by :mod:`culturebase.cpu`.  A request that finds the queue full is refused
 with 503, ``Retry-After`` (seconds, from the recent service time and the queue ahead) and
 the standard error body: the server never accepts work it cannot finish in time.  Each
 admitted request carries a deadline (``KAR_REQUEST_TIMEOUT_S``, queue wait included).
+
+A clip or a sound costs far more than an image (a whole video decoded, a dozen frames read by OCR
+and matched), so at most ``media_in_flight`` of them (``KAR_MEDIA_MAX_IN_FLIGHT``, default: the
+CPU pool's workers) run at once; the others wait for one of these clip slots only as long as their
+deadline leaves room for a clip's recent service time, and are then refused with 503 and
+``Retry-After``, never started to end in a 504.  Run together, 24 clips would share the cores
+until every one of them had missed its deadline.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -25,6 +33,8 @@ from services.metrics import Metrics
 
 #: seconds assumed for one request before any has finished (the first Retry-After)
 DEFAULT_SERVICE_S = 2.0
+#: seconds assumed for one clip before any has finished
+DEFAULT_MEDIA_SERVICE_S = 20.0
 MAX_RETRY_AFTER_S = 300
 
 
@@ -46,6 +56,7 @@ class Ticket:
     running: bool = False
     released: bool = False
     started: float | None = field(default=None)
+    media_started: float | None = field(default=None)  # when it took a clip slot (held until it leaves)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -54,8 +65,12 @@ class Ticket:
 class Admission:
     """The bounded queue and the pipeline slots of one API process."""
 
-    def __init__(self, max_in_flight: int, queue_size: int, timeout_s: float, metrics: Metrics) -> None:
+    def __init__(self, max_in_flight: int, queue_size: int, timeout_s: float, metrics: Metrics, media_in_flight: int = 2) -> None:
         self.max_in_flight = max(1, max_in_flight)
+        self.media_in_flight = max(1, media_in_flight)
+        self._media = asyncio.Semaphore(self.media_in_flight)
+        self._media_recent: deque[float] = deque(maxlen=8)  # service times of the last clips
+        self.media_waiting = 0
         self.queue_size = max(0, queue_size)
         self.timeout_s = timeout_s
         self.metrics = metrics
@@ -99,6 +114,57 @@ class Admission:
         ticket.started = time.monotonic()
         self.metrics.queue_wait.observe(ticket.started - ticket.arrived)
 
+    def _busy_media(self, why: str) -> ApiError:
+        ahead = self.media_waiting + 1
+        retry = max(1, min(MAX_RETRY_AFTER_S, math.ceil(self.media_estimate_s() * ahead / self.media_in_flight)))
+        self.metrics.rejections.labels("media_full").inc()
+        return ApiError(
+            503,
+            "busy",
+            f"the server is busy with clips ({self.media_in_flight} at a time, {self.media_waiting} waiting; {why}); retry in {retry} s",
+            headers={"Retry-After": str(retry)},
+        )
+
+    def media_estimate_s(self) -> float:
+        """Seconds a clip is expected to take: the longest of the last few (a mean lets a slow burst run into 504s)."""
+        return max(self._media_recent) if self._media_recent else DEFAULT_MEDIA_SERVICE_S
+
+    async def start_media(self, ticket: Ticket) -> None:
+        """Take a clip slot for the rest of the request (released by :meth:`leave`); wait for one only while the
+        deadline still leaves a clip's expected time (checked again every second, as clips finish and the
+        expectation moves), else raise the 503 with Retry-After."""
+        if not self._media.locked():  # a free slot: taken at once, whatever the deadline
+            await self._media.acquire()
+            ticket.media_started = time.monotonic()
+            return
+        self.media_waiting += 1
+        acquire = asyncio.ensure_future(self._media.acquire())  # one place in the slots' FIFO line
+        try:
+            while not acquire.done():
+                budget = ticket.remaining() - self.media_estimate_s()
+                if budget <= 0:
+                    raise self._busy_media("none would free in time")
+                await asyncio.wait({acquire}, timeout=min(budget, 1.0))
+        except BaseException:
+            self._abandon(acquire)
+            raise
+        finally:
+            self.media_waiting -= 1
+        ticket.media_started = time.monotonic()
+
+    def _abandon(self, acquire: asyncio.Future) -> None:
+        """Give up a pending acquire; a slot it got meanwhile goes back."""
+
+        def give_back(task: asyncio.Future) -> None:
+            if not task.cancelled() and task.exception() is None:
+                self._media.release()
+
+        if acquire.done():
+            give_back(acquire)
+        else:
+            acquire.cancel()
+            acquire.add_done_callback(give_back)
+
     @asynccontextmanager
     async def slot(self, ticket: Ticket) -> AsyncIterator[Ticket]:
         """Hold a slot for the block (:meth:`start`, then :meth:`leave`)."""
@@ -113,6 +179,9 @@ class Admission:
         if ticket.released:
             return
         ticket.released = True
+        if ticket.media_started is not None:
+            self._media.release()
+            self._media_recent.append(time.monotonic() - ticket.media_started)
         if ticket.running:
             self.running -= 1
             ticket.running = False

@@ -43,8 +43,10 @@ class KarServices:
         from services.admission import Admission
 
         s = self.settings
-        self.admission = Admission(s.api_max_in_flight, s.api_queue_size, s.request_timeout_s, self.metrics)
-        self.metrics.bind_cpu_pool(configure_cpu_pool(s.cpu_workers))
+        pool = configure_cpu_pool(s.cpu_workers)
+        self.admission = Admission(s.api_max_in_flight, s.api_queue_size, s.request_timeout_s, self.metrics,
+                                   media_in_flight=s.media_max_in_flight or pool.workers)
+        self.metrics.bind_cpu_pool(pool)
 
     async def kb_call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a (synchronous) store/embedder call in the threadpool under the store lock."""

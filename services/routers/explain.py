@@ -171,8 +171,9 @@ class ExplainInput:
     media: dict[str, Any] | None = None
 
 
-async def _input(body: ExplainCreate, upload: bytes | None, services: KarServices) -> ExplainInput:
-    """The request's bytes as the pipeline's input: an image checked and bounded, a clip or sound prepared."""
+async def _input(body: ExplainCreate, upload: bytes | None, services: KarServices, ticket: Any = None) -> ExplainInput:
+    """The request's bytes as the pipeline's input: an image checked and bounded, a clip or sound prepared (in
+    one of the clip slots of the admission, held by ``ticket`` until the request leaves)."""
     from agents.media.sniff import UnsupportedMedia, sniff
 
     data = await _raw_bytes(body, upload, services)
@@ -183,11 +184,12 @@ async def _input(body: ExplainCreate, upload: bytes | None, services: KarService
     if sniffed is None or sniffed.kind == "image":
         image = await _image(data, services)
         return ExplainInput(image.data, {"format": image.format, "width": image.width, "height": image.height, "bytes": image.source_bytes})
-    return await _clip(data, sniffed, body, services)
+    return await _clip(data, sniffed, body, services, ticket)
 
 
-async def _clip(data: bytes, sniffed: Any, body: ExplainCreate, services: KarServices) -> ExplainInput:
-    """A clip or a sound through the runner's media preparation, in the CPU pool, within KAR_MEDIA_MAX_*."""
+async def _clip(data: bytes, sniffed: Any, body: ExplainCreate, services: KarServices, ticket: Any = None) -> ExplainInput:
+    """A clip or a sound through the runner's media preparation, in the CPU pool, within KAR_MEDIA_MAX_*; with a
+    ticket, once a clip slot is free (503 with Retry-After when none frees in time: see services.admission)."""
     import tempfile
     from pathlib import Path
 
@@ -199,6 +201,9 @@ async def _clip(data: bytes, sniffed: Any, body: ExplainCreate, services: KarSer
     limit = int(settings.media_max_mb * 1024 * 1024)
     if len(data) > limit:
         raise ApiError(413, "media_too_large", f"the clip is {len(data)} bytes; the limit is {limit} bytes (KAR_MEDIA_MAX_MB)")
+
+    if ticket is not None:
+        await services.admission.start_media(ticket)
 
     def prepare() -> Any:
         with tempfile.TemporaryDirectory(prefix="kar-explain-") as folder:
@@ -365,7 +370,7 @@ async def explain(
         _check_request(body, upload, services)
         try:
             async with asyncio.timeout(ticket.remaining()):
-                image = await _input(body, upload, services)
+                image = await _input(body, upload, services, ticket)
         except TimeoutError:
             return _timeout_response(request, services, None, body.condition, "input", [], services.settings.request_timeout_s)
         del upload

@@ -129,3 +129,42 @@ async def test_a_streamed_request_past_its_deadline_ends_with_a_timeout_event(ma
         assert events[-1][1]["error"]["code"] == "request_timeout" and events[-1][1]["error"]["stage"] == "reason"
         assert services.admission.running == 0 and services.admission.waiting == 0
         assert json.dumps(events)  # every event is JSON
+
+
+async def test_clips_beyond_the_clip_slots_are_refused_with_retry_after_never_left_to_time_out(make_client, zhuge_png, tmp_path):
+    """A clip costs a whole decode and a dozen OCR reads: at most KAR_MEDIA_MAX_IN_FLIGHT run at once; one that
+    cannot get a slot while its deadline leaves a clip's service time is a 503 with Retry-After (not a 504
+    later), while an image still runs; once the slot is free a clip runs again."""
+    from tests.support.clips import make_clip
+
+    clip = make_clip(tmp_path / "clip.mp4", seconds=1.0).read_bytes()
+    vlm = GatedVLM()
+    async with make_client(vlm=vlm, media_max_in_flight=1, api_max_in_flight=4) as (client, services):
+        # clips have lately taken longer than any deadline: a clip finding the slot taken does not wait for it
+        services.admission._media_recent.append(10 * services.settings.request_timeout_s)
+        post = lambda name, data: client.post("/v1/explain", files={"media": (name, data, "application/octet-stream")})  # noqa: E731
+        first = asyncio.create_task(post("a.mp4", clip))
+        await wait_until(lambda: vlm.entered == 1)  # the first clip holds the slot, in the pipeline
+        refused = await post("b.mp4", clip)
+        assert refused.status_code == 503, refused.text
+        assert int(refused.headers["retry-after"]) >= 1
+        error = refused.json()["error"]
+        assert error["code"] == "busy" and "1 at a time" in error["message"] and "retry in" in error["message"]
+        # a clip that waits for the slot is refused as soon as its deadline no longer leaves a clip's expected time
+        services.admission._media_recent.clear()
+        services.admission._media_recent.append(0.001)
+        waiting = asyncio.create_task(post("w.mp4", clip))
+        await wait_until(lambda: services.admission.media_waiting == 1)
+        services.admission._media_recent.append(10 * services.settings.request_timeout_s)  # a slow clip just finished
+        late = await waiting
+        assert late.status_code == 503 and "retry-after" in late.headers, late.text
+        assert services.admission.media_waiting == 0
+        image = asyncio.create_task(post("z.png", zhuge_png))  # an image needs no clip slot
+        await wait_until(lambda: vlm.entered == 2)
+        vlm.gate.set()
+        done = await asyncio.gather(first, image)
+        assert [r.status_code for r in done] == [200, 200]
+        metrics = (await client.get("/metrics")).text
+        assert 'kar_explain_rejected_total{reason="media_full"} 2.0' in metrics
+        again = await post("c.mp4", clip)
+        assert again.status_code == 200, again.text
