@@ -4,7 +4,8 @@ The image route's hashes read the *whole* picture, so a template that fills a qu
 screenshot, one cell of a grid or a quote post inside a post is not near any hash.  Local
 descriptors are: each entity image frame gives up to :data:`PER_IMAGE` ORB descriptors (256-bit,
 the ones :mod:`retrieval.image_features` stores for verification, spread over the picture by a
-grid), all held in one faiss binary index (Hamming distance).  A query's descriptors, taken
+grid) and up to :data:`PER_IMAGE_COARSE` of its coarse ones (found in a 200 px copy, for a template
+shown small), all held in one faiss binary index (Hamming distance).  A query's descriptors, taken
 over the whole picture with no layout detection in front, each look up their nearest
 neighbours; a neighbour within :data:`MAX_HAMMING` bits is one vote for its image (a query
 descriptor votes at most once, for the image of its nearest neighbour, when that neighbour is
