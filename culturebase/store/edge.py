@@ -36,6 +36,7 @@ from culturebase.store.base import (
     StoreLockedError,
     StoreReadOnlyError,
     check_embedder,
+    payload_selection,
     point_from_record,
     point_parts,
     point_uuid,
@@ -44,6 +45,7 @@ from culturebase.store.base import (
 from culturebase.store.fifo_turns import FifoTurns
 from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
 from culturebase.store.memory import release_free_heap
+from culturebase.store.payload_cache import PayloadCache
 
 log = logging.getLogger(__name__)
 META_FILE = "culturekar.json"
@@ -115,6 +117,14 @@ class EdgeCollection(Collection):
         self._dirty = False
         # the engine holds the GIL during a read: callers take it in arrival order (fifo_turns.py)
         self._turns = FifoTurns()
+        # this process is the only writer (the folder lock): the point count and recently read payloads are
+        # kept here and forgotten on every write
+        self._count: int | None = None
+        self._payloads = PayloadCache()
+
+    def _written(self) -> None:
+        self._count = None
+        self._payloads.clear()
 
     def _writable(self) -> None:
         if self.read_only:
@@ -135,6 +145,7 @@ class EdgeCollection(Collection):
             return
         self._writable()
         self._mark_written()
+        self._written()
         qe = _edge()
         batch = []
         for p in points:
@@ -148,6 +159,7 @@ class EdgeCollection(Collection):
         if ids:
             self._writable()
             self._mark_written()
+            self._written()
             qe = _edge()
             self._shard.update(qe.UpdateOperation.delete_points([point_uuid(i) for i in ids]))
 
@@ -197,11 +209,21 @@ class EdgeCollection(Collection):
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Payloads of the given ids that exist, in the given order (the last few hundred read are cached
+        until the next write)."""
         if not ids:
             return []
-        with self._turns.turn():
-            records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=True, with_vector=False)
-        by_id = {r.payload["_id"]: r.payload for r in records if r.payload}
+        by_id, missing = self._payloads.get_many(ids)
+        if missing:
+            with self._turns.turn():
+                records = self._shard.retrieve([point_uuid(i) for i in missing], with_payload=True, with_vector=False)
+            read = {}
+            for r in records:
+                payload = r.payload  # converted on each access: once
+                if payload:
+                    read[payload["_id"]] = payload
+            self._payloads.put_many(read)
+            by_id.update(read)
         return [by_id[i] for i in ids if i in by_id]
 
     def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
@@ -224,9 +246,14 @@ class EdgeCollection(Collection):
         return _vectors_by_id(records, vector_names)
 
     def count(self, flt: PayloadFilter | None = None) -> int:
+        """Exact number of points matching the filter.  Unfiltered, counted once and kept until the next
+        write: the shard's ``info().points_count`` is not the number of points (it counts a point once per
+        segment holding a version of it: 100,000 for a 50,000-point corpus written twice by a killed run)."""
         qe = _edge()
-        if flt is None or not (flt.equals or flt.lacks_vectors):  # the shard's own point count: exact, and free
-            return int(self._shard.info().points_count)
+        if flt is None or not (flt.equals or flt.lacks_vectors):
+            if self._count is None:
+                self._count = int(self._shard.count(qe.CountRequest(exact=True)))
+            return self._count
         return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
 
     def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
@@ -249,22 +276,34 @@ class EdgeCollection(Collection):
         flt: PayloadFilter | None = None,
         exact: bool = False,
         hnsw_ef: int | None = None,
+        payload_keys: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
         params = self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef)
-        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=True)
+        request = qe.SearchRequest(
+            query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=payload_selection(payload_keys)
+        )
         with self._turns.turn():
             hits = self._shard.search(request)
         return [_scored(h) for h in hits]
 
-    def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+    def search_sparse(
+        self,
+        vector_name: str,
+        vector: SparseVec,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        payload_keys: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
         if not vector:
             return []
         qe = _edge()
         idx, values = sparse_parts(vector)
         sv = qe.SparseVector(indices=idx, values=values)
-        request = qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=True)
+        request = qe.SearchRequest(
+            query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=payload_selection(payload_keys)
+        )
         with self._turns.turn():
             hits = self._shard.search(request)
         return [_scored(h) for h in hits]
