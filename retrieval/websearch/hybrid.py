@@ -9,12 +9,12 @@ Each query is searched on two routes over the ``corpus`` collection:
 
 **Heights, not raw scores.**  A cosine that separates well among 500 pages lets noise through
 among 50,000 (the best of many unrelated chunks rises with their number).  So each route's
-score is read against the query's own *background*: the score of the :data:`K_BACKGROUND`-th
-best *page* on that route (pages, not chunks: one long page must not be its own background).
-A page's height on a route is its best chunk's score minus that background, floored at 0.  On the
-dense route, pages written mostly in CJK characters and the others each get their own background
-when the candidates hold K_BACKGROUND pages of the group (a query's cosines to pages in the other
-script sit lower, as grounding's per-language backgrounds found).
+score is read against the query's own *background*: the score that the best :data:`Q_BACKGROUND`
+of a fixed sample of the corpus reach (:class:`CorpusSample`; dense per script group, lexical with
+the sample's IDF estimate; chunks naming the query left out), a quantile whose meaning does not
+change with the corpus's size.  A page's height on a route is its best chunk's score minus that
+background, floored at 0 (lexical: as a share of :func:`lexical_scale`).  Without a sample (unit
+tests of the fusion) the :data:`K_BACKGROUND`-th best candidate page not naming the query stands in.
 
 **Fusion.**  ``sum`` (the default, a calibrated sum)::
 
@@ -323,6 +323,11 @@ def _upper_quantile(scores: Any) -> float:
     return float(np.partition(scores, idx)[idx])
 
 
+def _rank_of_quantile(n: int) -> int:
+    """The rank from the top (1: the best) of the score :func:`_upper_quantile` reads among ``n`` scores."""
+    return n - max(0, min(int(round((1.0 - Q_BACKGROUND) * (n - 1))), n - K_BACKGROUND))
+
+
 class CorpusSample:
     """A fixed pseudo-random sample of the corpus's chunks (the first :data:`SAMPLE_SIZE` by point id, a
     hash of the chunk id): their dense vectors, script groups and normalised title + text.  The dense
@@ -335,6 +340,7 @@ class CorpusSample:
 
         self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(groups), -1)
         self.groups = np.asarray(list(groups))
+        self._group_index = {g: np.flatnonzero(self.groups == g) for g in ("cjk", "latin")}
         self.texts = list(texts)
         self.count = count
         # the sampled chunks' BM25 document weights, by token: rows and weights (the lexical background)
@@ -346,7 +352,6 @@ class CorpusSample:
                 ws.append(float(w))
         self.postings = {t: (np.asarray(r), np.asarray(w, dtype=np.float32)) for t, (r, w) in postings.items()}
         self.has_lexical = bool(lexical)
-        self._keep_cache: dict[tuple[str, ...], Any] = {}
 
     @classmethod
     def draw(cls, collection: Any, size: int) -> CorpusSample:
@@ -363,36 +368,6 @@ class CorpusSample:
             sparse.append(point.sparse.get("lexical") or {})
         return cls(vecs, groups, texts, collection.count(), sparse if any(sparse) else ())
 
-    def _keep(self, distinctive: Sequence[str]) -> Any:
-        """Rows that do not hold every distinctive word (found in one joined string, not row by row)."""
-        import numpy as np
-
-        keep = np.ones(len(self.texts), dtype=bool)
-        if not distinctive:
-            return keep
-        key = tuple(distinctive)
-        if key in self._keep_cache:
-            return self._keep_cache[key]
-        if not hasattr(self, "_joined"):
-            self._joined = "\x00".join(self.texts)
-            self._starts = np.cumsum([0] + [len(t) + 1 for t in self.texts[:-1]])
-        holding: set[int] | None = None
-        for w in distinctive:
-            rows: set[int] = set()
-            pos = self._joined.find(w)
-            while pos != -1:
-                rows.add(int(np.searchsorted(self._starts, pos, side="right")) - 1)
-                pos = self._joined.find(w, pos + 1)
-            holding = rows if holding is None else holding & rows
-            if not holding:
-                break
-        if holding:
-            keep[sorted(holding)] = False
-        if len(self._keep_cache) > 256:
-            self._keep_cache.clear()
-        self._keep_cache[key] = keep
-        return keep
-
     def lexical_background(self, query: dict[int, float], n_chunks: int, distinctive: Sequence[str] = ()) -> float | None:
         """The BM25 score the best Q_BACKGROUND of the sampled chunks reach for a lexical query, with the
         engine's IDF (ln(1 + (N - n + 0.5) / (n + 0.5))) of each token's document count estimated from the
@@ -402,8 +377,9 @@ class CorpusSample:
         if not self.has_lexical or not query or not len(self.texts):
             return None
         n_rows = len(self.texts)
-        scores = np.zeros(n_rows, dtype=np.float32)
         total = max(n_chunks, n_rows)
+        at: list[Any] = []
+        add: list[Any] = []
         for tok, qw in query.items():
             post = self.postings.get(int(tok))
             if post is None:
@@ -411,9 +387,10 @@ class CorpusSample:
             rows, ws = post
             n = len(rows) * total / n_rows
             idf = math.log(1.0 + (total - n + 0.5) / (n + 0.5))
-            np.add.at(scores, rows, float(qw) * idf * ws)
-        keep = self._keep(distinctive)
-        return _upper_quantile(scores[keep]) if keep.any() else None
+            at.append(rows)
+            add.append(ws * (float(qw) * idf))
+        scores = np.bincount(np.concatenate(at), np.concatenate(add), minlength=n_rows) if at else np.zeros(n_rows)
+        return self._quantile_not_naming(scores, None, distinctive)
 
     def background(self, query_vector: Any, distinctive: Sequence[str] = ()) -> dict[str, float]:
         """``{"all": b, group: b_group, ...}``: the dense background overall and per script group (a group
@@ -423,15 +400,49 @@ class CorpusSample:
         if not len(self.texts):
             return {}
         scores = self.vectors @ np.asarray(query_vector, dtype=np.float32)
-        keep = self._keep(distinctive)
         out: dict[str, float] = {}
-        if keep.any():
-            out["all"] = _upper_quantile(scores[keep])
+        b = self._quantile_not_naming(scores, None, distinctive)
+        if b is not None:
+            out["all"] = b
         for g in ("cjk", "latin"):
-            sel = keep & (self.groups == g)
-            if int(sel.sum()) >= MIN_GROUP_SAMPLE:
-                out[g] = _upper_quantile(scores[sel])
+            rows = self._group_index[g]
+            if len(rows) >= MIN_GROUP_SAMPLE:
+                b = self._quantile_not_naming(scores, rows, distinctive)
+                if b is not None:
+                    out[g] = b
         return out
+
+    def _quantile_not_naming(self, scores: Any, rows: Any, distinctive: Sequence[str]) -> float | None:
+        """The score at the background's rank from the top (:func:`_rank_of_quantile` of the rows' number)
+        among the rows (all when None) that do not hold every distinctive word; only the best rows are read
+        for the words, in widening batches, never the whole sample's text."""
+        import numpy as np
+
+        if rows is not None:
+            scores = scores[rows]
+        n = len(scores)
+        if not n:
+            return None
+        rank = _rank_of_quantile(n)
+        if not distinctive:
+            return float(np.partition(scores, n - rank)[n - rank])
+        texts = self.texts
+        m = min(n, max(4 * rank, 64))
+        while True:
+            top = np.argpartition(-scores, m - 1)[:m] if m < n else np.arange(n)
+            top = top[np.argsort(-scores[top], kind="stable")]
+            kept = 0
+            last: int | None = None
+            for i in top.tolist():
+                if all(w in texts[i if rows is None else int(rows[i])] for w in distinctive):
+                    continue
+                kept += 1
+                last = i
+                if kept == rank:
+                    return float(scores[last])
+            if m == n:  # fewer rows not naming the query than the rank: the lowest of them
+                return float(scores[last]) if last is not None else None
+            m = min(n, 4 * m)
 
 
 _SAMPLES: weakref.WeakKeyDictionary[Any, CorpusSample] = weakref.WeakKeyDictionary()
