@@ -20,7 +20,11 @@ Split fixed before tuning: pages by the parity of sha256("evidence-split:" + can
 their ``split`` field.
 The calibration split chooses the lexical weight and the floor (the smallest floor that lets at most
 1 % of calibration captions through, the weight with the best calibration MRR of entity and
-description queries); every figure is printed for the held-out split.
+description queries), then the relative floor (the best F1 of the pages above the floor among the top 5
+of calibration entity and description queries: :func:`choose_relative`); every figure is printed for
+both splits, the held-out one being the one that counts.  Search ms are wall and process-CPU p50 of
+today's dense search (at 50 chunks, what the ranking reads, and at 5, what KAR asks for) and of the
+hybrid search, timed in the same run on the same queries.
 
 Side by side, per system: hit@1, MRR@10, nDCG@5 (pages), the share of the evidence block from other
 pages (KAR with the page's entity grounded: its own page fetched by source URL first, then the entity
@@ -71,12 +75,14 @@ from retrieval.embedders import build_embedder  # noqa: E402
 from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 from retrieval.websearch.base import SearchResult  # noqa: E402
 from retrieval.websearch.entity_pages import EntityPages  # noqa: E402
-from retrieval.websearch.hybrid import POOL, ChunkScore, candidates, default_floor, fuse_pages, script_group, search_corpus  # noqa: E402
+from retrieval.websearch.hybrid import POOL, RELATIVE_FLOOR, ChunkScore, candidates, default_floor, fuse_pages, script_group, search_corpus  # noqa: E402
 
 log = logging.getLogger("bench.evidence")
 REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data" / "real").exists()), REPO.parent / "shared" / "data" / "real")
 CAPTIONS = (REPO / "bench" / "queries" / "evidence_captions.jsonl", REPO / "bench" / "queries" / "grounding_precision.jsonl")
 W_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: relative floors tried on the calibration split (0: none)
+RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MAX_CAPTION_PASS = 0.01
 K_EVIDENCE = 5
 #: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
@@ -202,12 +208,16 @@ class Systems:
             self.embed_ms.append((time.perf_counter() - t) * 1000)
         return self.qvec[q]
 
-    def dense(self, q: str) -> tuple[list[str], list[SearchResult], float]:
-        """Today's search: one dense search; the evidence is its top 5 chunks whatever their score."""
+    def dense(self, q: str) -> tuple[list[str], list[SearchResult], dict[str, float]]:
+        """Today's search: one dense search; the evidence is its top 5 chunks whatever their score.  Timed
+        (wall and process CPU ms) at 50 chunks (what the ranking figures read) and at 5 (what KAR asks for)."""
         vec = self.vector(q)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         hits = self.store.corpus.search("text", vec, 50)
-        ms = (time.perf_counter() - t) * 1000
+        ms = {"dense": (time.perf_counter() - t) * 1000, "dense_cpu": (time.process_time() - c) * 1000}
+        t, c = time.perf_counter(), time.process_time()
+        self.store.corpus.search("text", vec, K_EVIDENCE)
+        ms.update({"dense_k5": (time.perf_counter() - t) * 1000, "dense_k5_cpu": (time.process_time() - c) * 1000})
         urls = [h.payload["url"] for h in hits]
         ev = [SearchResult(h.payload["title"], h.payload["url"], h.payload["text"], h.score) for h in hits[:K_EVIDENCE]]
         return page_ranking(urls), ev, ms
@@ -221,15 +231,16 @@ class Systems:
         ev = [SearchResult(c["title"], c["url"], c["text"], s) for c, s in hits[:K_EVIDENCE]]
         return page_ranking([c["url"] for c, _ in hits]), ev, ms
 
-    def hybrid_candidates(self, q: str) -> tuple[Any, float]:
+    def hybrid_candidates(self, q: str) -> tuple[Any, dict[str, float]]:
         """The new search's candidates from a wider pool (WIDE_POOL per route, narrowed to the search's own
         POOL by :func:`hybrid_pages`: kept for analysis of other pools), and the ms of the search itself
-        (``search_corpus`` as ``LocalCorpusSearch`` calls it: both routes, fusion, the best 5 pages)."""
+        (``search_corpus`` as ``LocalCorpusSearch`` calls it: both routes, fusion, the best 5 pages; wall and
+        process CPU ms)."""
         vec = self.vector(q)
-        found = candidates(self.store, vec, q, pool=WIDE_POOL)
-        t = time.perf_counter()
+        found = candidates(self.store, vec, q, pool=WIDE_POOL, lean=False)  # whole payloads, for the figures
+        t, c = time.perf_counter(), time.process_time()
         search_corpus(self.store, vec, q, K_EVIDENCE, DEFAULT_FLOOR_NOW)
-        return found, (time.perf_counter() - t) * 1000
+        return found, {"hybrid": (time.perf_counter() - t) * 1000, "hybrid_cpu": (time.process_time() - c) * 1000}
 
 
 def narrow(found: Any, pool: int) -> dict[str, ChunkScore]:
@@ -244,14 +255,14 @@ def narrow(found: Any, pool: int) -> dict[str, ChunkScore]:
     return out
 
 
-def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: int = POOL) -> list[Any]:
+def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: int = POOL, relative: float | None = None) -> list[Any]:
     if not found.chunks:
         return []
     if "narrowed" not in found.__dict__:
         found.narrowed = {}
     if pool not in found.narrowed:
         found.narrowed[pool] = narrow(found, pool)
-    return fuse_pages(found.narrowed[pool], found.query_tokens, found.n_chunks, floor, fusion, w, found.distinctive, None, found.background)  # type: ignore[arg-type]
+    return fuse_pages(found.narrowed[pool], found.query_tokens, found.n_chunks, floor, fusion, w, found.distinctive, None, found.background, relative)  # type: ignore[arg-type]
 
 
 def as_results(pages: list[Any], k: int = K_EVIDENCE) -> list[SearchResult]:
@@ -278,7 +289,7 @@ def search_all(systems: Systems, queries: list[dict[str, Any]], captions: list[d
         d_rank, d_ev, d_ms = systems.dense(q["query"])
         b_rank, b_ev, b_ms = systems.bm25(q["query"])
         found, h_ms = systems.hybrid_candidates(q["query"])
-        row = {**q, "dense": (d_rank, d_ev), "bm25": (b_rank, b_ev), "found": found, "ms": {"dense": d_ms, "bm25s": b_ms, "hybrid": h_ms}}
+        row = {**q, "dense": (d_rank, d_ev), "bm25": (b_rank, b_ev), "found": found, "ms": {**d_ms, "bm25s": b_ms, **h_ms}}
         if q["kind"] == "entity":  # KAR grounded the page's entity: its own page is fetched by source URL
             page = q["page"]
             row["entity"] = SimpleNamespace(id=f"bench:{canonical_url(page['url'])}", name=page["title"], aliases=[], sources=[SimpleNamespace(url=page["url"])])
@@ -287,6 +298,31 @@ def search_all(systems: Systems, queries: list[dict[str, Any]], captions: list[d
         if (i + 1) % 200 == 0:
             log.info("searched %d/%d", i + 1, len(queries) + len(captions))
     return rows
+
+
+def choose_relative(rows: list[dict[str, Any]], floor: float, w: float) -> tuple[float, dict[str, float]]:
+    """The relative floor (a page above the floor only at this share of the query's best page or more), chosen
+    on the calibration split's entity and description queries: the best F1 of the pages above the floor among
+    the K_EVIDENCE returned (precision: the share of them that is the query's page; recall: the share of queries
+    whose page is among them); the highest such share on a tie (fewer other pages)."""
+    cal = [r for r in rows if r["kind"] in ("entity", "description") and r["split"] == "calibration"]
+    f1s: dict[str, float] = {}
+    best: tuple[float, float] = (-1.0, 0.0)
+    for rel in RELATIVE_GRID:
+        right = kept = found = 0
+        for r in cal:
+            above = [p for p in hybrid_pages(r["found"], floor, w, relative=rel)[:K_EVIDENCE] if p.above_floor]
+            hit = sum(1 for p in above if canonical_url(p.url) == canonical_url(r["url"]))
+            right += hit
+            kept += len(above)
+            found += 1 if hit else 0
+        precision, recall = (right / kept if kept else 0.0), (found / len(cal) if cal else 0.0)
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        f1s[str(rel)] = round(f1, 4)
+        log.info("calibration: relative %.2f precision %.4f recall %.4f F1 %.4f", rel, precision, recall, f1)
+        if f1 >= best[0]:
+            best = (f1, rel)
+    return best[1], f1s
 
 
 def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | None, embed_ms: float | None = None) -> dict[str, Any]:
@@ -310,8 +346,10 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             if best is None or score > best["mrr"]:
                 best = {"w_lexical": w, "floor": floor, "mrr": score}
         fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"]}
+        fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
     assert fixed is not None
     w, floor = fixed["w_lexical"], fixed["floor"]
+    rel = fixed.get("relative", RELATIVE_FLOOR)
     out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
     lost: list[dict[str, Any]] = []
     for split in ("calibration", "held-out"):
@@ -325,8 +363,8 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             for r in sel:
                 per["dense_today"].append(rank_metrics(r["dense"][0], r["url"]))
                 per["bm25s"].append(rank_metrics(r["bm25"][0], r["url"]))
-                hs = hybrid_pages(r["found"], floor, w, "sum")
-                hr = hybrid_pages(r["found"], floor, w, "rrf")
+                hs = hybrid_pages(r["found"], floor, w, "sum", relative=rel)
+                hr = hybrid_pages(r["found"], floor, w, "rrf", relative=rel)
                 per["hybrid_sum"].append(rank_metrics(page_ranking([p.url for p in hs]), r["url"]))
                 per["hybrid_rrf"].append(rank_metrics(page_ranking([p.url for p in hr]), r["url"]))
                 if split == "held-out":
@@ -346,7 +384,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             # the floor's effect on the page's own query: is the right page above it?
             if kind in ("entity", "description"):
                 systems_out["hybrid_sum"][kind]["right_page_above_floor"] = mean(
-                    [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w)) else 0.0 for r in sel]
+                    [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, relative=rel)) else 0.0 for r in sel]
                 )
         # evidence block of the entity query: share of other pages
         ent = [r for r in rows if r["kind"] == "entity" and r["split"] == split]
@@ -356,7 +394,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
                 a, b = other_share([e.url for e in ev], r["url"])
                 o[name][0] += a
                 o[name][1] += b
-            results = as_results(hybrid_pages(r["found"], floor, w))
+            results = as_results(hybrid_pages(r["found"], floor, w, relative=rel))
             cot = select_evidence([(r["query"], "local", results)], None)
             kar = select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"])
             for name, s in (("hybrid_search_cot", cot), ("hybrid_kar", kar)):
@@ -371,7 +409,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         for r in caps:
             given["dense_today"] += 1 if r["dense"][1] else 0
             given["bm25s"] += 1 if r["bm25"][1] else 0
-            s = select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w)))], None)
+            s = select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=rel)))], None)
             if s.pieces:
                 given["hybrid"] += 1
                 passed.append(r["query"])
@@ -384,9 +422,15 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         res["ordinary_captions"] = {"n": len(caps), **{n: {"given_evidence": v, "share": round(v / len(caps), 4) if caps else None} for n, v in given.items()}, "hybrid_by_lang": by_lang, "hybrid_passed": passed[:20]}
         out["splits"][split] = res
     ms = {n: p50([r["ms"][n] for r in rows]) for n in ("dense", "bm25s", "hybrid")}
+    cpu = {n: p50([r["ms"][n] for r in rows if n in r["ms"]]) for n in ("dense_cpu", "hybrid_cpu", "dense_k5", "dense_k5_cpu")}
     embed = embed_ms
     out["ms_per_search_p50"] = {
         "search_only": ms,
+        "cpu_ms_p50": {"dense": cpu["dense_cpu"], "hybrid": cpu["hybrid_cpu"]},
+        "hybrid_over_dense_cpu": round(cpu["hybrid_cpu"] / cpu["dense_cpu"], 2) if cpu["dense_cpu"] else None,
+        "dense_at_k5": {"wall": cpu["dense_k5"], "cpu": cpu["dense_k5_cpu"]},
+        "hybrid_over_dense_k5_wall": round(ms["hybrid"] / cpu["dense_k5"], 2) if cpu["dense_k5"] else None,
+        "hybrid_over_dense_k5_cpu": round(cpu["hybrid_cpu"] / cpu["dense_k5_cpu"], 2) if cpu["dense_k5_cpu"] else None,
         "query_embedding_p50_ms": embed,
         "with_query_embedding": {"dense_today": round(ms["dense"] + (embed or 0), 2), "hybrid": round(ms["hybrid"] + (embed or 0), 2), "bm25s": ms["bm25s"]},
         "hybrid_over_dense_search_only": round(ms["hybrid"] / ms["dense"], 2),

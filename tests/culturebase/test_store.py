@@ -14,9 +14,11 @@ import pytest
 from culturebase.entity import Entity
 from culturebase.settings import Settings
 from culturebase.store import (
+    CollectionSpec,
     CultureBaseStore,
     EmbedderInfo,
     EmbedderMismatchError,
+    PointRecord,
     StoreError,
     StoreLockedError,
     StoreNotFoundError,
@@ -162,6 +164,43 @@ def test_delete_scroll_and_stats(store):
     stats = store.stats()
     assert stats["entities"] == 6 and stats["by_language"] == {"en": 3, "zh": 3}
     assert stats["embedder"]["name"] == "test-embedder"
+
+
+def test_search_can_read_a_few_payload_keys_and_the_rest_by_id(store):
+    spec = CollectionSpec("pages", dense=("text",), sparse=("lexical",))
+    coll = store.backend.open_collection(spec, INFO)
+    vecs = _vectors(6)["identity"]
+
+    def points(title: str) -> list[PointRecord]:
+        return [
+            PointRecord(f"page/{i}#0", {"text": vecs[i]}, {"title": f"{title} {i}", "text": "long text " * 50, "page": f"page/{i}"}, {"lexical": {i: 1.0}})
+            for i in range(6)
+        ]
+
+    coll.upsert(points("first"))
+    lean = coll.search("text", vecs[2], 3, payload_keys=["page"])
+    assert lean[0].id == "page/2#0" and lean[0].payload == {"_id": "page/2#0", "page": "page/2"}
+    assert [h.id for h in lean] == [h.id for h in coll.search("text", vecs[2], 3)]
+    sparse = coll.search_sparse("lexical", {4: 1.0}, 2, payload_keys=["title"])
+    assert sparse[0].payload == {"_id": "page/4#0", "title": "first 4"}
+    got = coll.retrieve(["page/4#0", "missing", "page/2#0"])  # the whole payloads, in the order asked
+    assert [p["title"] for p in got] == ["first 4", "first 2"] and got[0]["text"].startswith("long text")
+    got[0]["title"] = "changed by the caller"  # the caller's own copy
+    assert coll.retrieve(["page/4#0"])[0]["title"] == "first 4"
+    coll.upsert(points("second"))  # a write is read back, never an older copy
+    assert coll.retrieve(["page/4#0"])[0]["title"] == "second 4"
+    coll.delete(["page/4#0"])
+    assert coll.retrieve(["page/4#0"]) == []
+
+
+def test_count_is_exact_through_writes(store):
+    ents = _entities(8)
+    store.upsert_entities(ents[:5], {k: v[:5] for k, v in _vectors(8).items()}, {k: v[:5] for k, v in _sparse(8).items()})
+    assert store.entities.count() == 5
+    store.upsert_entities(ents, _vectors(8), _sparse(8))  # three new, five again
+    assert store.entities.count() == 8
+    store.delete([ents[0].id])
+    assert store.entities.count() == 7
 
 
 def test_wrong_vector_shape_is_rejected_before_writing(store):

@@ -223,3 +223,34 @@ def test_the_sample_leaves_out_chunks_naming_the_query_and_reads_bm25_with_idf()
     idf9 = math.log(1 + (1000 - 1000 + 0.5) / (1000 + 0.5))
     assert s.lexical_background({9: 1.0}, 1000) == pytest.approx(idf9, rel=1e-4)
     assert s.lexical_background({7: 1.0, 9: 1.0}, 1000, ("kekistan",)) == pytest.approx(idf9, rel=1e-4)
+
+
+def test_the_search_reads_whole_payloads_of_the_pages_it_returns_only(pages_kb):
+    from retrieval.websearch.hybrid import LEAN_KEYS, candidates, search_corpus
+
+    query = "Potion Seller meme origin meaning"
+    vec = pages_kb.embedder.encode_queries([query]).dense[0]
+    lean = candidates(pages_kb.store, vec, query)
+    assert lean.chunks and all(set(c.payload) <= {"_id", *LEAN_KEYS} for c in lean.chunks.values())
+    full = candidates(pages_kb.store, vec, query, lean=False)
+    asked: list[list[str]] = []
+
+    def fetch(ids):
+        asked.append(list(ids))
+        return {p["_id"]: p for p in pages_kb.store.corpus.retrieve(list(ids))}
+
+    a = fuse_pages(lean.chunks, lean.query_tokens, lean.n_chunks, 0.09, k=2, background=lean.background, fetch=fetch)
+    b = fuse_pages(full.chunks, full.query_tokens, full.n_chunks, 0.09, k=2, background=full.background)
+    assert [(p.url, p.title, p.text, p.chunks, p.above_floor) for p in a] == [(p.url, p.title, p.text, p.chunks, p.above_floor) for p in b]
+    assert len(asked) == 1 and len(asked[0]) == sum(len(p.chunks) for p in a) < len(lean.chunks)  # the 2 pages only
+    hits = search_corpus(pages_kb.store, vec, query, 2, 0.09)
+    assert [(h.url, h.text) for h in hits] == [(p.url, p.text) for p in b]
+
+
+def test_lexical_heights_are_read_on_the_samples_scale_not_the_corpus_size():
+    from retrieval.lexical import idf_single
+    from retrieval.websearch.hybrid import SAMPLE_SIZE, lexical_scale
+
+    # a corpus larger than the sample: the same scale at 5,000 and at 500,000 chunks
+    assert lexical_scale(10, 5_000) == lexical_scale(10, 500_000) == pytest.approx(10 * idf_single(SAMPLE_SIZE))
+    assert lexical_scale(10, 100) == pytest.approx(10 * idf_single(100))  # the sample is the whole corpus
