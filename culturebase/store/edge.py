@@ -71,6 +71,8 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
     for key, values in flt.equals:
         match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
         must.append(qe.FieldCondition(key=key, match=match))
+    if flt.ids:
+        must.append(qe.HasIdCondition({point_uuid(i) for i in flt.ids}))
     must_not = [qe.HasVectorCondition(name) for name in flt.lacks_vectors]
     return qe.Filter(must=must or None, must_not=must_not or None)
 
@@ -230,7 +232,7 @@ class EdgeCollection(Collection):
 
     def count(self, flt: PayloadFilter | None = None) -> int:
         qe = _edge()
-        if flt is None or not (flt.equals or flt.lacks_vectors):  # the shard's own point count: exact, and free
+        if flt is None or not (flt.equals or flt.lacks_vectors or flt.ids):  # the shard's own point count: exact, and free
             return int(self._shard.info().points_count)
         return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
 
