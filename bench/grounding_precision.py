@@ -25,7 +25,8 @@ namesake included), top-1 by rank alone, and grounding latency p50/p95 (query em
 cached, so latency is the store's searches plus fusion, the part that grows with the KB).
 Then every size's KB is opened at once and each query grounded at each size in turn
 (``latency_side_by_side``: p50/p95 per size and the p50 ratio to the smallest size, the figure the
-issue caps at 1.5× for 40,000 entities; a shared machine's load touches every size alike).
+issue caps at 1.5× for 40,000 entities; a shared machine's load touches every size alike; beside them
+the same run's CPU time of the grounding thread, ``cpu_p50_ms`` and its ratio, which that load stretches less).
 ``--baseline FILE`` (a JSON this script printed) adds ``ratio_to_baseline`` beside each figure.
 ``--dump`` writes each query's top candidates with their route scores (for calibrate_tau.py).
 
@@ -171,20 +172,27 @@ def interleaved_latency(
         s: EntityGrounder(kb.store, kb.embedder, tau=tau, top_k=5, candidates=20, crosslingual=crosslingual) for s, kb in kbs.items()
     }
     times: dict[int, list[float]] = {s: [] for s in kbs}
+    cpu: dict[int, list[float]] = {s: [] for s in kbs}
     for rnd in range(rounds + 1):  # round 0 warms the caches and pages
         for q in queries:
             for s, g in grounders.items():
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.thread_time()
                 g.ground(cues_for(q["route"], q["query"]))
                 if rnd:
                     times[s].append((time.perf_counter() - t) * 1000)
+                    cpu[s].append((time.thread_time() - c) * 1000)
     p50 = {s: float(np.percentile(v, 50)) for s, v in times.items()}
+    cpu50 = {s: float(np.percentile(v, 50)) for s, v in cpu.items()}
     smallest = min(kbs)
     return {
         "rounds": rounds,
         "p50_ms": {str(s): round(v, 2) for s, v in p50.items()},
         "p95_ms": {str(s): round(float(np.percentile(v, 95)), 2) for s, v in times.items()},
         "p50_ratio_to_smallest": {str(s): round(v / p50[smallest], 3) for s, v in p50.items()},
+        # the grounding thread's CPU time in the same run (a shared machine's load stretches wall time, not this)
+        "cpu_p50_ms": {str(s): round(v, 2) for s, v in cpu50.items()},
+        "cpu_p95_ms": {str(s): round(float(np.percentile(v, 95)), 2) for s, v in cpu.items()},
+        "cpu_p50_ratio_to_smallest": {str(s): round(v / cpu50[smallest], 3) for s, v in cpu50.items()},
     }
 
 

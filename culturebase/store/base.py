@@ -87,10 +87,12 @@ class ScoredRecord:
 class PayloadFilter:
     """Equality filters on indexed payload fields (all must hold); values in a list match any.
     ``lacks_vectors``: only points that carry none of these named dense vectors (Qdrant's ``HasVector``
-    condition, negated)."""
+    condition, negated); ``ids``: only these points (Qdrant's ``HasId``)."""
 
     equals: tuple[tuple[str, tuple[str, ...]], ...] = ()
     lacks_vectors: tuple[str, ...] = ()
+    #: only these points (string ids; empty: no condition on ids)
+    ids: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, **fields: str | Sequence[str] | None) -> "PayloadFilter | None":
@@ -104,7 +106,12 @@ class PayloadFilter:
 
     def lacking(self, *vector_names: str) -> "PayloadFilter":
         """This filter, also requiring that the point carries none of ``vector_names``."""
-        return PayloadFilter(self.equals, self.lacks_vectors + tuple(vector_names))
+        return PayloadFilter(self.equals, self.lacks_vectors + tuple(vector_names), self.ids)
+
+    @classmethod
+    def among(cls, ids: Sequence[str]) -> "PayloadFilter":
+        """Only the points of these string ids."""
+        return cls(ids=tuple(ids))
 
     @classmethod
     def without_vectors(cls, flt: "PayloadFilter | None", *vector_names: str) -> "PayloadFilter":

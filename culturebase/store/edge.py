@@ -69,6 +69,8 @@ def _edge_filter(flt: PayloadFilter | None) -> Any:
     for key, values in flt.equals:
         match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
         must.append(qe.FieldCondition(key=key, match=match))
+    if flt.ids:
+        must.append(qe.HasIdCondition({point_uuid(i) for i in flt.ids}))
     must_not = [qe.HasVectorCondition(name) for name in flt.lacks_vectors]
     return qe.Filter(must=must or None, must_not=must_not or None)
 
@@ -250,7 +252,7 @@ class EdgeCollection(Collection):
         write: the shard's ``info().points_count`` is not the number of points (it counts a point once per
         segment holding a version of it: 100,000 for a 50,000-point corpus written twice by a killed run)."""
         qe = _edge()
-        if flt is None or not (flt.equals or flt.lacks_vectors):
+        if flt is None or not (flt.equals or flt.lacks_vectors or flt.ids):
             if self._count is None:
                 self._count = int(self._shard.count(qe.CountRequest(exact=True)))
             return self._count

@@ -59,6 +59,8 @@ def _filter(flt: PayloadFilter | None) -> Any:
     for key, values in flt.equals:
         match = m.MatchValue(value=values[0]) if len(values) == 1 else m.MatchAny(any=list(values))
         must.append(m.FieldCondition(key=key, match=match))
+    if flt.ids:
+        must.append(m.HasIdCondition(has_id=[point_uuid(i) for i in flt.ids]))
     must_not = [m.HasVectorCondition(has_vector=name) for name in flt.lacks_vectors]
     return m.Filter(must=must or None, must_not=must_not or None)
 

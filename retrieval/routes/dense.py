@@ -146,27 +146,23 @@ class DenseRoutes:
 
     def complete(self, query: RouteQuery, pool: CandidatePool, backgrounds: list[dict[str, float]]) -> RouteRun:
         """Give each candidate that one dense query did not find (found by another route) that query's cosine:
-        its stored vectors, read in one request and scored exactly (a filtered HNSW search over a few ids among
-        tens of thousands returned none of them)."""
+        an exact search among those candidates only (``PayloadFilter.among``: every one scored on its original
+        vector; a filtered HNSW search over a few ids among tens of thousands returned none of them, and reading
+        the vectors back cost 15 ms for 160 candidates); one on the fallback vector for those without the route's."""
         run = RouteRun()
-        lacking: dict[str, list[int]] = {}
+        coll = query.store.entities
         for i, q in enumerate(query.dense):
-            for eid in pool.entities:
-                if q.route not in pool.scores.get(eid, {}):
-                    lacking.setdefault(eid, []).append(i)
-        if not lacking:
-            return run
-        routes = {query.dense[i].route for idx in lacking.values() for i in idx}
-        names = sorted({ROUTE_VECTOR[r] for r in routes} | {FALLBACK_VECTOR[r] for r in routes if r in FALLBACK_VECTOR})
-        stored = query.store.entities.retrieve_vectors(list(lacking), names)
-        for eid, idx in lacking.items():
-            for i in idx:
-                q = query.dense[i]
-                vectors = stored.get(eid, {})
-                vec = vectors.get(ROUTE_VECTOR[q.route])
-                if vec is None and q.route in FALLBACK_VECTOR:
-                    vec = vectors.get(FALLBACK_VECTOR[q.route])
-                if vec is not None:
-                    score = float(vec @ query.batch.dense[i]) * q.factor  # type: ignore[union-attr]
-                    run.hits.append(self._hit(q, pool.entities[eid], score, backgrounds[i]))
+            lacking = [eid for eid in pool.entities if q.route not in pool.scores.get(eid, {})]
+            if not lacking:
+                continue
+            vector = query.batch.dense[i]  # type: ignore[union-attr]
+            hits = coll.search(ROUTE_VECTOR[q.route], vector, len(lacking), PayloadFilter.among(lacking), exact=True)
+            if q.route in FALLBACK_VECTOR:
+                scored = {h.id for h in hits}
+                rest = [eid for eid in lacking if eid not in scored]
+                if rest:
+                    hits += coll.search(FALLBACK_VECTOR[q.route], vector, len(rest), PayloadFilter.among(rest), exact=True)
+            for h in hits:
+                if h.id in pool.entities:
+                    run.hits.append(self._hit(q, pool.entities[h.id], h.score * q.factor, backgrounds[i]))
         return run

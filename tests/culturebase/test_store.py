@@ -320,3 +320,36 @@ def test_unwritable_path_is_a_clear_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot create CultureBase folder"):
         EdgeBackend(blocker / "kb")
+
+
+def test_a_search_among_given_ids_scores_exactly_those(store):
+    """``PayloadFilter.among``: an exact search scores every listed point on its original vector and no other
+    (grounding completes its candidates' cosines this way)."""
+    from culturebase.store import PayloadFilter
+
+    ents, vecs = _entities(12), _vectors(12)
+    store.upsert_entities(ents, vecs, _sparse(12))
+    q = vecs["identity"][5]
+    ids = [ents[i].id for i in (1, 5, 9)]
+    hits = store.entities.search("identity", q, 10, PayloadFilter.among(ids), exact=True)
+    assert sorted(h.id for h in hits) == sorted(ids)
+    by_id = {h.id: h.score for h in hits}
+    for i in (1, 5, 9):
+        assert by_id[ents[i].id] == pytest.approx(float(vecs["identity"][i] @ q), abs=1e-4)
+    assert store.entities.count(PayloadFilter.among(ids)) == 3
+
+
+def test_a_search_after_a_write_returns_the_written_payload(store):
+    """Searches read payloads through the embedded store's payload cache: a rewritten entity is returned as
+    rewritten, a deleted one not at all."""
+    ents, vecs = _entities(6), _vectors(6)
+    store.upsert_entities(ents, vecs, _sparse(6))
+    q = vecs["identity"][2]
+    first = store.entities.search("identity", q, 1)
+    assert first[0].id == ents[2].id and first[0].payload["name"] == "entity 2"
+    renamed = ents[2].model_copy(update={"name": "entity two"})
+    store.upsert_entities([renamed], {k: v[2:3] for k, v in vecs.items()}, {k: v[2:3] for k, v in _sparse(6).items()})
+    again = store.entities.search("identity", q, 1)
+    assert again[0].id == ents[2].id and again[0].payload["name"] == "entity two"
+    store.entities.delete([ents[2].id])
+    assert ents[2].id not in {h.id for h in store.entities.search("identity", q, 6)}
