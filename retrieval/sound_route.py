@@ -130,7 +130,7 @@ class SoundStore:
         target = self.root / rel
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".tmp{os.getpid()}")
+            tmp = target.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")  # two threads may store the same bytes at once
             tmp.write_bytes(data)
             tmp.replace(target)
         return EntitySound(url=url, path=rel, sha256=sha, seconds=round(seconds, 3))
