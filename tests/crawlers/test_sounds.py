@@ -166,3 +166,43 @@ def test_moegirl_crawl_takes_a_file_link_through_special_filepath(sound_site, ma
     assert sound.url == f"{server.url}/Special:FilePath/Never_gonna.ogg" and sound.path.endswith(".ogg")
     res = _search_by_sound(kb, settings, other[int(1.7 * SR) : int(4.9 * SR)])
     assert [h.entity.name for h in res.hits] == ["Rickroll"] and res.hits[0].route == "sound"
+
+
+@pytest.fixture
+def kar_env(tmp_path, monkeypatch, settings):
+    from culturebase.settings import get_settings
+
+    monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "cli-data"))
+    monkeypatch.setenv("KAR_KB_PATH", str(tmp_path / "default-kb"))
+    monkeypatch.setenv("KAR_CRAWL_DELAY_S", "0")
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def test_kar_crawl_then_kar_kb_search_audio_finds_the_crawled_entity(sound_site, kar_env):
+    """The user's journey: `kar crawl` (the bundled embedder) shows the sound counters, then
+    `kar kb search --audio` with a 4-second cut of the page's sound names the entity."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from culturebase.settings import get_settings
+    from services.cli import app as kar_app
+
+    server, tune, _ = sound_site
+    kb_dir = kar_env / "kb"
+    runner = CliRunner()
+    crawled = runner.invoke(kar_app, ["crawl", "knowyourmeme", "--start-url", f"{server.url}/memes/rickroll", "--kb", str(kb_dir)])
+    assert crawled.exit_code == 0, crawled.output
+    rows = {" ".join(line.strip(" │┃|").split()) for line in crawled.output.splitlines()}
+    assert any(r.startswith("sounds stored") and r.split()[-1] == "2" for r in rows), crawled.output
+    assert any("sound failed: too_large" in r for r in rows), crawled.output
+
+    clip = kar_env / "heard.wav"
+    clip.write_bytes(wav_bytes(tune[int(1.1 * SR) : int(5.1 * SR)]))
+    get_settings.cache_clear()
+    found = runner.invoke(kar_app, ["kb", "--kb", str(kb_dir), "search", "--audio", str(clip), "--json"])
+    assert found.exit_code == 0, found.output
+    top = json.loads(found.stdout)["hits"][0]
+    assert top["name"] == "Rickroll" and top["route"] == "sound"
