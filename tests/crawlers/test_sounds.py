@@ -206,3 +206,33 @@ def test_kar_crawl_then_kar_kb_search_audio_finds_the_crawled_entity(sound_site,
     assert found.exit_code == 0, found.output
     top = json.loads(found.stdout)["hits"][0]
     assert top["name"] == "Rickroll" and top["route"] == "sound"
+
+
+def test_a_crawl_feed_row_with_audio_urls_imports_its_sounds_with_fetch_images(sound_site, open_kb, tmp_path):
+    """`scrapy crawl -o items.jsonl` keeps `audio_urls`; `kar kb import --format crawl --fetch-images` fetches them
+    (a sound that is not one is named in the report and the entity stored), without fetching they are left out."""
+    import json
+
+    from culturebase.settings import Settings
+    from retrieval.image_import import http_fetcher
+
+    server, tune, _ = sound_site
+    row = {
+        "site": "knowyourmeme", "url": f"{server.url}/memes/rickroll", "page_key": f"{server.url}/memes/rickroll",
+        "name": "Rickroll", "description": "A bait-and-switch prank with Rick Astley's song.", "language": "en",
+        "audio_urls": [f"{server.url}/files/never-gonna.wav", f"{server.url}/files/broken.mp3"],
+    }
+    feed = tmp_path / "items.jsonl"
+    feed.write_text(json.dumps(row) + "\n", "utf-8")
+    kb = open_kb(Settings(data_dir=tmp_path / "d1", kb_path=tmp_path / "kb1"))
+    report = kb.import_dump(feed, fetch_images=True, fetcher=http_fetcher(30 * 1024 * 1024))
+    assert report.format == "crawl" and report.stored == 1
+    assert [(p.image, "readable" in p.reason) for p in report.image_problems] == [(f"audio: {server.url}/files/broken.mp3", True)]
+    (rick,) = kb.store.find_by_name(["Rickroll"])
+    assert [a.url for a in rick.audio] == [f"{server.url}/files/never-gonna.wav"]
+    res = _search_by_sound(kb, kb.settings, tune[3 * SR : 7 * SR])
+    assert [h.entity.name for h in res.hits] == ["Rickroll"]
+
+    plain = open_kb(Settings(data_dir=tmp_path / "d2", kb_path=tmp_path / "kb2"))
+    assert plain.import_dump(feed).stored == 1
+    assert plain.store.find_by_name(["Rickroll"])[0].audio == []
