@@ -122,7 +122,7 @@ class FixtureServer:
         self.memegen_image_dir: Path | None = None
         self.kym_sources: set[str] = set()
         self.entry_override: dict[str, str] = {}  # KYM slug -> page HTML (a test's own entry page)
-        self.files: dict[str, tuple[str, bytes]] = {}  # /files/<name> -> (content type, bytes): sounds
+        self.files: dict[str, tuple[str, bytes]] = {}  # /files/<name> -> (content type, bytes) or ("redirect", location)
         self._bad_cache: dict[str, bytes] = {}
         server = self
 
@@ -207,6 +207,8 @@ class FixtureServer:
             return (200, {"Content-Type": "image/jpeg"}, data) if data is not None else (404, html, b"<html><body>no such image</body></html>")
         if path.startswith("/files/"):
             name = path[len("/files/") :]
+            if self.files.get(name, ("",))[0] == "redirect":
+                return 302, {"Location": self.files[name][1].decode()}, b""
             if name in self.files:
                 ctype, data = self.files[name]
                 return 200, {"Content-Type": ctype}, data

@@ -70,7 +70,7 @@ AUDIO_BLOCK = """
 <h2 id="audio">Audio</h2>
 <center><audio controls preload="none"><source src="/files/never-gonna.wav" type="audio/wav"></audio></center>
 <p>Listen: <a href="/files/broken.mp3">broken.mp3</a>, <a href="/files/huge.wav">huge.wav</a>,
-<a href="/files/missing.ogg">missing.ogg</a>, <a href="/files/video-only.mp4?x=1">not linked as audio</a>.</p>
+<a href="/files/missing.ogg">missing.ogg</a>, <a href="/files/moved.mp3">moved.mp3</a>, <a href="/files/video-only.mp4?x=1">not linked as audio</a>.</p>
 <audio src="/files/the-tune.wav"></audio>
 """
 
@@ -92,7 +92,7 @@ def test_kym_entry_lists_the_sounds_of_its_body():
     response = HtmlResponse(url=url, body=rickroll_with_audio().encode(), encoding="utf-8", request=Request(url))
     (item,) = spider.parse_entry(response)
     base = "http://127.0.0.1:8999/files/"
-    assert item["audio_urls"] == [base + n for n in ("never-gonna.wav", "the-tune.wav", "broken.mp3", "huge.wav", "missing.ogg")]
+    assert item["audio_urls"] == [base + n for n in ("never-gonna.wav", "the-tune.wav", "broken.mp3", "huge.wav", "missing.ogg", "moved.mp3")]
     assert "Listen" not in item["name"] and item["name"] == "Rickroll"
 
 
@@ -125,6 +125,7 @@ def sound_site(server):
         "broken.mp3": ("audio/mpeg", b"<!DOCTYPE html><html><body>Error 500</body></html>"),
         "huge.wav": ("audio/wav", wav_bytes(other)[:44] + bytes(31 * 1024 * 1024)),  # over the 30 MB sound limit
         "Never gonna.ogg": ("audio/ogg", ogg_bytes(other)),
+        "moved.mp3": ("redirect", b"http://10.255.255.1/latest/meta-data/x.mp3"),  # a metadata address: refused
     }
     server.entry_override["rickroll"] = rickroll_with_audio()
     return server, tune, other
@@ -136,7 +137,7 @@ def test_kym_crawl_stores_fingerprints_and_finds_the_entity_by_a_cut_of_its_soun
     assert job.status == "succeeded", manager.logs(job.id, tail=60)
     c = job.counters
     assert c["items_stored"] == 1 and c["sounds_stored"] == 2, {k: v for k, v in c.items() if "sound" in k}  # two links to the same bytes: one sound, counted per link
-    assert c["sounds_failed"] == {"not_audio": 1, "too_large": 1, "http_404": 1}, c
+    assert c["sounds_failed"] == {"not_audio": 1, "too_large": 1, "http_404": 1, "forbidden_address": 1}, c
     assert not server.requests("/files/video-only.mp4")  # a link that does not name an audio file is not fetched
 
     kb = open_kb()
