@@ -3,7 +3,8 @@
 Start points (``-a start_urls=URL[,URL]`` or ``kar crawl knowyourmeme --start-url URL``):
 an entry (``/memes/doge``), a listing (``/memes``, ``/memes/confirmed``, ``/memes/page/2``,
 ``/categories/...``) or a search (``/search?q=doge``).  ``-a confirmed_only=1`` keeps
-entries whose status is Confirmed; ``-a limit=N`` stops after N entries.
+entries whose status is Confirmed; ``-a limit=N`` stops after N entries.  An entry's ``og:image``
+and the sound files of its body (:func:`page_sounds`) go to the media pipelines.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ Each batch of pages gets ``prop=info|redirects`` (latest revision id, redirects 
 aliases), unchanged revisions are skipped (incremental), and changed pages are fetched with
 ``action=parse&prop=wikitext|categories|displaytitle``.  The infobox is parsed with
 mwparserfromhell; display templates (黑幕, ruby, lang, jpn ...) are reduced to plain text.
-Every request carries ``maxlag``; continuation tokens are followed.
+Every request carries ``maxlag``; continuation tokens are followed.  The infobox image and the
+page's sound files (``[[File:x.ogg]]``, audio templates: :func:`audio_files`) are fetched through
+``Special:FilePath`` by the media pipelines (``crawlers.images``, ``crawlers.sounds``).
 
 Arguments: ``start_urls`` (page or category URLs: ``https://zh.moegirl.org.cn/派蒙``,
 ``.../Category:原神角色``), ``categories``, ``titles``, ``api_url``, ``depth``, ``limit``, ``maxlag``.
