@@ -19,6 +19,7 @@ def counters_from_stats(stats: dict[str, Any], started: float | None = None) -> 
     """The job counters (pages fetched, items stored, merged, dropped by reason, errors ...) from Scrapy stats."""
     dropped = {k[len("kar/dropped/") :]: v for k, v in stats.items() if k.startswith("kar/dropped/")}
     images_failed = {k[len("kar/images_failed/") :]: v for k, v in stats.items() if k.startswith("kar/images_failed/")}
+    sounds_failed = {k[len("kar/sounds_failed/") :]: v for k, v in stats.items() if k.startswith("kar/sounds_failed/")}
     errors = (
         stats.get("kar/errors", 0)
         + stats.get("spider_exceptions/count", 0)
@@ -42,6 +43,9 @@ def counters_from_stats(stats: dict[str, Any], started: float | None = None) -> 
         "images_stored": stats.get("kar/images_stored", 0),
         "images_failed": images_failed,
         "images_failed_total": sum(images_failed.values()),
+        "sounds_stored": stats.get("kar/sounds_stored", 0),
+        "sounds_failed": sounds_failed,
+        "sounds_failed_total": sum(sounds_failed.values()),
         "refused_address": stats.get("kar/refused_address", 0),
         "sources_fetched": stats.get("kar/sources_fetched", 0),
         "sources_unreachable": stats.get("kar/sources_unreachable", 0),
@@ -56,7 +60,7 @@ def add_counters(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Counters of a resumed job: the earlier runs' plus this run's."""
     out = dict(new)
     for key, value in base.items():
-        if key in ("dropped", "images_failed") and isinstance(value, dict):
+        if key in ("dropped", "images_failed", "sounds_failed") and isinstance(value, dict):
             merged = dict(value)
             for reason, n in (new.get(key) or {}).items():
                 merged[reason] = merged.get(reason, 0) + n

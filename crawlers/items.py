@@ -35,5 +35,7 @@ class PageItem(scrapy.Item):
     image_urls = scrapy.Field()  # list[str]: images to download for the entity (EntityImagesPipeline)
     image_results = scrapy.Field()  # set by EntityImagesPipeline (Scrapy's per-file results)
     image_kind = scrapy.Field()  # "template" (default) | "example"
+    audio_urls = scrapy.Field()  # list[str]: sound files linked from the page (EntitySoundsPipeline)
+    audio_results = scrapy.Field()  # set by EntitySoundsPipeline (Scrapy's per-file results)
     id_url = scrapy.Field()  # the URL the entity id derives from (memegen: the template's KnowYourMeme page)
     extra_sources = scrapy.Field()  # list[{"site", "url"}]: further source links of the entity

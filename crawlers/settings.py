@@ -47,6 +47,7 @@ DOWNLOADER_MIDDLEWARES = {
 ITEM_PIPELINES = {
     "crawlers.pipelines.NormalizePipeline": 300,
     "crawlers.images.EntityImagesPipeline": 400,  # entity images via Scrapy's FilesPipeline
+    "crawlers.sounds.EntitySoundsPipeline": 450,  # entity sounds: stored like imported ones, fingerprinted at the write
     "crawlers.pipelines.CultureBasePipeline": 800,
 }
 EXTENSIONS = {

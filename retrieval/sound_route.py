@@ -112,6 +112,7 @@ class SoundStore:
         self._index: fp.LandmarkIndex | None = None
         self._entries: list[_Entry] = []
         self._rebuilt = False  # the index was made again from the sound files (an older scheme's)
+        self._stamp: tuple[int, int] | None = None  # index.json as loaded or last written (mtime_ns, size)
 
     def path_of(self, sound: EntitySound | str) -> Path:
         return self.root / (sound.path if isinstance(sound, EntitySound) else sound)
@@ -130,14 +131,27 @@ class SoundStore:
         target = self.root / rel
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".tmp{os.getpid()}")
+            tmp = target.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")  # two threads may store the same bytes at once
             tmp.write_bytes(data)
             tmp.replace(target)
         return EntitySound(url=url, path=rel, sha256=sha, seconds=round(seconds, 3))
 
     # -- the index --------------------------------------------------------------------------------
+    def _disk_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = (self.root / "index.json").stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
     def _load(self) -> fp.LandmarkIndex:
+        stamp = self._disk_stamp()
+        if self._index is not None and stamp is not None and stamp != self._stamp:
+            # another process wrote the index (a crawl job beside `kar serve`): read its sounds, and write on top of them
+            log.info("the sound index at %s changed on disk: reading it again", self.root)
+            self._index = None
         if self._index is None:
+            self._stamp = stamp
             npz, meta = self.root / "index.npz", self.root / "index.json"
             if npz.exists() and meta.exists():
                 entries = [_Entry(**e) for e in json.loads(meta.read_text("utf-8"))]
@@ -182,6 +196,7 @@ class SoundStore:
         meta = self.root / f"index.tmp{os.getpid()}.json"
         meta.write_text(json.dumps([e.__dict__ for e in self._entries]), "utf-8")
         meta.replace(self.root / "index.json")
+        self._stamp = self._disk_stamp()
 
     def count(self) -> int:
         """Sounds in the index."""

@@ -3,7 +3,8 @@
 Start points (``-a start_urls=URL[,URL]`` or ``kar crawl knowyourmeme --start-url URL``):
 an entry (``/memes/doge``), a listing (``/memes``, ``/memes/confirmed``, ``/memes/page/2``,
 ``/categories/...``) or a search (``/search?q=doge``).  ``-a confirmed_only=1`` keeps
-entries whose status is Confirmed; ``-a limit=N`` stops after N entries.
+entries whose status is Confirmed; ``-a limit=N`` stops after N entries.  An entry's ``og:image``
+and the sound files of its body (:func:`page_sounds`) go to the media pipelines.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from scrapy.http import Response
 from culturebase.entity import canonical_url
 from crawlers.items import PageItem
 from crawlers.middlewares import PAGE_KEY
+from crawlers.sounds import MAX_PAGE_SOUNDS, is_audio_link
 from crawlers.text import aliases_from_aka, clean_ws, one_line, title_variants, truncate
 
 SITE = "knowyourmeme"
@@ -113,6 +115,17 @@ def parse_details(response: Response) -> dict[str, str]:
                 value = one_line(", ".join(t for t in (one_line(x) for x in dd.xpath(".//a//text()").getall()) if t)) or one_line(node_text(dd[0]))
                 details[key] = value
     return details
+
+
+def page_sounds(response: Response) -> list[str]:
+    """Sound files of the entry body: ``<audio src>``, its ``<source src>``, and links to an audio file."""
+    body = response.css("article.entry section.bodycopy, section.bodycopy") or response.css("article.entry")
+    if not body:
+        return []
+    found = body[0].css("audio::attr(src), audio source::attr(src)").getall()
+    found += [h for h in body[0].css("a::attr(href)").getall() if is_audio_link(response.urljoin(h))]
+    urls = [response.urljoin(u.strip()) for u in found if u and u.strip() and not u.strip().startswith("data:")]
+    return [u for u in dict.fromkeys(urls) if u.startswith(("http://", "https://"))][:MAX_PAGE_SOUNDS]
 
 
 class KnowYourMemeSpider(scrapy.Spider):
@@ -235,6 +248,7 @@ class KnowYourMemeSpider(scrapy.Spider):
         page_text = "\n".join([name] + [f"{h}\n{t}" if h else t for h, t in sections])
         image = response.css('meta[property="og:image"]::attr(content)').get()
         image = response.urljoin(image) if image else None
+        audio_urls = page_sounds(response)
         yield PageItem(
             site=SITE,
             url=url,
@@ -251,6 +265,7 @@ class KnowYourMemeSpider(scrapy.Spider):
             page_text=page_text,
             image=image,
             image_urls=[image] if image else [],
+            audio_urls=audio_urls,
             status=status,
             details=details,
             etag=(response.headers.get(b"ETag") or b"").decode("latin-1") or None,

@@ -5,7 +5,9 @@ Each batch of pages gets ``prop=info|redirects`` (latest revision id, redirects 
 aliases), unchanged revisions are skipped (incremental), and changed pages are fetched with
 ``action=parse&prop=wikitext|categories|displaytitle``.  The infobox is parsed with
 mwparserfromhell; display templates (黑幕, ruby, lang, jpn ...) are reduced to plain text.
-Every request carries ``maxlag``; continuation tokens are followed.
+Every request carries ``maxlag``; continuation tokens are followed.  The infobox image and the
+page's sound files (``[[File:x.ogg]]``, audio templates: :func:`audio_files`) are fetched through
+``Special:FilePath`` by the media pipelines (``crawlers.images``, ``crawlers.sounds``).
 
 Arguments: ``start_urls`` (page or category URLs: ``https://zh.moegirl.org.cn/派蒙``,
 ``.../Category:原神角色``), ``categories``, ``titles``, ``api_url``, ``depth``, ``limit``, ``maxlag``.
@@ -26,6 +28,7 @@ from scrapy.http import Response
 from culturebase.entity import canonical_url
 from crawlers.items import PageItem
 from crawlers.middlewares import PAGE_KEY, REVID
+from crawlers.sounds import MAX_PAGE_SOUNDS, is_audio_link
 from crawlers.text import clean_ws, one_line, split_list, truncate, wikitext_to_text
 
 SITE = "moegirl"
@@ -79,6 +82,26 @@ def _section_of(code: Any, heading_node: Any) -> str:
         if first and first[0] is heading_node or (first and str(first[0]) == str(heading_node)):
             return str(section)
     return str(heading_node)
+
+
+_FILE_PREFIX = re.compile(r"^(?:file|image|media|文件|檔案|图像|圖像|媒体|媒體)\s*:\s*", re.I)
+
+
+def audio_files(code: Any) -> list[str]:
+    """Sound files a page embeds: ``[[File:x.ogg]]`` / ``[[文件:x.mp3]]`` / ``[[Media:x.ogg]]`` links, and a
+    template parameter that is an audio file name (``{{Audio|x.ogg}}``, ``{{音频|file=文件:x.mp3}}``)."""
+    names: list[str] = []
+    for link in code.filter_wikilinks():
+        target = one_line(str(link.title))
+        if _FILE_PREFIX.match(target):
+            names.append(_FILE_PREFIX.sub("", target))
+    for tpl in code.filter_templates():
+        for param in tpl.params:
+            value = one_line(str(param.value))
+            if "[[" not in value and "{" not in value and "|" not in value:
+                names.append(_FILE_PREFIX.sub("", value))
+    out = [n.replace("_", " ").strip() for n in names if is_audio_link("/" + n.strip()) and "/" not in n]
+    return list(dict.fromkeys(out))[:MAX_PAGE_SOUNDS]
 
 
 def parse_wikitext(title: str, displaytitle: str, wikitext: str, categories: list[str], redirects: list[str]) -> dict[str, Any]:
@@ -148,6 +171,7 @@ def parse_wikitext(title: str, displaytitle: str, wikitext: str, categories: lis
         "tags": tags,
         "page_text": f"{name}\n{page_text}",
         "infobox": {k: _param_text(v) for k, v in params.items()},
+        "audio_files": audio_files(code),
     }
 
 
@@ -368,6 +392,7 @@ class MoegirlSpider(scrapy.Spider):
             details=fields["infobox"],
             revid=parse.get("revid") or response.meta.get(REVID),
             image_urls=self.infobox_image_urls(fields["infobox"]),
+            audio_urls=[self.page_url(f"Special:FilePath/{name}") for name in fields["audio_files"]],
         )
 
     def infobox_image_urls(self, infobox: dict[str, str]) -> list[str]:

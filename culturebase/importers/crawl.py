@@ -7,7 +7,8 @@ crawl itself stored.
 A row the spider marked with ``drop_reason``, one without a name, or one with too little text
 (description, visual description and cultural usage together under :data:`MIN_CONTENT_CHARS`
 characters) is rejected with that reason, as the crawl drops it.  The row's template image
-(``image``, else the first of ``image_urls``) is fetched only with ``--fetch-images``.
+(``image``, else the first of ``image_urls``) and its sound files (``audio_urls``) are fetched only
+with ``--fetch-images``.
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ def crawl_entry(where: int, row: Any, default_time: float) -> DumpEntry:
     image = _image(row)
     if image:
         record["image"] = image
+    audio = [u for u in row.get("audio_urls") or [] if isinstance(u, str) and u.startswith(("http://", "https://"))]
+    if audio:  # the page's sound files: fetched with --fetch-images like its image (retrieval/sound_import.py)
+        record["audio"] = audio
     return DumpEntry(where, record, category=entity.sources[0].site)
 
 

@@ -93,6 +93,8 @@ def _counters_table(job: CrawlJob) -> Table:
         ("robots.txt forbidden", c.get("robots_forbidden", 0)),
         ("images stored", c.get("images_stored", 0)),
         ("images failed", c.get("images_failed_total", 0)),
+        ("sounds stored", c.get("sounds_stored", 0)),
+        ("sounds failed", c.get("sounds_failed_total", 0)),
         ("refused addresses", c.get("refused_address", 0)),
         ("sources unreachable", c.get("sources_unreachable", 0)),
         ("errors", c.get("errors", 0)),
@@ -102,6 +104,8 @@ def _counters_table(job: CrawlJob) -> Table:
         rows.append((f"  dropped: {reason}", n))
     for reason, n in sorted((c.get("images_failed") or {}).items()):
         rows.append((f"  image failed: {reason}", n))
+    for reason, n in sorted((c.get("sounds_failed") or {}).items()):
+        rows.append((f"  sound failed: {reason}", n))
     for label, value in rows:
         table.add_row(escape(label), escape(str(value)))
     if job.error:

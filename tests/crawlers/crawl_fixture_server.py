@@ -121,6 +121,8 @@ class FixtureServer:
         self.memegen_images: dict[str, bytes] = {}
         self.memegen_image_dir: Path | None = None
         self.kym_sources: set[str] = set()
+        self.entry_override: dict[str, str] = {}  # KYM slug -> page HTML (a test's own entry page)
+        self.files: dict[str, tuple[str, bytes]] = {}  # /files/<name> -> (content type, bytes) or ("redirect", location)
         self._bad_cache: dict[str, bytes] = {}
         server = self
 
@@ -203,6 +205,16 @@ class FixtureServer:
             if data is None and self.memegen_image_dir is not None and (self.memegen_image_dir / f"{tid}.jpg").is_file():
                 data = (self.memegen_image_dir / f"{tid}.jpg").read_bytes()
             return (200, {"Content-Type": "image/jpeg"}, data) if data is not None else (404, html, b"<html><body>no such image</body></html>")
+        if path.startswith("/files/"):
+            name = path[len("/files/") :]
+            if self.files.get(name, ("",))[0] == "redirect":
+                return 302, {"Location": self.files[name][1].decode()}, b""
+            if name in self.files:
+                ctype, data = self.files[name]
+                return 200, {"Content-Type": ctype}, data
+            return 404, html, b"<html><body>no such file</body></html>"
+        if path.startswith("/Special:FilePath/") and path[len("/Special:FilePath/") :].replace("_", " ") in self.files:
+            return 302, {"Location": "/files/" + quote(path[len("/Special:FilePath/") :].replace("_", " "))}, b""
         if path.startswith("/Special:FilePath/"):  # MediaWiki: a redirect to the file itself
             return 302, {"Location": "/kym-cdn/moegirl/" + quote(path[len("/Special:FilePath/") :])}, b""
         if path.startswith("/kym-cdn/"):
@@ -245,6 +257,8 @@ class FixtureServer:
         return 404, html, b"<html><body><h1>Not Found</h1></body></html>"
 
     def _entry(self, slug: str) -> bytes | None:
+        if slug in self.entry_override:
+            return self.entry_override[slug].replace("https://i.kym-cdn.com/", f"{self.url}/kym-cdn/").encode()
         if slug.startswith("synth-") and slug[6:].isdigit() and int(slug[6:]) < self.synthetic_entries:
             i = int(slug[6:])
             if i not in self._synth_cache:

@@ -204,3 +204,24 @@ def test_an_index_saved_by_an_older_scheme_is_fingerprinted_again(tmp_path: Path
     assert hits and hits[0].accepted() and hits[0].entity_id == Entity(name="Keyboard Cat", language="en").id
     with np.load(tmp_path / "sounds" / "index.npz") as arrays:
         assert int(arrays["scheme"][0]) == fp.SCHEME  # written back
+
+
+def test_a_store_reads_sounds_another_process_indexed_and_writes_on_top_of_them(tmp_path: Path):
+    """A crawl job fingerprints sounds into the index file while `kar serve` holds its own copy loaded:
+    the server's next match reads the new file, and its next write keeps the crawled sounds."""
+    server = SoundStore(tmp_path / "sounds")
+    cat = Entity(name="Keyboard Cat", language="en", audio=[server.put(wav_bytes(melody(3)))])
+    server.index_entities([cat])
+    assert server.match(melody(7)[SR : SR * 4]) == [] or not server.match(melody(7)[SR : SR * 4])[0].accepted()
+
+    crawl = SoundStore(tmp_path / "sounds")  # the crawl job's process
+    crawled = Entity(name="Crawled Tune", language="en", audio=[crawl.put(wav_bytes(melody(7)))])
+    crawl.index_entities([crawled])
+
+    hits = server.match(melody(7)[SR : SR * 4])
+    assert hits and hits[0].accepted() and hits[0].entity_id == crawled.id
+    nyan = Entity(name="Nyan Cat", language="en", audio=[server.put(wav_bytes(melody(4)))])
+    server.index_entities([nyan])
+    fresh = SoundStore(tmp_path / "sounds")
+    assert fresh.count() == 3
+    assert fresh.match(melody(7)[SR : SR * 4])[0].entity_id == crawled.id
