@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -322,14 +323,31 @@ def caption_lines(ocr_text: str, max_lines: int = 50) -> list[str]:
     return [k for k in dict.fromkeys(keys) if long_enough(k)]
 
 
+_FUZZ_LOCK = threading.Lock()
+_fuzz: Any = None
+
+
+def fuzz_module() -> Any:
+    """``rapidfuzz.fuzz``, imported once under a lock.  rapidfuzz's package imports its submodules in a
+    cycle: two threads importing it at once (grounding and its warm-up thread, :mod:`retrieval.warmup`)
+    made Python's import-deadlock check hand one of them a partially initialised module
+    ("cannot import name 'WRatio' from partially initialized module 'rapidfuzz.fuzz'")."""
+    global _fuzz
+    if _fuzz is None:
+        with _FUZZ_LOCK:
+            if _fuzz is None:
+                from rapidfuzz import fuzz
+
+                _fuzz = fuzz
+    return _fuzz
+
+
 def containment(short: str, long: str) -> float:
     """How well ``short`` occurs inside ``long``: 1.0 as a substring, else rapidfuzz's ``partial_ratio``
     (the best-aligned substring of ``long``; one substituted character in n costs 1/n)."""
     if short in long:
         return 1.0
-    from rapidfuzz import fuzz
-
-    return fuzz.partial_ratio(short, long) / 100.0
+    return fuzz_module().partial_ratio(short, long) / 100.0
 
 
 @dataclass
@@ -380,7 +398,7 @@ def _distinct_words_present(phrase: str, line: str) -> bool:
     ordinary word (Zipf < COMMON_ZIPF, ≥ 3 letters), and each such word must itself occur in the line,
     approximately (≥ 0.75): the shared part must not be ordinary words alone ("Gru's Presentation" is
     not in "… the presentation", "Are you OK" not in "where are you")."""
-    from rapidfuzz import fuzz
+    fuzz = fuzz_module()
 
     words = [w for w in _WORD.findall(normalize(phrase)) if not _IS_CJK.search(w)]
     if not words:

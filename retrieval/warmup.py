@@ -42,14 +42,14 @@ def warm_grounding(embedder: Any = None, image_route: bool = False) -> dict[str,
         seconds[name] = time.perf_counter() - started
 
     from retrieval import jieba_dict
-    from retrieval.lexical import commonness
+    from retrieval.lexical import commonness, fuzz_module
 
     if embedder is not None:  # first: the engine runs outside the GIL, beside OCR
         part("embedder", lambda: embedder.encode_queries(["warm up"]))
     part("jieba", jieba_dict.tokenizer)
     part("word_tags", lambda: jieba_dict.word_tags().get("梗"))
     part("wordfreq", lambda: (commonness("梗"), commonness("meme")))
-    part("rapidfuzz", lambda: importlib.import_module("rapidfuzz.fuzz"))
+    part("rapidfuzz", fuzz_module)  # under the lock grounding's own import takes
     if image_route:
         part("opencv", lambda: importlib.import_module("cv2"))
         part("faiss", lambda: importlib.import_module("faiss"))
