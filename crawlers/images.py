@@ -33,13 +33,57 @@ log = logging.getLogger(__name__)
 MEDIA = "kar_media"  # request meta marking an image download (block-page detection skips it)
 
 
-class _Rejected(FileException):
+class MediaRejected(FileException):
+    """A downloaded file judged unfit (its ``reason`` is counted)."""
+
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
 
 
-class EntityImagesPipeline(FilesPipeline):
+class EntityMediaPipeline(FilesPipeline):
+    """What the image and the sound pipelines share: the item's ``FILES_URLS_FIELD`` links (http(s) only, each
+    once, only for an item with an entity), one bounded request each, and the reason a download failed
+    (``failed``: url -> reason, also set by a subclass's ``media_downloaded``)."""
+
+    max_bytes: int
+    failed: dict[str, str]
+
+    def _urls(self, item: Any) -> list[str]:
+        if not item.get("entity"):
+            return []
+        links = item.get(self.FILES_URLS_FIELD) or []
+        return [u for u in dict.fromkeys(links) if isinstance(u, str) and u.startswith(("http://", "https://"))]
+
+    def get_media_requests(self, item: Any, info: Any) -> list[Request]:
+        return [
+            Request(u, callback=NO_CALLBACK, meta={MEDIA: True, "download_maxsize": self.max_bytes, "download_warnsize": 0})
+            for u in self._urls(item)
+        ]
+
+    def media_failed(self, failure: Any, request: Request, info: Any) -> Any:
+        exc = failure.value
+        name = type(exc).__name__
+        if isinstance(exc, FileException) and request.url in self.failed:
+            pass  # judged in media_downloaded (HTTP status, bytes)
+        elif isinstance(exc, IgnoreRequest) and str(exc).startswith("forbidden_address"):
+            self.failed[request.url] = "forbidden_address"
+        elif "Cancel" in name or "maxsize" in str(exc).lower():
+            self.failed[request.url] = "too_large"
+        elif isinstance(exc, IgnoreRequest):
+            self.failed.setdefault(request.url, "filtered")
+        else:
+            self.failed.setdefault(request.url, "unreachable")
+        return super().media_failed(failure, request, info)
+
+    def check_status(self, response: Any, request: Request) -> None:
+        """A download that did not answer 200 is failed as ``http_{status}``."""
+        if response.status != 200:
+            self.failed[request.url] = f"http_{response.status}"
+            raise FileException(f"http_{response.status}")
+
+
+class EntityImagesPipeline(EntityMediaPipeline):
     """Download ``image_urls`` into the content-addressed image folder and attach them to the item's entity."""
 
     FILES_URLS_FIELD = "image_urls"
@@ -59,20 +103,6 @@ class EntityImagesPipeline(FilesPipeline):
         pipe.failed: dict[str, str] = {}
         return pipe
 
-    # -- requests ---------------------------------------------------------------------------
-    @staticmethod
-    def _urls(item: Any) -> list[str]:
-        if not item.get("entity"):
-            return []
-        return [u for u in dict.fromkeys(item.get("image_urls") or []) if isinstance(u, str) and u.startswith(("http://", "https://"))]
-
-    def get_media_requests(self, item: Any, info: Any) -> list[Request]:
-        urls = self._urls(item)
-        return [
-            Request(u, callback=NO_CALLBACK, meta={MEDIA: True, "download_maxsize": self.max_bytes, "download_warnsize": 0})
-            for u in urls
-        ]
-
     def file_path(self, request: Request, response: Any = None, info: Any = None, *, item: Any = None) -> str:
         if request.url in self.stored:
             return self.stored[request.url].path
@@ -84,27 +114,8 @@ class EntityImagesPipeline(FilesPipeline):
         return "by-url/" + hashlib.sha1(request.url.encode()).hexdigest()  # never stored: forces a download
 
     # -- results ----------------------------------------------------------------------------
-    def media_failed(self, failure: Any, request: Request, info: Any) -> Any:
-        exc = failure.value
-        name = type(exc).__name__
-        if isinstance(exc, FileException) and request.url in self.failed:
-            pass  # judged in media_downloaded (HTTP status, bytes)
-        elif isinstance(exc, IgnoreRequest) and str(exc).startswith("forbidden_address"):
-            reason = "forbidden_address"
-        elif "Cancel" in name or "maxsize" in str(exc).lower():
-            reason = "too_large"
-        elif isinstance(exc, IgnoreRequest):
-            reason = "filtered"
-        else:
-            reason = "unreachable"
-        if request.url not in self.failed:
-            self.failed[request.url] = reason
-        return super().media_failed(failure, request, info)
-
     async def media_downloaded(self, response: Any, request: Request, info: Any, *, item: Any = None) -> Any:
-        if response.status != 200:
-            self.failed[request.url] = f"http_{response.status}"
-            raise FileException(f"http_{response.status}")
+        self.check_status(response, request)
         from culturebase.cpu import cpu_pool
 
         try:  # the decode is CPU work: in the process-wide pool (bounded with everything else), off the reactor
@@ -112,7 +123,7 @@ class EntityImagesPipeline(FilesPipeline):
             self.checked[request.url] = await cpu_pool().run_decode(megapixels, check_image_bytes, response.body, self.max_bytes, self.max_pixels)
         except ImageRejected as exc:
             self.failed[request.url] = exc.reason
-            raise _Rejected(exc.reason, str(exc)) from None
+            raise MediaRejected(exc.reason, str(exc)) from None
         return await super().media_downloaded(response, request, info, item=item)
 
     async def file_downloaded(self, response: Any, request: Request, info: Any, *, item: Any = None) -> str:

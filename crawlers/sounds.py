@@ -26,12 +26,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy import Request
-from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.http.request import NO_CALLBACK
-from scrapy.pipelines.files import FilesPipeline
-from scrapy.pipelines.media import FileException
+from scrapy.exceptions import NotConfigured
 
-from crawlers.images import MEDIA
+from crawlers.images import EntityMediaPipeline, MediaRejected
 from crawlers.runner import kar_settings_of
 
 log = logging.getLogger(__name__)
@@ -46,12 +43,6 @@ def is_audio_link(url: str) -> bool:
     return bool(AUDIO_FILE.search(urlsplit(url).path))
 
 
-class _Rejected(FileException):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-
-
 def rejection_reason(message: str) -> str:
     """The counted reason of a :class:`~retrieval.sound_route.SoundRejected` message."""
     text = message.lower()
@@ -62,7 +53,7 @@ def rejection_reason(message: str) -> str:
     return "not_audio"
 
 
-class EntitySoundsPipeline(FilesPipeline):
+class EntitySoundsPipeline(EntityMediaPipeline):
     """Download ``audio_urls`` into the sound store and attach them to the item's entity."""
 
     FILES_URLS_FIELD = "audio_urls"
@@ -83,19 +74,6 @@ class EntitySoundsPipeline(FilesPipeline):
         pipe.failed: dict[str, str] = {}  # url -> reason
         return pipe
 
-    # -- requests ---------------------------------------------------------------------------
-    @staticmethod
-    def _urls(item: Any) -> list[str]:
-        if not item.get("entity"):
-            return []
-        return [u for u in dict.fromkeys(item.get("audio_urls") or []) if isinstance(u, str) and u.startswith(("http://", "https://"))]
-
-    def get_media_requests(self, item: Any, info: Any) -> list[Request]:
-        return [
-            Request(u, callback=NO_CALLBACK, meta={MEDIA: True, "download_maxsize": self.max_bytes, "download_warnsize": 0})
-            for u in self._urls(item)
-        ]
-
     def file_path(self, request: Request, response: Any = None, info: Any = None, *, item: Any = None) -> str:
         if request.url in self.stored:
             return self.stored[request.url].path
@@ -104,28 +82,11 @@ class EntitySoundsPipeline(FilesPipeline):
         return "by-url/" + hashlib.sha1(request.url.encode()).hexdigest()  # never stored: forces a download
 
     # -- results ----------------------------------------------------------------------------
-    def media_failed(self, failure: Any, request: Request, info: Any) -> Any:
-        exc = failure.value
-        name = type(exc).__name__
-        if isinstance(exc, FileException) and request.url in self.failed:
-            pass  # judged in media_downloaded (HTTP status, bytes)
-        elif isinstance(exc, IgnoreRequest) and str(exc).startswith("forbidden_address"):
-            self.failed[request.url] = "forbidden_address"
-        elif "Cancel" in name or "maxsize" in str(exc).lower():
-            self.failed[request.url] = "too_large"
-        elif isinstance(exc, IgnoreRequest):
-            self.failed.setdefault(request.url, "filtered")
-        else:
-            self.failed.setdefault(request.url, "unreachable")
-        return super().media_failed(failure, request, info)
-
     async def media_downloaded(self, response: Any, request: Request, info: Any, *, item: Any = None) -> Any:
-        if response.status != 200:
-            self.failed[request.url] = f"http_{response.status}"
-            raise FileException(f"http_{response.status}")
+        self.check_status(response, request)
         if not response.body:
             self.failed[request.url] = "empty"
-            raise _Rejected("empty", "the sound file is empty")
+            raise MediaRejected("empty", "the sound file is empty")
         from culturebase.cpu import cpu_pool
         from retrieval.sound_route import SoundRejected
 
@@ -134,10 +95,10 @@ class EntitySoundsPipeline(FilesPipeline):
         except SoundRejected as exc:
             reason = rejection_reason(str(exc))
             self.failed[request.url] = reason
-            raise _Rejected(reason, str(exc)) from None
+            raise MediaRejected(reason, str(exc)) from None
         except OSError as exc:  # the sound folder cannot be written: the sound is failed, the job goes on
             self.failed[request.url] = "cannot_store"
-            raise _Rejected("cannot_store", f"{type(exc).__name__}: {exc}") from None
+            raise MediaRejected("cannot_store", f"{type(exc).__name__}: {exc}") from None
         return await super().media_downloaded(response, request, info, item=item)
 
     async def file_downloaded(self, response: Any, request: Request, info: Any, *, item: Any = None) -> str:
