@@ -75,7 +75,7 @@ from retrieval.embedders import build_embedder  # noqa: E402
 from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 from retrieval.websearch.base import SearchResult  # noqa: E402
 from retrieval.websearch.entity_pages import EntityPages  # noqa: E402
-from retrieval.websearch.hybrid import POOL, RELATIVE_FLOOR, ChunkScore, candidates, default_floor, fuse_pages, script_group, search_corpus  # noqa: E402
+from retrieval.websearch.hybrid import POOL, RELATIVE_FLOOR, TITLE_MIN_COVERAGE, ChunkScore, candidates, default_floor, fuse_pages, script_group, search_corpus  # noqa: E402
 
 log = logging.getLogger("bench.evidence")
 REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data" / "real").exists()), REPO.parent / "shared" / "data" / "real")
@@ -255,14 +255,19 @@ def narrow(found: Any, pool: int) -> dict[str, ChunkScore]:
     return out
 
 
-def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: int = POOL, relative: float | None = None) -> list[Any]:
+def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: int = POOL, relative: float | None = None, **rules: Any) -> list[Any]:
+    """The new search's pages from a row's candidates (narrowed to ``pool``); ``rules``: fuse_pages's
+    title_min / w_second / agree, for trying other settings (their defaults otherwise)."""
     if not found.chunks:
         return []
     if "narrowed" not in found.__dict__:
         found.narrowed = {}
     if pool not in found.narrowed:
         found.narrowed[pool] = narrow(found, pool)
-    return fuse_pages(found.narrowed[pool], found.query_tokens, found.n_chunks, floor, fusion, w, found.distinctive, None, found.background, relative)  # type: ignore[arg-type]
+    return fuse_pages(
+        found.narrowed[pool], found.query_tokens, found.n_chunks, floor, fusion, w, found.distinctive, None, found.background, relative,  # type: ignore[arg-type]
+        query=found.query, **rules,
+    )
 
 
 def as_results(pages: list[Any], k: int = K_EVIDENCE) -> list[SearchResult]:
@@ -325,17 +330,54 @@ def choose_relative(rows: list[dict[str, Any]], floor: float, w: float) -> tuple
     return best[1], f1s
 
 
+def choose_floor(rows: list[dict[str, Any]], w: float, **rules: Any) -> float:
+    """The smallest floor that lets at most MAX_CAPTION_PASS of calibration captions through: just above the
+    relevance of the (allowed+1)-th best caption, each caption read at its best page that the floor's other
+    conditions (the lexical route alone needs the query's distinctive words) would let through."""
+    cal_caps = sorted(
+        (
+            max((p.relevance for p in hybrid_pages(r["found"], 0.0, w, relative=0.0, **rules) if p.above_floor), default=0.0)
+            for r in rows if r["kind"] == "caption" and r["split"] == "calibration"
+        ),
+        reverse=True,
+    )
+    allowed = int(MAX_CAPTION_PASS * len(cal_caps))
+    return round(cal_caps[allowed] + 1e-4, 4) if cal_caps else 0.0
+
+
+def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) -> dict[str, Any]:
+    """The title rule and the lexical-alone rule of :func:`fuse_pages`, each on and off, on the calibration split
+    only (each with its own floor, chosen as :func:`choose_floor` does): entity and description hit@1 / MRR@10,
+    how often the right page is above the floor, calibration captions given evidence."""
+    out: dict[str, Any] = {}
+    cal = [r for r in rows if r["split"] == "calibration"]
+    for title in (False, True):
+        for words in (False, True):
+            rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "lexical_alone_words": words}  # 2.0: no title covers more than all
+            floor = choose_floor(rows, w, **rules)
+            res: dict[str, Any] = {"floor": floor}
+            for kind in ("entity", "description"):
+                ms, above = [], []
+                for r in (r for r in cal if r["kind"] == kind):
+                    ps = hybrid_pages(r["found"], floor, w, relative=relative, **rules)
+                    ms.append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
+                    above.append(1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in ps) else 0.0)
+                res[kind] = {"hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "right_page_above_floor": mean(above)}
+            caps = [r for r in cal if r["kind"] == "caption"]
+            res["captions_given_evidence"] = sum(
+                1 for r in caps if select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=relative, **rules)))], None).pieces
+            )
+            out[f"title_rule_{'on' if title else 'off'}+lexical_alone_needs_words_{'on' if words else 'off'}"] = res
+            log.info("calibration rules: title %s, lexical alone needs words %s: %s", title, words, json.dumps(res))
+    return out
+
+
 def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | None, embed_ms: float | None = None) -> dict[str, Any]:
     """The figures of searched rows (see :func:`measure`)."""
     if choose:
         best = None
         for w in W_GRID:
-            cal_caps = sorted(
-                (max((p.relevance for p in hybrid_pages(r["found"], 9.0, w)), default=0.0) for r in rows if r["kind"] == "caption" and r["split"] == "calibration"),
-                reverse=True,
-            )
-            allowed = int(MAX_CAPTION_PASS * len(cal_caps))
-            floor = round(cal_caps[allowed] + 1e-4, 4) if cal_caps else 0.0  # the (allowed+1)-th best caption is just below
+            floor = choose_floor(rows, w)
             mrr = []
             for r in rows:
                 if r["kind"] in ("entity", "description") and r["split"] == "calibration":
@@ -347,6 +389,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
                 best = {"w_lexical": w, "floor": floor, "mrr": score}
         fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"]}
         fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
+        fixed["rules_on_calibration"] = rules_on_calibration(rows, best["w_lexical"], fixed["relative"])
     assert fixed is not None
     w, floor = fixed["w_lexical"], fixed["floor"]
     rel = fixed.get("relative", RELATIVE_FLOOR)

