@@ -357,22 +357,22 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
     out: dict[str, Any] = {}
     cal = [r for r in rows if r["split"] == "calibration"]
     for title, words, share in itertools.product((False, True), (False, True), CAPTION_PASS_GRID):
-            rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "lexical_alone_words": words}  # 2.0: no title covers more than all
-            floor = choose_floor(rows, w, share, **rules)
-            res: dict[str, Any] = {"floor": floor}
-            for kind in ("entity", "description"):
-                ms, above = [], []
-                for r in (r for r in cal if r["kind"] == kind):
-                    ps = hybrid_pages(r["found"], floor, w, relative=relative, **rules)
-                    ms.append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
-                    above.append(1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in ps) else 0.0)
-                res[kind] = {"hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "right_page_above_floor": mean(above)}
-            caps = [r for r in cal if r["kind"] == "caption"]
-            res["captions_given_evidence"] = sum(
-                1 for r in caps if select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=relative, **rules)))], None).pieces
-            )
-            out[f"title_rule_{'on' if title else 'off'}+lexical_alone_needs_words_{'on' if words else 'off'}+captions_{share:.1%}"] = res
-            log.info("calibration rules: title %s, lexical alone needs words %s, captions %.3f: %s", title, words, share, json.dumps(res))
+        rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "lexical_alone_words": words}  # 2.0: no title covers more than all
+        floor = choose_floor(rows, w, share, **rules)
+        res: dict[str, Any] = {"floor": floor}
+        for kind in ("entity", "description"):
+            ms, above = [], []
+            for r in (r for r in cal if r["kind"] == kind):
+                ps = hybrid_pages(r["found"], floor, w, relative=relative, **rules)
+                ms.append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
+                above.append(1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in ps) else 0.0)
+            res[kind] = {"hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "right_page_above_floor": mean(above)}
+        caps = [r for r in cal if r["kind"] == "caption"]
+        res["captions_given_evidence"] = sum(
+            1 for r in caps if select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=relative, **rules)))], None).pieces
+        )
+        out[f"title_rule_{'on' if title else 'off'}+lexical_alone_needs_words_{'on' if words else 'off'}+captions_{share:.1%}"] = res
+        log.info("calibration rules: title %s, lexical alone needs words %s, captions %.3f: %s", title, words, share, json.dumps(res))
     return out
 
 
