@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.websearch.base import SearchError, SearchResult
-from retrieval.websearch.hybrid import MAX_SNIPPET_CHARS, Fusion, PageHit, default_floor, search_corpus
+from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, search_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
@@ -47,7 +47,12 @@ class LocalCorpusSearch:
     def params(self, max_results: int) -> dict[str, Any]:
         if self.mode == "dense":
             return {"max_results": max_results, "embedder": self.kb.embedder.name, "min_score": self.min_score}
-        return {"max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor}
+        # the title rule and the lexical-alone rule change what a search returns: a cached answer from before
+        # them is not this search's
+        return {
+            "max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor,
+            "title_rule": TITLE_MIN_COVERAGE, "lexical_alone_needs_words": LEXICAL_ALONE_NEEDS_WORDS,
+        }
 
     def pages(self, query: str, max_results: int = 5) -> list[PageHit]:
         """The best pages for ``query`` with their heights and floor decision (blocking; hybrid mode)."""

@@ -307,3 +307,9 @@ def test_a_page_found_on_the_lexical_route_alone_needs_the_querys_distinctive_wo
     named = fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, distinctive=("jedi",))
     assert named[0].url == "https://a.org/x" and named[0].above_floor  # the page holds the query's distinctive word
     assert not fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, distinctive=("sith",))[0].above_floor
+
+
+def test_the_local_search_cache_key_names_the_rules(pages_kb):
+    params = LocalCorpusSearch(pages_kb).params(5)
+    assert params["title_rule"] == 0.5 and params["lexical_alone_needs_words"] is True and params["mode"] == "hybrid"
+    assert "title_rule" not in LocalCorpusSearch(pages_kb, mode="dense").params(5)
