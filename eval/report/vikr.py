@@ -254,10 +254,13 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    """Lay out, write (110 dpi) and close one figure; returns its path."""
+    """Lay out, write (110 dpi) and close one figure; returns its path.  Drawn once: ``tight_layout`` leaves a
+    placeholder layout engine behind, for which ``savefig`` lays every text out in a draw of its own before the
+    drawing that writes the pixels; the layout is already done, so the engine is dropped first."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
