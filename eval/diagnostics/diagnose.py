@@ -23,7 +23,7 @@ from statistics import mean
 from typing import Any
 
 from culturebase.entity import normalize_text
-from eval.diagnostics.gold import Gold, KBNames, gold_of, mentions, named_entities
+from eval.diagnostics.gold import Gold, KBNames, gold_of, knowledge_units, mentions, named_entities
 from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, Material, Materials, judge_many, proxy_decide
 from eval.diagnostics.traces import (
     SEARCH_CONDITIONS,
@@ -237,16 +237,23 @@ def summarize(rows: Sequence[Mapping[str, Any]], condition: str) -> dict[str, An
     }
 
 
+def gold_table(items: Sequence[Any], kb: KBNames) -> list[tuple[Gold, bool | None]]:
+    """Every item's gold and ``gold_in_kb`` (:func:`~eval.diagnostics.gold.gold_of`), the names looked up in
+    CultureBase in batches: all that the diagnostics read of the KB, so it can be closed before the traces are read."""
+    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
+    return [gold_of(item, kb) for item in items]
+
+
 def diagnose(
     items: Sequence[Any],
     traces: Mapping[str, Mapping[str, Mapping[str, Any]]],
-    kb: KBNames,
+    kb: KBNames | Sequence[tuple[Gold, bool | None]],
     manifests: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every item's diagnostics per run name (``traces[name][item id]``: the trace records of that run),
-    knowledge decided by the proxy (:func:`judge_knowledge` replaces it with a judge's verdicts)."""
-    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
-    golds = [gold_of(item, kb) for item in items]
+    knowledge decided by the proxy (:func:`judge_knowledge` replaces it with a judge's verdicts).  ``kb``: the
+    CultureBase names, or the items' :func:`gold_table` already read from them."""
+    golds = gold_table(items, kb) if isinstance(kb, KBNames) else kb
     shared = Shared()
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in traces}
     for item, (gold, in_kb) in zip(items, golds):  # item by item: its conditions share evidence and pages
@@ -260,20 +267,18 @@ async def judge_knowledge(
     diagnostics: dict[str, dict[str, Any]],
     items: Sequence[Any],
     traces: Mapping[str, Mapping[str, Mapping[str, Any]]],
-    kb: KBNames,
     judge: KnowledgeJudge,
     concurrency: int = 4,
 ) -> dict[str, dict[str, Any]]:
     """The same diagnostics with ``knowledge_in_prompt`` decided per unit by ``judge`` (undecided units: None)."""
-    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
-    golds = {item.id: gold_of(item, kb)[0] for item in items}
+    units = {item.id: knowledge_units(item.knowledge) for item in items}  # an item's knowledge needs no KB
     jobs: list[tuple[str, int, tuple[str, list[str], str]]] = []
     for name, entry in diagnostics.items():
         for i, row in enumerate(entry["rows"]):
             record = traces.get(name, {}).get(row["id"])
             if record is None or not row["knowledge_units"]:
                 continue
-            jobs.append((name, i, (row["id"], golds[row["id"]].knowledge, material(trace_of(dict(record)), condition_of(name)))))
+            jobs.append((name, i, (row["id"], units[row["id"]], material(trace_of(dict(record)), condition_of(name)))))
     distinct = list(dict.fromkeys((item_id, tuple(units), text) for _, _, (item_id, units, text) in jobs))  # same prompt: one call
     decided = dict(zip(distinct, await judge_many(judge, [(a, list(u), t) for a, u, t in distinct], concurrency)))
     for name, i, (item_id, units, text) in jobs:
