@@ -76,6 +76,11 @@ def _folder(settings: Any) -> Path:
     return Path(settings.data_dir) / "cache" / "diagnostics"
 
 
+def plots_folder(settings: Any) -> Path:
+    """Where ``kar report`` keeps the diagnostics' causes plot by what it shows (:func:`eval.report.diagnostics.causes_plot`)."""
+    return _folder(settings) / "plots"
+
+
 def has(settings: Any, key: str) -> bool:
     """Whether an entry is stored under ``key`` (it may still turn out unreadable: :func:`load` says)."""
     return (_folder(settings) / f"{key}.json").is_file()

@@ -388,10 +388,11 @@ def render_html(report: Mapping[str, Any], plots: Sequence[Path], metrics_text: 
 
 
 def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool = True,
-                 plot_paths: Sequence[Path] | None = None) -> dict[str, Path]:
+                 plot_paths: Sequence[Path] | None = None, plot_cache: Path | None = None) -> dict[str, Path]:
     """Write metrics.json, leaderboard/augmentation .md and .csv, plots and report.html.  ``plot_paths``: the
     report's plots, already drawn by :func:`make_plots` (``kar report`` draws them while its diagnostics are
-    computed in another process)."""
+    computed in another process).  ``plot_cache``: where the diagnostics' causes plot is kept by what it shows
+    (:func:`eval.report.diagnostics.causes_plot`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -413,7 +414,7 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
         files["diagnostics_md"] = out / "diagnostics.md"
         files["diagnostics_md"].write_text(diagnostics_markdown(report["diagnostics"]) + "\n" + causes_markdown(report["diagnostics"]),
                                            encoding="utf-8")
-        cause_plot = causes_plot(report["diagnostics"], out) if plots else None
+        cause_plot = causes_plot(report["diagnostics"], out, cache=plot_cache) if plots else None
         if cause_plot is not None:
             plot_paths.append(cause_plot)
     for p in plot_paths:
