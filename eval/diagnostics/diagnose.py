@@ -84,7 +84,7 @@ class Shared:
         self.entries: dict[str, Material] = {}
         self.blocks: dict[str, Material] = {}
         self.parsed: dict[str, list[Piece]] = {}
-        self.named: dict[str, bool] = {}
+        self.named: dict[Piece, bool] = {}
 
     def item(self) -> None:
         self.blocks.clear()
@@ -112,10 +112,9 @@ class Shared:
         return found
 
     def names_gold(self, gold: Gold, piece: Piece) -> bool:
-        text = piece.all_text
-        found = self.named.get(text)
+        found = self.named.get(piece)  # a piece is its title, URL and text (conditions that searched alike share them)
         if found is None:
-            found = self.named[text] = mentions(gold.keys, text)
+            found = self.named[piece] = mentions(gold.keys, piece.all_text)
         return found
 
 

@@ -152,7 +152,10 @@ def mentions(keys: Iterable[str], text: str) -> bool:
     """Whether ``text`` (a page's title, URL and content; a URL's escapes decoded) names any of ``keys``
     (normalised as names are, its whitespace runs read as one space)."""
     key = text_key(text)
-    return any(k in key and name_in_text(k, key) for k in keys)
+    for k in keys:
+        if k in key and name_in_text(k, key):
+            return True
+    return False
 
 
 class NameRecord(NamedTuple):
