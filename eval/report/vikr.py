@@ -118,6 +118,8 @@ def add_diagnostics(report: dict[str, Any], bench: Sequence[BenchmarkItem], judg
         for entry in diagnostics.values():  # built by eval.diagnostics of plain JSON values only
             if isinstance(entry, dict) and type(entry.get("rows")) is list:
                 entry["rows"] = PlainRows(entry["rows"])
+            for layer in ((entry.get("joined") or {}).get("layers") or {}).values() if isinstance(entry, dict) else ():
+                layer["cells"] = {cell: PlainRows(ids) for cell, ids in layer["cells"].items()}  # item ids (str)
     report["diagnostics"] = diagnostics
     return report
 
