@@ -60,6 +60,8 @@ def test_only_the_newest_entries_are_kept(tmp_path):
 
 
 def test_forked_worker_returns_what_is_computed_here_and_raises_its_errors_here(tmp_path):
+    import gc
+
     import pytest
 
     from eval.diagnostics.run_folder import diagnose_files, start_diagnose_files
@@ -69,7 +71,11 @@ def test_forked_worker_returns_what_is_computed_here_and_raises_its_errors_here(
     settings.kb_path = tmp_path / "no-kb"  # gold_in_kb unknown, said in a note; nothing cached
     expected = diagnose_files(items, files, settings, use_cache=False)
     assert expected[1] and "no CultureBase" in expected[1][0]
-    assert start_diagnose_files(items, files, settings)() == expected
+    frozen_before = gc.get_freeze_count()  # 0 unless something else froze this process's objects
+    wait = start_diagnose_files(items, files, settings)
+    assert gc.get_freeze_count() > 0  # this process's objects left out of its collections while the worker runs
+    assert wait() == expected and gc.get_freeze_count() == frozen_before
     wait = start_diagnose_files(items, {"kar": tmp_path / "missing.jsonl"}, settings)
     with pytest.raises(DatasetError, match="trace file not found"):
         wait()
+    assert gc.get_freeze_count() == frozen_before
