@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from statistics import mean
 from typing import Any
 
-from culturebase.entity import normalize_text
-from eval.diagnostics.gold import Gold, KBNames, gold_of, knowledge_units, mentions, named_entities
+from eval.diagnostics.gold import Gold, KBNames, gold_of, knowledge_units, mentions, named_entities, normalized_name
 from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, Material, Materials, judge_many, proxy_decide
 from eval.diagnostics.traces import (
     SEARCH_CONDITIONS,
@@ -51,13 +49,11 @@ def condition_of(name: str) -> str:
     return name.rpartition("/")[2]
 
 
-#: the grounder's normalisation, memoised (every condition's rows normalise the same hit names)
-_normalized = lru_cache(maxsize=65536)(normalize_text)
 
 
 def _hit_keys(hit: Mapping[str, Any]) -> set[str]:
     names = [hit.get("name"), *(hit.get("aliases") or [])]
-    return {key for n in names if isinstance(n, str) and (key := _normalized(n))}
+    return {key for n in names if isinstance(n, str) and (key := normalized_name(n))}
 
 
 def _is_gold(hit: Mapping[str, Any], gold: Gold) -> bool:
