@@ -80,7 +80,8 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     :func:`asyncio.run`); with the notes to show (why ``gold_in_kb`` is unknown).
 
     Proxy diagnostics are read back from :mod:`eval.diagnostics.cache` when the same inputs were diagnosed
-    before (``use_cache=False`` recomputes them); a note then says so.  Diagnostics made while CultureBase
+    before, and the items' gold table when another run's report looked it up in the same KB generation
+    (``use_cache=False`` recomputes both); a note says when the diagnostics were read back.  Diagnostics made while CultureBase
     could not be read (``gold_in_kb`` unknown) are not kept."""
     import asyncio
 
@@ -89,7 +90,7 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     key = cache.cache_key(items, files, settings) if use_cache and judge is None else None
     if key is not None and (hit := _read_back(settings, key)) is not None:
         return hit
-    golds, unavailable, kb_closed = _gold_table(items, settings)
+    golds, unavailable, kb_closed = _gold_table(items, settings, use_cache)
     notes = [f"gold_in_kb unknown: {unavailable}"] if unavailable else []
     try:
         records = {name: read_traces(path) for name, path in files.items()}
@@ -107,15 +108,25 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     return diagnostics, notes
 
 
-def _gold_table(items: Sequence[Any], settings: Any) -> tuple[list[tuple[Gold, bool | None]], str | None, Callable[[], None]]:
+def _gold_table(items: Sequence[Any], settings: Any, use_cache: bool = True) -> tuple[list[tuple[Gold, bool | None]], str | None, Callable[[], None]]:
     """The items' :func:`~eval.diagnostics.diagnose.gold_table` read from the configured CultureBase, why it could
     not be read (None when it could), and the call that waits until the KB is closed (raising what closing raised).
     The KB is closed in a thread while the caller reads the traces: the embedded store's flush and close wait on
-    the disk (a fifth of a second) without holding the interpreter."""
+    the disk (a fifth of a second) without holding the interpreter.  A table an earlier report (of any run) looked
+    up in the same KB generation for the same items is read back instead (:func:`eval.diagnostics.cache.gold_key`):
+    the KB is then not opened at all."""
+    from eval.diagnostics import cache
+
+    key = cache.gold_key(items, settings) if use_cache else None
+    if key is not None and (hit := cache.load_gold(settings, key)) is not None:
+        return hit, None, lambda: None
     stack = ExitStack()
     kb = stack.enter_context(open_kb_names(settings))
     try:
         golds = gold_table(items, kb)
+        # kept only when the KB could be read and nothing changed while it was (a writer in between)
+        if key is not None and kb.available and cache.gold_key(items, settings) == key:
+            cache.store_gold(settings, key, golds)
     except BaseException:
         stack.close()
         raise
