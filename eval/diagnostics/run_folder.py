@@ -81,8 +81,8 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
 
     Proxy diagnostics are read back from :mod:`eval.diagnostics.cache` when the same inputs were diagnosed
     before, and the items' gold table when another run's report looked it up in the same KB generation
-    (``use_cache=False`` recomputes both); a note says when the diagnostics were read back.  Diagnostics made while CultureBase
-    could not be read (``gold_in_kb`` unknown) are not kept."""
+    (``use_cache=False`` recomputes both); a note says when the diagnostics were read back.  Diagnostics made
+    while CultureBase could not be read (``gold_in_kb`` unknown) are not kept."""
     import asyncio
 
     from eval.diagnostics import cache
