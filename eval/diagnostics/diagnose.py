@@ -49,8 +49,6 @@ def condition_of(name: str) -> str:
     return name.rpartition("/")[2]
 
 
-
-
 def _hit_keys(hit: Mapping[str, Any]) -> set[str]:
     names = [hit.get("name"), *(hit.get("aliases") or [])]
     return {key for n in names if isinstance(n, str) and (key := normalized_name(n))}
