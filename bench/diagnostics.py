@@ -13,8 +13,9 @@
    and traces of ``--items`` items × 4 conditions (Search-CoT's and KAR's evidence blocks at about the
    default 3,000-token budget, 5 pieces; KAR's 3 grounded entries), without ``--run``, with it as a first
    report (diagnostics computed: proxy, no judge; CultureBase of one entity per item for ``gold_in_kb``;
-   the diagnostics cache emptied before each) and with it repeated (the cache holds them), in rotating
-   order, median of ``--rounds``; in-process (the command alone) and as its own process (what a user
+   the diagnostics cache emptied before each), as the first report of another run over the same benchmark
+   and KB (``new_run``: only the items' gold table is cached, not the diagnostics nor the causes plot) and
+   repeated (the cache holds them), in rotating order, median of ``--rounds``; in-process (the command alone) and as its own process (what a user
    waits for: interpreter start and imports included).  Each is timed in wall-clock and in CPU seconds
    (this process and every child it waited for, the forked diagnostics worker included): on a shared
    machine the wall clock measures the neighbours' load as much as the report (the load average is
@@ -256,7 +257,7 @@ def synth_run(tmp: Path, n: int, seed: int = 0) -> tuple[Path, list[str], Path]:
     return bench, judged, tmp / "kb"
 
 
-MODES = ("without", "with_diagnostics", "with_diagnostics_cached")
+MODES = ("without", "with_diagnostics", "with_diagnostics_new_run", "with_diagnostics_cached")
 
 
 def cpu_seconds() -> float:
@@ -268,13 +269,23 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _figures(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[str, Any]:
+def children_cpu_seconds() -> float:
+    """User + system CPU of the children this process has waited for (in-process: the diagnostics worker)."""
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def _figures(wall: dict[str, list[float]], cpu: dict[str, list[float]], worker: list[float] | None = None) -> dict[str, Any]:
     med = {m: statistics.median(v) for m, v in wall.items()}
     cmed = {m: statistics.median(v) for m, v in cpu.items()}
     out: dict[str, Any] = {}
     for m in MODES:
         out[f"{m}_wall_median_s"] = round(med[m], 3)
         out[f"{m}_cpu_median_s"] = round(cmed[m], 3)
+    if worker:
+        out["with_diagnostics_worker_cpu_median_s"] = round(statistics.median(worker), 3)
     for m in MODES[1:]:
         out[f"{m}_wall_added_pct"] = round(100 * (med[m] / med["without"] - 1), 1)
         out[f"{m}_cpu_added_pct"] = round(100 * (cmed[m] / cmed["without"] - 1), 1)
@@ -301,29 +312,91 @@ def cost(tmp: Path, n: int, rounds: int) -> dict[str, Any]:
     for where in ("in_process", "process"):
         wall: dict[str, list[float]] = {m: [] for m in MODES}
         cpu: dict[str, list[float]] = {m: [] for m in MODES}
+        worker: list[float] = []
         for r in range(rounds):
             order = list(MODES) if r % 2 == 0 else list(reversed(MODES))
             for mode in order:
                 extra = ["--run", str(tmp / "run")] if mode != "without" else []
                 if mode == "with_diagnostics":
                     shutil.rmtree(data / "cache" / "diagnostics", ignore_errors=True)
+                elif mode == "with_diagnostics_new_run":  # another run's first report: only the gold table is known
+                    kar(*base, "--out", str(tmp / "prime"), *extra)
+                    for entry in (data / "cache" / "diagnostics").glob("*.json"):
+                        entry.unlink()
+                    shutil.rmtree(data / "cache" / "diagnostics" / "plots", ignore_errors=True)
                 elif mode == "with_diagnostics_cached":  # a repeated report: the cache holds this run's diagnostics
                     kar(*base, "--out", str(tmp / "prime"), *extra)
                 out = str(tmp / f"{where}-{mode}-{r}")
-                c, t = cpu_seconds(), time.perf_counter()
+                c, k, t = cpu_seconds(), children_cpu_seconds(), time.perf_counter()
                 if where == "in_process":
                     kar(*base, "--out", out, *extra)
                 else:
                     subprocess.run([str(kar_bin), *base, "--out", out, *extra], check=True, capture_output=True)
                 wall[mode].append(time.perf_counter() - t)
                 cpu[mode].append(cpu_seconds() - c)
-        results[where] = _figures(wall, cpu)
+                if where == "in_process" and mode == "with_diagnostics":
+                    worker.append(children_cpu_seconds() - k)
+        results[where] = _figures(wall, cpu, worker)
+    results["first_report_parts_cpu_median_s"] = first_report_parts(bench, tmp / "run" / "traces", data, rounds)
     results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     first = json.loads((tmp / f"process-with_diagnostics-{rounds - 1}" / "metrics.json").read_text("utf-8"))["diagnostics"]
     cached = json.loads((tmp / f"process-with_diagnostics_cached-{rounds - 1}" / "metrics.json").read_text("utf-8"))["diagnostics"]
+    new_run = json.loads((tmp / f"process-with_diagnostics_new_run-{rounds - 1}" / "metrics.json").read_text("utf-8"))["diagnostics"]
     results["cached_equals_computed"] = first == cached
+    results["new_run_equals_computed"] = first == new_run
     results["check"] = {"kar_gold_in_kb": first["kar"]["gold_in_kb"], "kar_identity_grounded": first["kar"]["identity_grounded"]}
     return results
+
+
+def first_report_parts(bench: Path, traces: Path, data: Path, rounds: int) -> dict[str, float]:
+    """Where a first report's diagnostics spend their CPU, each step on its own in this process (the worker's
+    steps, then what the report adds with the result: the join, the causes plot, the files), median of ``rounds``."""
+    import shutil
+
+    from culturebase.settings import get_settings
+    from eval.diagnostics import cache
+    from eval.diagnostics.diagnose import diagnose, gold_table
+    from eval.diagnostics.kb import open_kb_names
+    from eval.diagnostics.traces import gc_paused, read_manifest, read_traces
+    from eval.records import load_judged
+    from eval.report.diagnostics import causes_plot
+    from eval.report.vikr import add_diagnostics, build_report, write_report
+    from eval.tasks.memebench import load_benchmark
+
+    get_settings.cache_clear()
+    settings = get_settings()
+    items = load_benchmark(bench, check_images=False)
+    files = {c: traces / f"{c}.jsonl" for c in ("vanilla", "cot", "search_cot", "kar")}
+    judged = {c: load_judged(bench.parent / "judged" / f"{c}.json") for c in files}
+    parts: dict[str, list[float]] = {}
+
+    def timed(name: str, call: Any) -> Any:
+        c = cpu_seconds()
+        value = call()
+        parts.setdefault(name, []).append(cpu_seconds() - c)
+        return value
+
+    for r in range(rounds):
+        shutil.rmtree(data / "cache" / "diagnostics", ignore_errors=True)
+        key = timed("cache_key", lambda: cache.cache_key(items, files, settings))
+        kb = timed("kb_open", lambda: open_kb_names(settings))
+        names = timed("kb_open", kb.__enter__)
+        golds = timed("gold_table", lambda: gold_table(items, names))
+        timed("kb_close", lambda: kb.__exit__(None, None, None))
+        records = timed("read_traces", lambda: {n: read_traces(p) for n, p in files.items()})
+        with gc_paused():
+            diagnostics = timed("rows", lambda: diagnose(items, records, golds, {n: read_manifest(p) for n, p in files.items()}))
+        timed("cache_store", lambda: cache.store(settings, key, diagnostics, []))
+        matrices: dict[str, Any] = {}
+        report = build_report(items, judged, n_boot=0, matrices_out=matrices)
+        joined = timed("join", lambda: add_diagnostics(dict(report), items, judged, diagnostics, matrices))
+        out = data.parent / f"parts-{r}"
+        out.mkdir(exist_ok=True)
+        timed("causes_plot", lambda: causes_plot(diagnostics, out))
+        # the files without plots, with the diagnostics (rows, tables, HTML section) and without
+        timed("write_files_with_diagnostics", lambda: write_report(joined, out, plots=False))
+        timed("write_files_without", lambda: write_report(report, out, plots=False))
+    return {name: round(statistics.median(v), 3) for name, v in parts.items()}
 
 
 def main() -> None:

@@ -12,7 +12,9 @@ that could not be opened (the diagnostics then say ``gold_in_kb`` is unknown; co
 and a knowledge judge's verdicts (they have their own SQLite cache, :mod:`eval.diagnostics.knowledge`).
 
 Entries are JSON files under ``KAR_DATA_DIR/cache/diagnostics``; the newest :data:`KEEP` are kept.  An
-unreadable entry is a miss, never an error.
+unreadable entry is a miss, never an error.  The items' gold table (their gold entities matched in CultureBase)
+is kept apart, under ``gold/`` there (:func:`gold_key`: the items and the KB generation, not the traces), so the
+report of another run over the same benchmark and KB does not open the KB.
 """
 
 from __future__ import annotations
@@ -72,8 +74,60 @@ def cache_key(items: Sequence[Any], files: Mapping[str, Path], settings: Any) ->
     return digest.hexdigest()
 
 
+def gold_key(items: Sequence[Any], settings: Any) -> str | None:
+    """The key of the items' gold table (:func:`eval.diagnostics.diagnose.gold_table`): the diagnostics code, the
+    items' ids, identity and knowledge, and the CultureBase entities collection's metadata and write generation;
+    None when the KB cannot be fingerprinted (as :func:`cache_key`).  Reports of different runs over the same
+    benchmark and KB share it."""
+    from culturebase.generation import collection_fingerprint
+
+    if getattr(settings, "qdrant_url", None):
+        return None
+    kb = collection_fingerprint(settings.kb_path, ENTITIES)
+    if kb is None:
+        return None
+    digest = hashlib.sha256(f"gold table v{VERSION}\0{_source_hash()}\0".encode())
+    digest.update(orjson.dumps([[str(i.id), i.identity, i.knowledge] for i in items], default=str))
+    digest.update(kb.encode())
+    return digest.hexdigest()
+
+
+def load_gold(settings: Any, key: str) -> list[tuple[Any, bool | None]] | None:
+    """The gold table stored under ``key`` (one ``(Gold, gold_in_kb)`` per item, in order), or None."""
+    from eval.diagnostics.gold import Gold, GoldEntity
+
+    path = _gold_folder(settings) / f"{key}.json"
+    try:
+        rows = orjson.loads(path.read_bytes())
+        table = [(Gold([GoldEntity(e[0], frozenset(e[1]), e[2], e[3]) for e in entities], list(knowledge), source), in_kb)
+                 for entities, knowledge, source, in_kb in rows]
+        os.utime(path)  # kept as recently used
+        return table
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        log.warning("gold table cache entry %s unreadable (%s); looked up again", path.name, exc)
+        return None
+
+
+def store_gold(settings: Any, key: str, table: Sequence[tuple[Any, bool | None]]) -> None:
+    """Store a gold table (as :func:`store` stores diagnostics; the newest :data:`KEEP` kept)."""
+    rows = [[[[e.name, sorted(e.keys), e.kb_id, e.kb_name] for e in gold.entities], gold.knowledge, gold.gold_source, in_kb]
+            for gold, in_kb in table]
+    _write(_gold_folder(settings), key, orjson.dumps(rows))
+
+
 def _folder(settings: Any) -> Path:
     return Path(settings.data_dir) / "cache" / "diagnostics"
+
+
+def _gold_folder(settings: Any) -> Path:
+    return _folder(settings) / "gold"
+
+
+def plots_folder(settings: Any) -> Path:
+    """Where ``kar report`` keeps the diagnostics' causes plot by what it shows (:func:`eval.report.diagnostics.causes_plot`)."""
+    return _folder(settings) / "plots"
 
 
 def has(settings: Any, key: str) -> bool:
@@ -101,11 +155,15 @@ def load(settings: Any, key: str) -> tuple[dict[str, Any], list[str]] | None:
 
 def store(settings: Any, key: str, diagnostics: Mapping[str, Any], notes: Sequence[str]) -> None:
     """Store an entry (written whole, then renamed into place) and drop all but the newest :data:`KEEP`."""
-    folder = _folder(settings)
+    _write(_folder(settings), key, orjson.dumps({"diagnostics": diagnostics, "notes": list(notes)}, option=orjson.OPT_NON_STR_KEYS))
+
+
+def _write(folder: Path, key: str, data: bytes) -> None:
+    """One entry written whole, then renamed into place; all but the newest :data:`KEEP` of the folder dropped."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{key}.{os.getpid()}.tmp"
-        tmp.write_bytes(orjson.dumps({"diagnostics": diagnostics, "notes": list(notes)}, option=orjson.OPT_NON_STR_KEYS))
+        tmp.write_bytes(data)
         tmp.replace(folder / f"{key}.json")
         entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
         for old in entries[KEEP:]:

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from statistics import mean
 from typing import Any
 
-from culturebase.entity import normalize_text
-from eval.diagnostics.gold import Gold, KBNames, gold_of, mentions, named_entities
+from eval.diagnostics.gold import Gold, KBNames, gold_of, knowledge_units, mentions, named_entities, normalized_name
 from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, Material, Materials, judge_many, proxy_decide
 from eval.diagnostics.traces import (
     SEARCH_CONDITIONS,
@@ -51,13 +49,9 @@ def condition_of(name: str) -> str:
     return name.rpartition("/")[2]
 
 
-#: the grounder's normalisation, memoised (every condition's rows normalise the same hit names)
-_normalized = lru_cache(maxsize=65536)(normalize_text)
-
-
 def _hit_keys(hit: Mapping[str, Any]) -> set[str]:
     names = [hit.get("name"), *(hit.get("aliases") or [])]
-    return {key for n in names if isinstance(n, str) and (key := _normalized(n))}
+    return {key for n in names if isinstance(n, str) and (key := normalized_name(n))}
 
 
 def _is_gold(hit: Mapping[str, Any], gold: Gold) -> bool:
@@ -84,7 +78,7 @@ class Shared:
         self.entries: dict[str, Material] = {}
         self.blocks: dict[str, Material] = {}
         self.parsed: dict[str, list[Piece]] = {}
-        self.named: dict[str, bool] = {}
+        self.named: dict[Piece, bool] = {}
 
     def item(self) -> None:
         self.blocks.clear()
@@ -112,10 +106,9 @@ class Shared:
         return found
 
     def names_gold(self, gold: Gold, piece: Piece) -> bool:
-        text = piece.all_text
-        found = self.named.get(text)
+        found = self.named.get(piece)  # a piece is its title, URL and text (conditions that searched alike share them)
         if found is None:
-            found = self.named[text] = mentions(gold.keys, text)
+            found = self.named[piece] = mentions(gold.keys, piece.all_text)
         return found
 
 
@@ -237,16 +230,23 @@ def summarize(rows: Sequence[Mapping[str, Any]], condition: str) -> dict[str, An
     }
 
 
+def gold_table(items: Sequence[Any], kb: KBNames) -> list[tuple[Gold, bool | None]]:
+    """Every item's gold and ``gold_in_kb`` (:func:`~eval.diagnostics.gold.gold_of`), the names looked up in
+    CultureBase in batches: all that the diagnostics read of the KB, so it can be closed before the traces are read."""
+    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
+    return [gold_of(item, kb) for item in items]
+
+
 def diagnose(
     items: Sequence[Any],
     traces: Mapping[str, Mapping[str, Mapping[str, Any]]],
-    kb: KBNames,
+    kb: KBNames | Sequence[tuple[Gold, bool | None]],
     manifests: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every item's diagnostics per run name (``traces[name][item id]``: the trace records of that run),
-    knowledge decided by the proxy (:func:`judge_knowledge` replaces it with a judge's verdicts)."""
-    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
-    golds = [gold_of(item, kb) for item in items]
+    knowledge decided by the proxy (:func:`judge_knowledge` replaces it with a judge's verdicts).  ``kb``: the
+    CultureBase names, or the items' :func:`gold_table` already read from them."""
+    golds = gold_table(items, kb) if isinstance(kb, KBNames) else kb
     shared = Shared()
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in traces}
     for item, (gold, in_kb) in zip(items, golds):  # item by item: its conditions share evidence and pages
@@ -260,20 +260,18 @@ async def judge_knowledge(
     diagnostics: dict[str, dict[str, Any]],
     items: Sequence[Any],
     traces: Mapping[str, Mapping[str, Mapping[str, Any]]],
-    kb: KBNames,
     judge: KnowledgeJudge,
     concurrency: int = 4,
 ) -> dict[str, dict[str, Any]]:
     """The same diagnostics with ``knowledge_in_prompt`` decided per unit by ``judge`` (undecided units: None)."""
-    kb.prefetch(n for item in items for name, aliases in named_entities(item.identity) for n in (name, *aliases))
-    golds = {item.id: gold_of(item, kb)[0] for item in items}
+    units = {item.id: knowledge_units(item.knowledge) for item in items}  # an item's knowledge needs no KB
     jobs: list[tuple[str, int, tuple[str, list[str], str]]] = []
     for name, entry in diagnostics.items():
         for i, row in enumerate(entry["rows"]):
             record = traces.get(name, {}).get(row["id"])
             if record is None or not row["knowledge_units"]:
                 continue
-            jobs.append((name, i, (row["id"], golds[row["id"]].knowledge, material(trace_of(dict(record)), condition_of(name)))))
+            jobs.append((name, i, (row["id"], units[row["id"]], material(trace_of(dict(record)), condition_of(name)))))
     distinct = list(dict.fromkeys((item_id, tuple(units), text) for _, _, (item_id, units, text) in jobs))  # same prompt: one call
     decided = dict(zip(distinct, await judge_many(judge, [(a, list(u), t) for a, u, t in distinct], concurrency)))
     for name, i, (item_id, units, text) in jobs:

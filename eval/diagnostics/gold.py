@@ -25,6 +25,10 @@ from urllib.parse import unquote
 
 from culturebase.entity import normalize_text
 
+#: the grounder's normalisation of a name, memoised (a gold name is normalised to look it up, to key it and to
+#: compare it with the KB entity found; the same entities are grounded for many items)
+normalized_name = lru_cache(maxsize=65536)(normalize_text)
+
 ENTITY_LIST_KEYS = ("entities", "entity", "characters", "figures", "references")
 NAME_KEYS = ("name", "names")
 ALIAS_KEYS = ("aliases", "alias")
@@ -152,7 +156,10 @@ def mentions(keys: Iterable[str], text: str) -> bool:
     """Whether ``text`` (a page's title, URL and content; a URL's escapes decoded) names any of ``keys``
     (normalised as names are, its whitespace runs read as one space)."""
     key = text_key(text)
-    return any(k in key and name_in_text(k, key) for k in keys)
+    for k in keys:
+        if k in key and name_in_text(k, key):
+            return True
+    return False
 
 
 class NameRecord(NamedTuple):
@@ -184,7 +191,7 @@ class KBNames:
         """Look many names up at once (one filtered scroll per ``batch`` names); :meth:`find` then answers from memory."""
         if self.store is None:
             return
-        keys = sorted({key for n in names if (key := normalize_text(n))} - set(self._found))
+        keys = sorted({key for n in names if (key := normalized_name(n))} - set(self._found))
         for start in range(0, len(keys), batch):
             chunk = keys[start:start + batch]
             for key in chunk:
@@ -213,7 +220,7 @@ class KBNames:
         """KB entities whose name or an alias equals one of ``names`` (normalised)."""
         if self.store is None or not names:
             return []
-        keys = [normalize_text(n) for n in names if normalize_text(n)]
+        keys = [key for n in names if (key := normalized_name(n))]
         if all(k in self._found for k in keys):
             seen: dict[str, Any] = {}
             for key in keys:
@@ -227,7 +234,7 @@ class KBNames:
         if self.store is None:
             return []
         if self._names is None:
-            self._names = [(normalize_text(n), e) for e in self.store.iter_entities() for n in (e.name, *e.aliases) if n]
+            self._names = [(normalized_name(n), e) for e in self.store.iter_entities() for n in (e.name, *e.aliases) if n]
         text_key = normalize_text(text)
         seen: dict[str, Any] = {}
         for key, entity in self._names:
@@ -237,7 +244,7 @@ class KBNames:
 
 
 def _entity_keys(entity: Any) -> set[str]:
-    return {normalize_text(n) for n in (entity.name, *entity.aliases) if n and normalize_text(n)}
+    return {key for n in (entity.name, *entity.aliases) if n and (key := normalized_name(n))}
 
 
 def gold_of(item: Any, kb: KBNames) -> tuple[Gold, bool | None]:
@@ -249,7 +256,7 @@ def gold_of(item: Any, kb: KBNames) -> tuple[Gold, bool | None]:
         gold.gold_source = "identity"
         in_kb: list[bool] = []
         for name, aliases in named:
-            keys = {normalize_text(n) for n in (name, *aliases) if normalize_text(n)}
+            keys = {key for n in (name, *aliases) if (key := normalized_name(n))}
             found = kb.find([name, *aliases])
             entity = found[0] if found else None
             if entity is not None:

@@ -51,16 +51,16 @@ def join(base: Any, cond: Any, rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     """Per layer: the repaired and damaged items of ``cond`` against ``base`` (two aligned
     :class:`eval.metrics.vikr.VikrMatrix`), each in its cell; ``rows`` are ``cond``'s diagnostics rows."""
     by_id = {r["id"]: r for r in rows}
+    ids = cond.ids
     layers: dict[str, Any] = {}
     for layer in JOIN_LAYERS:
         b, c = np.asarray(base.layer(layer), bool), np.asarray(cond.layer(layer), bool)
         cells: dict[str, list[str]] = {cell: [] for cell in CELLS}
-        for i, item_id in enumerate(cond.ids):
+        # only the items whose verdict changed are placed (in item order, each list as the items come)
+        for i in np.flatnonzero(c != b).tolist():
+            item_id = ids[i]
             row = by_id.get(item_id, {})
-            if c[i] and not b[i]:
-                cells[repair_cell(row)].append(item_id)
-            elif b[i] and not c[i]:
-                cells[damage_cell(row)].append(item_id)
+            cells[repair_cell(row) if c[i] else damage_cell(row)].append(item_id)
         layers[layer] = {
             "repaired": sum(len(cells[k]) for k in REPAIR_CELLS),
             "damaged": sum(len(cells[k]) for k in DAMAGE_CELLS),

@@ -3,12 +3,14 @@ joined with the judged files found in the folder's ``judged/{condition}.json`` (
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from eval.diagnostics.diagnose import diagnose, judge_knowledge
-from eval.diagnostics.gold import KBNames
+from eval.diagnostics.diagnose import diagnose, gold_table, judge_knowledge
+from eval.diagnostics.gold import Gold, KBNames
 from eval.diagnostics.kb import open_kb_names
 from eval.diagnostics.joined import join_all
 from eval.diagnostics.traces import gc_paused, read_manifest, read_traces
@@ -78,8 +80,9 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     :func:`asyncio.run`); with the notes to show (why ``gold_in_kb`` is unknown).
 
     Proxy diagnostics are read back from :mod:`eval.diagnostics.cache` when the same inputs were diagnosed
-    before (``use_cache=False`` recomputes them); a note then says so.  Diagnostics made while CultureBase
-    could not be read (``gold_in_kb`` unknown) are not kept."""
+    before, and the items' gold table when another run's report looked it up in the same KB generation
+    (``use_cache=False`` recomputes both); a note says when the diagnostics were read back.  Diagnostics made
+    while CultureBase could not be read (``gold_in_kb`` unknown) are not kept."""
     import asyncio
 
     from eval.diagnostics import cache
@@ -87,21 +90,63 @@ def diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: An
     key = cache.cache_key(items, files, settings) if use_cache and judge is None else None
     if key is not None and (hit := _read_back(settings, key)) is not None:
         return hit
-    records = {name: read_traces(path) for name, path in files.items()}
-    manifests = {name: read_manifest(path) for name, path in files.items()}
-    notes: list[str] = []
-    with open_kb_names(settings) as kb:
-        if kb.unavailable:
-            notes.append(f"gold_in_kb unknown: {kb.unavailable}")
+    golds, unavailable, kb_closed = _gold_table(items, settings, use_cache)
+    notes = [f"gold_in_kb unknown: {unavailable}"] if unavailable else []
+    try:
+        records = {name: read_traces(path) for name, path in files.items()}
+        manifests = {name: read_manifest(path) for name, path in files.items()}
         with gc_paused():  # thousands of acyclic rows, over the traces' records
-            diagnostics = diagnose(items, records, kb, manifests)
-        if judge is not None:
-            coroutine = judge_knowledge(diagnostics, items, records, kb, judge, concurrency=settings.judge_concurrency)
-            diagnostics = (run or asyncio.run)(coroutine)
+            diagnostics = diagnose(items, records, golds, manifests)
+    finally:
+        kb_closed()
+    if judge is not None:
+        coroutine = judge_knowledge(diagnostics, items, records, judge, concurrency=settings.judge_concurrency)
+        diagnostics = (run or asyncio.run)(coroutine)
     # kept only when the CultureBase could be read and nothing changed while it was (a writer in between)
     if key is not None and not notes and cache.cache_key(items, files, settings) == key:
         cache.store(settings, key, diagnostics, notes)
     return diagnostics, notes
+
+
+def _gold_table(items: Sequence[Any], settings: Any, use_cache: bool = True) -> tuple[list[tuple[Gold, bool | None]], str | None, Callable[[], None]]:
+    """The items' :func:`~eval.diagnostics.diagnose.gold_table` read from the configured CultureBase, why it could
+    not be read (None when it could), and the call that waits until the KB is closed (raising what closing raised).
+    The KB is closed in a thread while the caller reads the traces: the embedded store's flush and close wait on
+    the disk (a fifth of a second) without holding the interpreter.  A table an earlier report (of any run) looked
+    up in the same KB generation for the same items is read back instead (:func:`eval.diagnostics.cache.gold_key`):
+    the KB is then not opened at all."""
+    from eval.diagnostics import cache
+
+    key = cache.gold_key(items, settings) if use_cache else None
+    if key is not None and (hit := cache.load_gold(settings, key)) is not None:
+        return hit, None, lambda: None
+    stack = ExitStack()
+    kb = stack.enter_context(open_kb_names(settings))
+    try:
+        golds = gold_table(items, kb)
+        # kept only when the KB could be read and nothing changed while it was (a writer in between)
+        if key is not None and kb.available and cache.gold_key(items, settings) == key:
+            cache.store_gold(settings, key, golds)
+    except BaseException:
+        stack.close()
+        raise
+    failed: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            stack.close()
+        except BaseException as exc:  # raised by the waiting call
+            failed.append(exc)
+
+    closing = threading.Thread(target=close, name="kar-kb-close", daemon=True)
+    closing.start()
+
+    def closed() -> None:
+        closing.join()
+        if failed:
+            raise failed[0]
+
+    return golds, kb.unavailable, closed
 
 
 def _work(conn: Any, items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> None:
@@ -126,17 +171,26 @@ def start_diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settin
     """:func:`diagnose_files` (proxy, cache) in a forked process, so the caller goes on meanwhile (``kar report``
     draws its plots); returns the call that waits for the result (an error in the worker is raised there).
     The worker inherits its inputs (nothing is pickled on the way in) and sends back only the result."""
+    import gc
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     worker = context.Process(target=_work, args=(send, items, files, settings), daemon=True, name="kar-diagnostics")
-    worker.start()
+    # the objects made so far are left out of this process's collections until the worker is done: a collection
+    # writes into every object it walks, and each page written is copied, the worker sharing it (unless frozen already)
+    frozen = gc.get_freeze_count() == 0
+    if frozen:
+        gc.freeze()
+    try:
+        worker.start()
+    except BaseException:
+        if frozen:
+            gc.unfreeze()
+        raise
     send.close()
 
     def wait() -> tuple[dict[str, Any], list[str]]:
-        from eval.diagnostics.traces import gc_paused
-
         try:
             with gc_paused():  # thousands of rows unpickled: no collection passes over them meanwhile
                 status, value = receive.recv()
@@ -145,6 +199,8 @@ def start_diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settin
             raise RuntimeError(f"the diagnostics worker ended without a result (exit code {worker.exitcode})") from None
         finally:
             receive.close()
+            if frozen:
+                gc.unfreeze()
         worker.join()
         if status != "ok":
             raise value

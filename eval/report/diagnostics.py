@@ -3,7 +3,11 @@ HTML section, and one cell's items (``kar report --items``).  Built from :mod:`e
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
+import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -132,13 +136,63 @@ def items_markdown(rows: list[Mapping[str, Any]], name: str, layer: str, cell: s
     return "\n".join(lines) + "\n"
 
 
-def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Success") -> Path | None:
-    """Repairs (up) and damages (down) per condition, stacked by cell, for one layer; None when nothing is joined."""
+#: drawn plots kept in a plot cache (the newest by modification time)
+PLOTS_KEPT = 16
+_SOURCE = Path(__file__)
+
+
+def _plot_key(joined: Mapping[str, Mapping[str, list[Any]]], layer: str) -> str:
+    """What the causes plot shows (each condition's count per cell, the layer), what draws it (this module's source)
+    and with what (matplotlib's version): the plot's name in the plot cache."""
+    import matplotlib
+
+    digest = hashlib.sha256(f"causes plot\0{matplotlib.__version__}\0{layer}\0".encode())
+    digest.update(_SOURCE.read_bytes())
+    digest.update(json.dumps([[name, [len(cells[c]) for c in CELLS]] for name, cells in joined.items()]).encode())
+    return digest.hexdigest()
+
+
+def _keep(drawn: Path, cached: Path) -> None:
+    """Copy a drawn plot into the plot cache (whole, then renamed into place) and drop all but the newest
+    :data:`PLOTS_KEPT`; a cache that cannot be written costs a drawing next time, nothing else."""
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+        shutil.copyfile(drawn, tmp)
+        tmp.replace(cached)
+        kept = sorted(cached.parent.glob("*.png"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in kept[PLOTS_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Success", cache: Path | None = None) -> Path | None:
+    """Repairs (up) and damages (down) per condition, stacked by cell, for one layer; None when nothing is joined.
+    ``cache``: a folder of plots drawn before, by what they show (:func:`_plot_key`): the same counts are copied
+    from there instead of drawn again (matplotlib lays every text out: a tenth of a second)."""
     if is_skipped(diagnostics):
         return None
     joined = {n: e["joined"]["layers"][layer]["cells"] for n, e in diagnostics.items() if e.get("joined")}
     if not joined:
         return None
+    path = out_dir / "diagnostics_causes.png"
+    cached = cache / f"{_plot_key(joined, layer)}.png" if cache is not None else None
+    if cached is not None:
+        try:
+            shutil.copyfile(cached, path)
+            os.utime(cached)  # kept as recently used
+            return path
+        except OSError:  # not drawn yet (or unreadable): drawn here
+            pass
+    _draw_causes(joined, layer, path)
+    if cached is not None:
+        _keep(path, cached)
+    return path
+
+
+def _draw_causes(joined: Mapping[str, Mapping[str, list[Any]]], layer: str, path: Path) -> None:
+    """Draw the causes plot of ``joined`` (per condition, its cells' items) into ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -169,10 +223,8 @@ def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Suc
     ax.set_ylabel("items (repairs up, damages down)")
     ax.set_title(f"Repairs and damages by cause ({layer})")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    path = out_dir / "diagnostics_causes.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path
 
 
 def html_section(diagnostics: Mapping[str, Any] | None) -> str:

@@ -118,6 +118,8 @@ def add_diagnostics(report: dict[str, Any], bench: Sequence[BenchmarkItem], judg
         for entry in diagnostics.values():  # built by eval.diagnostics of plain JSON values only
             if isinstance(entry, dict) and type(entry.get("rows")) is list:
                 entry["rows"] = PlainRows(entry["rows"])
+            for layer in ((entry.get("joined") or {}).get("layers") or {}).values() if isinstance(entry, dict) else ():
+                layer["cells"] = {cell: PlainRows(ids) for cell, ids in layer["cells"].items()}  # item ids (str)
     report["diagnostics"] = diagnostics
     return report
 
@@ -254,10 +256,13 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    """Lay out, write (110 dpi) and close one figure; returns its path."""
+    """Lay out, write (110 dpi) and close one figure; returns its path.  Drawn once: ``tight_layout`` leaves a
+    placeholder layout engine behind, for which ``savefig`` lays every text out in a draw of its own before the
+    drawing that writes the pixels; the layout is already done, so the engine is dropped first."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -385,10 +390,11 @@ def render_html(report: Mapping[str, Any], plots: Sequence[Path], metrics_text: 
 
 
 def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool = True,
-                 plot_paths: Sequence[Path] | None = None) -> dict[str, Path]:
+                 plot_paths: Sequence[Path] | None = None, plot_cache: Path | None = None) -> dict[str, Path]:
     """Write metrics.json, leaderboard/augmentation .md and .csv, plots and report.html.  ``plot_paths``: the
     report's plots, already drawn by :func:`make_plots` (``kar report`` draws them while its diagnostics are
-    computed in another process)."""
+    computed in another process).  ``plot_cache``: where the diagnostics' causes plot is kept by what it shows
+    (:func:`eval.report.diagnostics.causes_plot`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -410,7 +416,7 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
         files["diagnostics_md"] = out / "diagnostics.md"
         files["diagnostics_md"].write_text(diagnostics_markdown(report["diagnostics"]) + "\n" + causes_markdown(report["diagnostics"]),
                                            encoding="utf-8")
-        cause_plot = causes_plot(report["diagnostics"], out) if plots else None
+        cause_plot = causes_plot(report["diagnostics"], out, cache=plot_cache) if plots else None
         if cause_plot is not None:
             plot_paths.append(cause_plot)
     for p in plot_paths:

@@ -216,7 +216,7 @@ def report_command(
         matrices: dict[str, Any] = {}
         report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability,
                               matrices_out=matrices)
-        plot_paths = None
+        plot_paths, plot_cache = None, None
         if waiter is not None:
             from eval.report.vikr import add_diagnostics, make_plots
 
@@ -228,8 +228,12 @@ def report_command(
             for note in notes:
                 err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
             add_diagnostics(report, bench_items, judged_records, diagnostics, matrices)
+            from culturebase.settings import get_settings
+            from eval.diagnostics.cache import plots_folder
+
+            plot_cache = plots_folder(get_settings())
         progress.update(task, advance=1)
-        files = write_report(report, out, plots=not no_plots, plot_paths=plot_paths)
+        files = write_report(report, out, plots=not no_plots, plot_paths=plot_paths, plot_cache=plot_cache)
         progress.update(task, completed=progress.tasks[0].total)
     if items is not None:
         from eval.report.diagnostics import cell_items, items_markdown

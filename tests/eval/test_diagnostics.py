@@ -168,3 +168,26 @@ def test_join_puts_each_transition_in_one_cell():
     assert cells["repair.grounded.no_knowledge"] == ["a"] and cells["damage.off_entity"] == ["b"]
     assert cells["damage.neither"] == ["c"]  # exactly half off-entity is not "mostly"
     assert layers["Success"]["repaired"] == 1 and layers["Success"]["damaged"] == 2
+
+
+def test_causes_plot_is_copied_from_the_plot_cache_when_it_shows_the_same_counts(tmp_path, monkeypatch):
+    import eval.report.diagnostics as report_diagnostics
+    from eval.diagnostics.joined import CELLS
+
+    def diagnostics(repaired, prefix="m"):
+        cells = {cell: [] for cell in CELLS}
+        cells["repair.grounded.knowledge"] = [f"{prefix}{i}" for i in range(repaired)]
+        cells["damage.neither"] = ["m9"]
+        return {"kar": {"joined": {"baseline": "vanilla", "layers": {"Success": {"cells": cells}}}}}
+
+    cache = tmp_path / "plots"
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    drawn = report_diagnostics.causes_plot(diagnostics(2), tmp_path / "a", cache=cache)
+    assert [p.read_bytes() for p in cache.glob("*.png")] == [drawn.read_bytes()]
+    draws = []
+    draw = report_diagnostics._draw_causes
+    monkeypatch.setattr(report_diagnostics, "_draw_causes", lambda *args: (draws.append(args), draw(*args)))
+    again = report_diagnostics.causes_plot(diagnostics(2, "x"), tmp_path / "b", cache=cache)  # other items, same counts
+    assert again.read_bytes() == drawn.read_bytes() and draws == []
+    changed = report_diagnostics.causes_plot(diagnostics(3), tmp_path / "c", cache=cache)
+    assert len(draws) == 1 and changed.read_bytes() != drawn.read_bytes() and len(list(cache.glob("*.png"))) == 2

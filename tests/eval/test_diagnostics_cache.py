@@ -60,6 +60,8 @@ def test_only_the_newest_entries_are_kept(tmp_path):
 
 
 def test_forked_worker_returns_what_is_computed_here_and_raises_its_errors_here(tmp_path):
+    import gc
+
     import pytest
 
     from eval.diagnostics.run_folder import diagnose_files, start_diagnose_files
@@ -69,7 +71,37 @@ def test_forked_worker_returns_what_is_computed_here_and_raises_its_errors_here(
     settings.kb_path = tmp_path / "no-kb"  # gold_in_kb unknown, said in a note; nothing cached
     expected = diagnose_files(items, files, settings, use_cache=False)
     assert expected[1] and "no CultureBase" in expected[1][0]
-    assert start_diagnose_files(items, files, settings)() == expected
+    frozen_before = gc.get_freeze_count()  # 0 unless something else froze this process's objects
+    wait = start_diagnose_files(items, files, settings)
+    assert gc.get_freeze_count() > 0  # this process's objects left out of its collections while the worker runs
+    assert wait() == expected and gc.get_freeze_count() == frozen_before
     wait = start_diagnose_files(items, {"kar": tmp_path / "missing.jsonl"}, settings)
     with pytest.raises(DatasetError, match="trace file not found"):
         wait()
+    assert gc.get_freeze_count() == frozen_before
+
+
+def test_the_gold_table_is_kept_by_items_and_kb_generation_and_read_back_without_opening_the_kb(tmp_path, monkeypatch):
+    from eval.diagnostics import run_folder
+    from eval.diagnostics.gold import Gold, GoldEntity
+
+    items, _, settings = setup(tmp_path)
+    key = cache.gold_key(items, settings)
+    assert key is not None and cache.load_gold(settings, key) is None
+    table = [(Gold([GoldEntity("Doge", frozenset({"doge", "kabosu"}), "e1", "Doge")], ["a fact"], "identity"), True)]
+    cache.store_gold(settings, key, table)
+    assert cache.load_gold(settings, key) == table
+    assert cache.gold_key([item("a", "Pepe the Frog")], settings) != key
+    (settings.kb_path / "entities" / "generation").write_text("2", "utf-8")
+    assert cache.gold_key(items, settings) != key  # the KB was written since
+    (settings.kb_path / "entities" / "generation").write_text("1", "utf-8")
+
+    def no_kb(settings):
+        raise AssertionError("the KB was opened")
+
+    monkeypatch.setattr(run_folder, "open_kb_names", no_kb)
+    golds, unavailable, closed = run_folder._gold_table(items, settings)
+    closed()
+    assert golds == table and unavailable is None
+    (settings.data_dir / "cache" / "diagnostics" / "gold" / f"{key}.json").write_text("[[1]]", "utf-8")
+    assert cache.load_gold(settings, key) is None  # unreadable: a miss, looked up again

@@ -98,3 +98,19 @@ def test_judge_reliability_by_hand(bench):
     # leaderboards: g success vanilla .25, kar 1.0, cot .5; o: .25, .75, .25 → ranks agree except a tie
     assert rel["spearman"]["g|o"]["n_conditions"] == 3
     assert rel["spearman"]["g|o"]["rho"] == pytest.approx(0.8660254, rel=1e-6)
+
+
+def test_each_plot_is_drawn_once(bench, tmp_path, monkeypatch):
+    """tight_layout's placeholder engine would make savefig lay every text out in a draw of its own first."""
+    import matplotlib.figure
+
+    from eval.report.vikr import make_plots
+
+    draws = []
+    draw = matplotlib.figure.Figure.draw
+    monkeypatch.setattr(matplotlib.figure.Figure, "draw", lambda self, renderer: (draws.append(self), draw(self, renderer))[1])
+    judged = {"vanilla": recs([[1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 1], None]),
+              "kar": recs([[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1], [1, 1, 1, 1]])}
+    paths = make_plots(build_report(bench, judged, n_boot=50), tmp_path)
+    assert len(paths) == 4 and all(p.stat().st_size > 0 for p in paths)
+    assert len(draws) == len(paths) and len(set(map(id, draws))) == len(paths)
