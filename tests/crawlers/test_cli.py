@@ -96,6 +96,9 @@ def test_kar_crawl_prints_start_and_limit_then_ctrl_c_cancels_with_exit_130(serv
         [sys.executable, "-m", "services.cli", "crawl", "knowyourmeme", "--start-url", f"{server.url}/synthetic/page/1",
          "--kb", str(kar_env / "kb"), "--set", "KAR_EMBEDDER_FACTORY=hash_embedder:build", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        # as from a terminal: a suite started in the background of a non-interactive shell ignores SIGINT, and
+        # an ignored signal stays ignored in children, so kar would never see the Ctrl-C this test sends
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         first = proc.stderr.readline()
