@@ -329,15 +329,36 @@ class DescriptorIndex:
         max_hamming: int = MAX_HAMMING, ratio: float = RATIO,
     ) -> list[Vote]:
         """The ``top`` image frames with the most votes from these query descriptors (best first)."""
+        return self.vote_many([descriptors], top, language, neighbours, max_hamming, ratio)[0]
+
+    def vote_many(
+        self, parts: Sequence[np.ndarray], top: int = 8, language: str | None = None, neighbours: int = NEIGHBOURS,
+        max_hamming: int = MAX_HAMMING, ratio: float = RATIO,
+    ) -> list[list[Vote]]:
+        """:meth:`vote` for several descriptor sets of one query (the whole picture, each picture region) in
+        one faiss search; each set's votes are counted apart (``voters`` index into that set)."""
+        sizes = [len(p) for p in parts]
         with self._lock:
-            if self._index is None or not self._index.ntotal or not len(descriptors):
-                return []
-            q = np.ascontiguousarray(descriptors, dtype=np.uint8)
+            if self._index is None or not self._index.ntotal or not sum(sizes):
+                return [[] for _ in parts]
+            q = np.ascontiguousarray(np.concatenate([p for p in parts if len(p)]), dtype=np.uint8)
             if self.kind == "ivf":
                 self._index.nprobe = self.nprobe
             _single_threaded()
             dist, ids = self._index.search(q, neighbours)
             slots, counts = self._slots, self._counts
+        out, start = [], 0
+        for n in sizes:
+            out.append(self._tally(dist[start : start + n], ids[start : start + n], slots, counts, top, language, max_hamming, ratio)
+                       if n else [])
+            start += n
+        return out
+
+    @staticmethod
+    def _tally(
+        dist: np.ndarray, ids: np.ndarray, slots: list[ImageKey | None], counts: list[int], top: int, language: str | None,
+        max_hamming: int, ratio: float,
+    ) -> list[Vote]:
         # one vote per query descriptor, for the image of its nearest neighbour, when that neighbour is near
         # (≤ max_hamming) and distinctive: nearer than RATIO × the nearest descriptor of any *other* image
         # (Lowe's ratio test across images: texture every picture has votes for none)

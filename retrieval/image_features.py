@@ -349,3 +349,112 @@ def evidence(inliers: int, required: int = MIN_INLIERS) -> float:
     if inliers < required:
         return 0.0
     return min(1.0, 0.5 + 0.5 * (inliers - required) / (3 * required))
+
+
+#: longest side of the grey copy the query's picture regions are found in (:func:`picture_regions`)
+REGION_WORK_SIDE = 720
+#: a picture region is described at this longest side (a small grid cell is enlarged up to :data:`REGION_MAX_UPSCALE`×)
+REGION_SIDE = 400
+REGION_MAX_UPSCALE = 2.5
+REGION_FEATURES = 400
+#: at most this many regions per query (the largest first)
+MAX_REGIONS = 6
+
+
+def _dominant_levels(grey: np.ndarray, count: int = 2, tolerance: int = 10) -> list[int]:
+    """The grey levels of the page and the card (the most common levels, ``tolerance`` apart)."""
+    hist = np.bincount(grey.reshape(-1), minlength=256).astype(np.int64)
+    smooth = np.convolve(hist, np.ones(2 * 2 + 1, np.int64), mode="same")
+    out: list[int] = []
+    total = grey.size
+    for _ in range(count):
+        level = int(smooth.argmax())
+        if smooth[level] < 0.08 * total:
+            break
+        out.append(level)
+        smooth[max(0, level - 2 * tolerance) : level + 2 * tolerance + 1] = 0
+    return out
+
+
+def _gutters(background: np.ndarray, axis: int, min_cell: int) -> list[tuple[int, int]]:
+    """Spans along ``axis`` (0: columns, 1: rows) of a block separated by gutters: runs of lines that are
+    nearly all page or card colour (the gap between the cells of an image grid); one span when none."""
+    flat = background.mean(axis=axis) >= 0.85
+    spans, start = [], None
+    for i, gutter in enumerate([*flat.tolist(), True]):
+        if not gutter and start is None:
+            start = i
+        elif gutter and start is not None:
+            if i - start >= min_cell:
+                spans.append((start, i))
+            start = None
+    return spans or [(0, len(flat))]
+
+
+def picture_regions(img: Image.Image) -> list[tuple[float, float, float, float]]:
+    """Boxes (fractions of the picture: x0, y0, x1, y1) of the pictures a screenshot shows: the meme of a
+    post, each cell of an image grid, the cover of a card.  Found in a grey copy: pixels off the page and
+    card colours, opened (text strokes and thin lines go), connected blocks of a useful size, a block cut
+    along its gutters (lines nearly all page or card colour) into cells; a block that no gutter cuts and
+    that is shaped like a row of three or a 2×2 grid also gives its thirds or quarters (a rotated grid's
+    gutters are not straight lines of the copy).  Empty when the picture has no plain page colour."""
+    cv2 = _cv2()
+
+    arr = _grey_array(img, REGION_WORK_SIDE)
+    h, w = arr.shape
+    if min(h, w) < 48:
+        return []
+    levels = _dominant_levels(arr)
+    if not levels:
+        return []
+    grey = arr.astype(np.int16)
+    background = np.zeros(arr.shape, bool)
+    for level in levels:
+        background |= np.abs(grey - level) <= 10
+    mask = (~background).astype(np.uint8)
+    k = max(3, (min(h, w) // 100) | 1)
+    mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
+    n, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
+    min_side = max(24, min(h, w) // 10)
+    boxes: list[tuple[int, int, int, int]] = []
+    for i in range(1, n):
+        x, y, bw, bh, area = (int(v) for v in stats[i])
+        if bw < min_side or bh < min_side or area < 0.35 * bw * bh:
+            continue
+        cells = []
+        for cx0, cx1 in _gutters(background[y : y + bh, x : x + bw], 0, min_side):
+            for ry0, ry1 in _gutters(background[y : y + bh, x + cx0 : x + cx1], 1, min_side):
+                cells.append((x + cx0, y + ry0, x + cx1, y + ry1))
+        boxes.extend(cells)
+        if len(cells) == 1 and bw * bh >= 0.08 * w * h:  # uncut: perhaps a rotated grid
+            if bw >= 2.2 * bh:
+                boxes.extend((x + j * bw // 3, y, x + (j + 1) * bw // 3, y + bh) for j in range(3))
+            elif 0.7 <= bw / bh <= 1.4:
+                boxes.extend((x + a * bw // 2, y + b * bh // 2, x + (a + 1) * bw // 2, y + (b + 1) * bh // 2)
+                             for b in range(2) for a in range(2))
+    boxes.sort(key=lambda b: -(b[2] - b[0]) * (b[3] - b[1]))
+    out = []
+    for x0, y0, x1, y1 in boxes[:MAX_REGIONS]:
+        if (x1 - x0) * (y1 - y0) > 0.7 * w * h:
+            continue  # the picture is this block: the whole picture's description covers it
+        out.append((x0 / w, y0 / h, x1 / w, y1 / h))
+    return out
+
+
+def describe_region(img: Image.Image, box: tuple[float, float, float, float]) -> tuple[Features, tuple[float, float, float, float]]:
+    """One picture region of the query (``box`` in fractions, grown by 2 % a side), described at
+    :data:`REGION_SIDE` (a small cell enlarged up to :data:`REGION_MAX_UPSCALE`×: its template then meets the
+    stored keypoints of its own scale) with :data:`REGION_FEATURES` keypoints; the features and the box
+    described (fractions)."""
+    x0, y0, x1, y1 = box
+    gx, gy = 0.02 * (x1 - x0), 0.02 * (y1 - y0)
+    left, top = int(max(0.0, x0 - gx) * img.width), int(max(0.0, y0 - gy) * img.height)
+    right, bottom = int(min(1.0, x1 + gx) * img.width), int(min(1.0, y1 + gy) * img.height)
+    crop = img.crop((left, top, max(left + 1, right), max(top + 1, bottom)))
+    longest = max(crop.width, crop.height)
+    side = int(min(REGION_SIDE, longest * REGION_MAX_UPSCALE))
+    if side > longest:
+        crop = crop.resize((max(1, round(crop.width * side / longest)), max(1, round(crop.height * side / longest))),
+                           Image.Resampling.BILINEAR)
+    grown = (left / img.width, top / img.height, max(left + 1, right) / img.width, max(top + 1, bottom) / img.height)
+    return describe(crop, side, REGION_FEATURES), grown

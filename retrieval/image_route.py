@@ -86,6 +86,8 @@ LOOKALIKE_MARGIN = 1.3
 CONTEST_NOISE = 2.0
 #: two verified outlines compete for the query when this share of the smaller one overlaps the other
 COMPETING_OVERLAP = 0.5
+#: entities shortlisted by each picture region's own descriptor votes
+REGION_VOTE = 3
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -98,6 +100,9 @@ class QueryImage(QueryHashes):
     features: tuple[tuple[str, feats.Features], ...] = ()
     #: the decoded image (for the mirrored pass, described only when nothing verified as it is)
     picture: Any = None
+    #: the pictures a screenshot shows (a post's meme, each cell of a grid), each described apart and enlarged
+    #: when small: (box in the picture's fractions, features) (:func:`retrieval.image_features.picture_regions`)
+    regions: tuple[tuple[tuple[float, float, float, float], feats.Features], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -387,7 +392,10 @@ class ImageRoute:
         # one description of the whole picture, its keypoints spread tile by tile (the picture inside a
         # screenshot or a grid cell keeps its share without a crop described apart)
         described = (("full", feats.describe_query(img)),)
-        return QueryImage(hashes, img.width, img.height, embeddings, described, img)
+        # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged
+        regions = tuple(r for r in (feats.describe_region(img, box) for box in feats.picture_regions(img))
+                        if r[0].count >= feats.MIN_KEYPOINTS)
+        return QueryImage(hashes, img.width, img.height, embeddings, described, img, tuple((box, f) for f, box in regions))
 
     hash_query = prepare  # the earlier name
 
@@ -432,24 +440,42 @@ class ImageRoute:
                 break  # a strongly verified frame: the entity's other frames cannot do much better
         return out
 
-    def _voted(self, features: Sequence[tuple[str, feats.Features]], language: str | None) -> dict[str, tuple[int, list[ImageKey], Any]]:
-        """Entities shortlisted by descriptor votes of the query's whole-picture features: entity id →
-        (best frame's votes, voted frames, where its voters sit: a box in the full part's fractions),
-        the :attr:`vote` best entities."""
+    def _voted(
+        self, features: Sequence[tuple[str, feats.Features]], language: str | None, regions: Sequence[feats.Features] = (),
+    ) -> dict[str, "_Voted"]:
+        """Entities shortlisted by descriptor votes: the :attr:`vote` best of the whole picture's features and
+        the :data:`REGION_VOTE` best of each picture region's, from one faiss search; entity id → its best
+        frame's votes, voted frames, where its whole-picture voters sit (a box in fractions) and the regions
+        that voted for it (region index → votes)."""
         self._ensure_descriptors()
         full = next((f for part, f in features if part == "full"), None)
         if full is None or full.count < feats.MIN_KEYPOINTS or not self.descriptors.size:
             return {}
-        out: dict[str, tuple[int, list[ImageKey], Any]] = {}
-        for v in self.descriptors.vote(full.descriptors, top=4 * self.vote, language=language):
-            votes, keys, box = out.get(v.key.entity_id, (0, [], None))
-            if v.key.entity_id not in out and len(out) >= self.vote:
+        lists = self.descriptors.vote_many([full.descriptors, *(f.descriptors for f in regions)], top=4 * self.vote, language=language)
+        out: dict[str, _Voted] = {}
+        for v in lists[0]:
+            c = out.get(v.key.entity_id)
+            if c is None and len(out) >= self.vote:
                 continue
-            if v.votes > votes and len(v.voters) >= 4:
+            c = out.setdefault(v.key.entity_id, _Voted())
+            if v.votes > c.votes and len(v.voters) >= 4:
                 pts = full.points[list(v.voters)]
                 lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
-                box = (lo / [full.width, full.height], hi / [full.width, full.height])
-            out[v.key.entity_id] = (max(votes, v.votes), [*keys, v.key], box)
+                c.box = (lo / [full.width, full.height], hi / [full.width, full.height])
+            c.votes = max(c.votes, v.votes)
+            c.keys.append(v.key)
+        for j, votes in enumerate(lists[1:]):
+            taken: set[str] = set()
+            for v in votes:
+                eid = v.key.entity_id
+                if (eid not in taken and len(taken) >= REGION_VOTE) or v.votes < MIN_VOTES:
+                    continue
+                taken.add(eid)
+                c = out.setdefault(eid, _Voted())
+                c.votes = max(c.votes, v.votes)
+                c.regions[j] = max(c.regions.get(j, 0), v.votes)
+                if v.key not in c.keys:
+                    c.keys.append(v.key)
         return out
 
     @staticmethod
@@ -481,12 +507,14 @@ class ImageRoute:
     def _geometric(
         self, features: Sequence[tuple[str, feats.Features]], best: dict[str, ImageMatch], frames: dict[str, list[dict[str, Any]]],
         language: str | None, mirrored: bool = False, picture: Any = None,
+        regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]] = (),
     ) -> dict[str, ImageMatch]:
-        """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist; returns the
-        checked entities' matches (the hash-only ones unchanged)."""
+        """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist (of the whole
+        picture and of each picture region); returns the checked entities' matches (the hash-only ones
+        unchanged).  A candidate is verified first in the regions that voted for it, then in the whole picture."""
         query_keypoints = max(f.count for _, f in features)
-        voted = self._voted(features, language) if self.vote else {}
-        payloads = self._payloads([k for _, keys, _ in voted.values() for k in keys])
+        voted = self._voted(features, language, [f for _, f in regions]) if self.vote else {}
+        payloads = self._payloads([k for c in voted.values() for k in c.keys])
         nearest = [] if mirrored else [
             m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
             if m.distance is not None and m.distance <= HASH_VERIFY_MAX
@@ -495,7 +523,8 @@ class ImageRoute:
         strong_votes = 0
         focused: list[tuple[Any, feats.Features]] = []
         for eid in dict.fromkeys([*voted, *nearest]):
-            votes, keys, box = voted.get(eid, (0, [], None))
+            cand = voted.get(eid) or _Voted()
+            votes, keys, box = cand.votes, cand.keys, cand.box
             m = best.get(eid)
             near = m is not None and m.distance is not None and m.distance <= NEAR_DUPLICATE
             if strong_votes and votes < strong_votes / 4 and not near:
@@ -511,7 +540,8 @@ class ImageRoute:
                     hits.insert(0, image)
             if not hits:
                 continue
-            v = self._verify(list(features), hits)
+            own = [(f"region{j}", regions[j][1]) for j in sorted(cand.regions, key=lambda j: -cand.regions[j])]
+            v = self._verify([*own, *features], hits)
             focus = None
             if v["coverage"] is None and box is not None and picture is not None:
                 # not verified in the whole picture: the part where its votes sit, described at full resolution
@@ -524,15 +554,18 @@ class ImageRoute:
                     again = self._verify([("focus", focus[0])], hits)
                     if again["coverage"] is not None:
                         v = again
-            if v["part"] == "focus" and focus is not None and v["quad"] is not None:  # the outline in the whole picture's fractions
-                x0, y0, x1, y1 = focus[1]
+            frame = focus[1] if v["part"] == "focus" and focus is not None else None
+            if v["part"] and v["part"].startswith("region"):
+                frame = regions[int(v["part"][len("region"):])][0]
+            if frame is not None and v["quad"] is not None:  # the outline in the whole picture's fractions
+                x0, y0, x1, y1 = frame
                 v["quad"] = v["quad"] * np.array([x1 - x0, y1 - y0], np.float32) + np.array([x0, y0], np.float32)
             m = best.get(eid)
             checked[eid] = ImageMatch(
                 eid, m.distance if m is not None else None, v["part"] or (m.crop if m is not None else "full"),
                 v["image"] or (m.image if m is not None else hits[0]), inliers=v["inliers"], keypoints=v["keypoints"],
                 query_keypoints=query_keypoints, coverage=v["coverage"], share=v["share"], quad=v["quad"],
-                votes=voted[eid][0] if eid in voted else None, mirrored=mirrored and v["coverage"] is not None,
+                votes=voted[eid].votes if eid in voted else None, mirrored=mirrored and v["coverage"] is not None,
             )
             if v["coverage"] is not None and feats.evidence(v["inliers"], feats.required_inliers(v["keypoints"])) >= 1.0:
                 strong_votes = max(strong_votes, votes)
@@ -594,7 +627,8 @@ class ImageRoute:
         features = tuple(getattr(query, "features", ()) or ())
         if features:
             picture = getattr(query, "picture", None)
-            best.update(self._geometric(features, best, frames, language, picture=picture))
+            regions = tuple(getattr(query, "regions", ()) or ())
+            best.update(self._geometric(features, best, frames, language, picture=picture, regions=regions))
             if self.mirror and picture is not None and not any(m.verified for m in best.values()):
                 from PIL import ImageOps
 
@@ -602,7 +636,12 @@ class ImageRoute:
                 search("mirrored", hash_image(flipped).vector())
                 full = next((f for part, f in features if part == "full"), None)
                 described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
-                again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped)
+                flipped_regions = tuple(
+                    (box, f) for f, box in (feats.describe_region(flipped, (1.0 - x1, y0, 1.0 - x0, y1)) for (x0, y0, x1, y1), _ in regions)
+                    if f.count >= feats.MIN_KEYPOINTS
+                )
+                again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
+                                        regions=flipped_regions)
                 best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
@@ -635,6 +674,16 @@ class ImageRoute:
         return sorted((m for _, m in best.values()), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
 
 
+@dataclass
+class _Voted:
+    """An entity's descriptor votes (:meth:`ImageRoute._voted`)."""
+
+    votes: int = 0
+    keys: list[ImageKey] = field(default_factory=list)
+    box: Any = None
+    regions: dict[int, int] = field(default_factory=dict)
+
+
 def _same_box(a: Any, b: Any, tol: float = 0.05) -> bool:
     return all(abs(float(x) - float(y)) <= tol for p, q in zip(a, b) for x, y in zip(p, q))
 
@@ -642,8 +691,8 @@ def _same_box(a: Any, b: Any, tol: float = 0.05) -> bool:
 def _competing(a: ImageMatch, b: ImageMatch) -> bool:
     """Two verified templates compete when their outlines overlap in the same query part (a part
     described apart, the picture of a screenshot, is taken as the same place)."""
-    def frame(crop: str) -> str:  # a focus crop's outline is mapped to the whole picture's fractions
-        return "full" if crop == "focus" else crop
+    def frame(crop: str) -> str:  # a focus crop's or a region's outline is mapped to the whole picture's fractions
+        return "full" if crop == "focus" or crop.startswith("region") else crop
 
     if a.quad is None or b.quad is None or frame(a.crop) != frame(b.crop):
         return True
