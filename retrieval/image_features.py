@@ -391,7 +391,24 @@ def _gutters(background: np.ndarray, axis: int, min_cell: int) -> list[tuple[int
     return spans or [(0, len(flat))]
 
 
-def picture_regions(img: Image.Image) -> list[tuple[float, float, float, float]]:
+def grey_of(img: Image.Image) -> np.ndarray:
+    """The picture's grey pixels at full size (computed once per query for :func:`picture_regions` and
+    :func:`describe_region`)."""
+    from retrieval.image_hash import flatten_grey
+
+    return np.asarray(flatten_grey(img), dtype=np.uint8)
+
+
+def _shrunk(grey: np.ndarray, side: int) -> np.ndarray:
+    cv2 = _cv2()
+    h, w = grey.shape
+    if max(h, w) <= side:
+        return grey
+    scale = side / max(h, w)
+    return cv2.resize(grey, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+
+
+def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, float, float]]:
     """Boxes (fractions of the picture: x0, y0, x1, y1) of the pictures a screenshot shows: the meme of a
     post, each cell of an image grid, the cover of a card.  Found in a grey copy: pixels off the page and
     card colours, opened (text strokes and thin lines go), connected blocks of a useful size, a block cut
@@ -400,7 +417,7 @@ def picture_regions(img: Image.Image) -> list[tuple[float, float, float, float]]
     gutters are not straight lines of the copy).  Empty when the picture has no plain page colour."""
     cv2 = _cv2()
 
-    arr = _grey_array(img, REGION_WORK_SIDE)
+    arr = _shrunk(img if isinstance(img, np.ndarray) else grey_of(img), REGION_WORK_SIDE)
     h, w = arr.shape
     if min(h, w) < 48:
         return []
@@ -441,20 +458,35 @@ def picture_regions(img: Image.Image) -> list[tuple[float, float, float, float]]
     return out
 
 
-def describe_region(img: Image.Image, box: tuple[float, float, float, float]) -> tuple[Features, tuple[float, float, float, float]]:
+def describe_region(
+    img: Image.Image | np.ndarray, box: tuple[float, float, float, float], n_features: int = REGION_FEATURES,
+) -> tuple[Features, tuple[float, float, float, float]]:
     """One picture region of the query (``box`` in fractions, grown by 2 % a side), described at
     :data:`REGION_SIDE` (a small cell enlarged up to :data:`REGION_MAX_UPSCALE`×: its template then meets the
-    stored keypoints of its own scale) with :data:`REGION_FEATURES` keypoints; the features and the box
-    described (fractions)."""
+    stored keypoints of its own scale) with ``n_features`` keypoints; the features (they keep their pixels for
+    :func:`mirrored_query`) and the box described (fractions).  ``img``: the picture or its :func:`grey_of`."""
+    cv2 = _cv2()
+    grey = img if isinstance(img, np.ndarray) else grey_of(img)
+    H, W = grey.shape
     x0, y0, x1, y1 = box
     gx, gy = 0.02 * (x1 - x0), 0.02 * (y1 - y0)
-    left, top = int(max(0.0, x0 - gx) * img.width), int(max(0.0, y0 - gy) * img.height)
-    right, bottom = int(min(1.0, x1 + gx) * img.width), int(min(1.0, y1 + gy) * img.height)
-    crop = img.crop((left, top, max(left + 1, right), max(top + 1, bottom)))
-    longest = max(crop.width, crop.height)
+    left, top = int(max(0.0, x0 - gx) * W), int(max(0.0, y0 - gy) * H)
+    right, bottom = max(left + 1, int(min(1.0, x1 + gx) * W)), max(top + 1, int(min(1.0, y1 + gy) * H))
+    grown = (left / W, top / H, right / W, bottom / H)
+    crop = grey[top:bottom, left:right]
+    longest = max(crop.shape)
     side = int(min(REGION_SIDE, longest * REGION_MAX_UPSCALE))
-    if side > longest:
-        crop = crop.resize((max(1, round(crop.width * side / longest)), max(1, round(crop.height * side / longest))),
-                           Image.Resampling.BILINEAR)
-    grown = (left / img.width, top / img.height, max(left + 1, right) / img.width, max(top + 1, bottom) / img.height)
-    return describe(crop, side, REGION_FEATURES), grown
+    if side != longest:
+        scale = side / longest
+        crop = cv2.resize(crop, (max(1, round(crop.shape[1] * scale)), max(1, round(crop.shape[0] * scale))),
+                          interpolation=cv2.INTER_LINEAR if scale > 1 else cv2.INTER_AREA)
+    h, w = crop.shape
+    if min(h, w) < 32:
+        return Features.empty(w, h), grown
+    orb = cv2.ORB_create(nfeatures=n_features, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    keypoints, descriptors = orb.detectAndCompute(np.ascontiguousarray(crop), None)
+    if descriptors is None or not keypoints:
+        return Features.empty(w, h), grown
+    out = Features(np.array([k.pt for k in keypoints], dtype=np.float32), descriptors.astype(np.uint8), w, h)
+    object.__setattr__(out, "_source", (np.ascontiguousarray(crop), keypoints))  # for :func:`mirrored_query`
+    return out, grown

@@ -88,6 +88,8 @@ CONTEST_NOISE = 2.0
 COMPETING_OVERLAP = 0.5
 #: entities shortlisted by each picture region's own descriptor votes
 REGION_VOTE = 3
+#: each picture region votes with this many of its descriptors (spread over it); all of them verify
+REGION_VOTERS = 400
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -393,7 +395,8 @@ class ImageRoute:
         # screenshot or a grid cell keeps its share without a crop described apart)
         described = (("full", feats.describe_query(img)),)
         # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged
-        regions = tuple(r for r in (feats.describe_region(img, box) for box in feats.picture_regions(img))
+        grey = feats.grey_of(img)
+        regions = tuple(r for r in (feats.describe_region(grey, box) for box in feats.picture_regions(grey))
                         if r[0].count >= feats.MIN_KEYPOINTS)
         return QueryImage(hashes, img.width, img.height, embeddings, described, img, tuple((box, f) for f, box in regions))
 
@@ -451,7 +454,10 @@ class ImageRoute:
         full = next((f for part, f in features if part == "full"), None)
         if full is None or full.count < feats.MIN_KEYPOINTS or not self.descriptors.size:
             return {}
-        lists = self.descriptors.vote_many([full.descriptors, *(f.descriptors for f in regions)], top=4 * self.vote, language=language)
+        from retrieval.descriptor_index import spread
+
+        voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
+        lists = self.descriptors.vote_many([full.descriptors, *voters], top=4 * self.vote, language=language)
         out: dict[str, _Voted] = {}
         for v in lists[0]:
             c = out.get(v.key.entity_id)
@@ -636,8 +642,9 @@ class ImageRoute:
                 search("mirrored", hash_image(flipped).vector())
                 full = next((f for part, f in features if part == "full"), None)
                 described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
-                flipped_regions = tuple(
-                    (box, f) for f, box in (feats.describe_region(flipped, (1.0 - x1, y0, 1.0 - x0, y1)) for (x0, y0, x1, y1), _ in regions)
+                flipped_grey = np.ascontiguousarray(feats.grey_of(picture)[:, ::-1]) if regions else None
+                flipped_regions = tuple(  # each region described again in the flipped picture
+                    (box, f) for f, box in (feats.describe_region(flipped_grey, (1.0 - x1, y0, 1.0 - x0, y1)) for (x0, y0, x1, y1), _ in regions)
                     if f.count >= feats.MIN_KEYPOINTS
                 )
                 again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
