@@ -408,13 +408,25 @@ def _shrunk(grey: np.ndarray, side: int) -> np.ndarray:
     return cv2.resize(grey, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
 
 
+def _tilted(component: np.ndarray, degrees: float = 1.0) -> bool:
+    """The block's outline (its smallest enclosing rectangle) is turned by more than ``degrees``: a
+    rotated screenshot, whose gutters are not straight lines of the copy."""
+    cv2 = _cv2()
+    contours, _ = cv2.findContours(component.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    if not contours:
+        return False
+    points = max(contours, key=len)
+    angle = float(cv2.minAreaRect(points)[2]) % 90.0
+    return min(angle, 90.0 - angle) > degrees
+
+
 def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, float, float]]:
     """Boxes (fractions of the picture: x0, y0, x1, y1) of the pictures a screenshot shows: the meme of a
     post, each cell of an image grid, the cover of a card.  Found in a grey copy: pixels off the page and
     card colours, opened (text strokes and thin lines go), connected blocks of a useful size, a block cut
-    along its gutters (lines nearly all page or card colour) into cells; a block that no gutter cuts and
-    that is shaped like a row of three or a 2×2 grid also gives its thirds or quarters (a rotated grid's
-    gutters are not straight lines of the copy).  Empty when the picture has no plain page colour."""
+    along its gutters (lines nearly all page or card colour) into cells; a turned block that no gutter
+    cuts and that is shaped like a row of three or a 2×2 grid also gives its thirds or quarters (a rotated
+    grid's gutters are not straight lines of the copy).  Empty when the picture has no plain page colour."""
     cv2 = _cv2()
 
     arr = _shrunk(img if isinstance(img, np.ndarray) else grey_of(img), REGION_WORK_SIDE)
@@ -431,7 +443,7 @@ def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, f
     mask = (~background).astype(np.uint8)
     k = max(3, (min(h, w) // 100) | 1)
     mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
-    n, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
     min_side = max(24, min(h, w) // 10)
     boxes: list[tuple[int, int, int, int]] = []
     for i in range(1, n):
@@ -443,7 +455,7 @@ def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, f
             for ry0, ry1 in _gutters(background[y : y + bh, x + cx0 : x + cx1], 1, min_side):
                 cells.append((x + cx0, y + ry0, x + cx1, y + ry1))
         boxes.extend(cells)
-        if len(cells) == 1 and bw * bh >= 0.08 * w * h:  # uncut: perhaps a rotated grid
+        if len(cells) == 1 and bw * bh >= 0.08 * w * h and _tilted(labels[y : y + bh, x : x + bw] == i):  # a rotated grid?
             if bw >= 2.2 * bh:
                 boxes.extend((x + j * bw // 3, y, x + (j + 1) * bw // 3, y + bh) for j in range(3))
             elif 0.7 <= bw / bh <= 1.4:

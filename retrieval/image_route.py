@@ -76,6 +76,8 @@ DEFAULT_VOTE = 6
 HASH_VERIFY_MAX = 48
 #: the mirrored pass verifies only templates the flipped picture gives at least this many votes
 MIRROR_MIN_VOTES = 6
+#: ... and those a flipped picture region votes for from this many (a region's few hundred descriptors)
+MIRROR_MIN_VOTES_REGION = 4
 #: a template shortlisted by votes alone is verified from this many votes (its verification needs ≥ 10 inliers)
 MIN_VOTES = 3
 #: a template verified over the same part of the query as another one is claimed only when its strength
@@ -90,6 +92,9 @@ COMPETING_OVERLAP = 0.5
 REGION_VOTE = 3
 #: each picture region votes with this many of its descriptors (spread over it); all of them verify
 REGION_VOTERS = 400
+#: when the query has picture regions, the whole picture votes with this many of its descriptors (spread
+#: over it; the regions vote for what it shows): the faiss search is the largest cost of a query
+FULL_VOTERS_WITH_REGIONS = 500
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -445,11 +450,13 @@ class ImageRoute:
 
     def _voted(
         self, features: Sequence[tuple[str, feats.Features]], language: str | None, regions: Sequence[feats.Features] = (),
+        whole_voters: int | None = None,
     ) -> dict[str, "_Voted"]:
         """Entities shortlisted by descriptor votes: the :attr:`vote` best of the whole picture's features and
         the :data:`REGION_VOTE` best of each picture region's, from one faiss search; entity id → its best
         frame's votes, voted frames, where its whole-picture voters sit (a box in fractions) and the regions
-        that voted for it (region index → votes)."""
+        that voted for it (region index → votes).  ``whole_voters``: how many of the whole picture's descriptors
+        vote (default: all of them, :data:`FULL_VOTERS_WITH_REGIONS` when there are regions)."""
         self._ensure_descriptors()
         full = next((f for part, f in features if part == "full"), None)
         if full is None or full.count < feats.MIN_KEYPOINTS or not self.descriptors.size:
@@ -457,7 +464,10 @@ class ImageRoute:
         from retrieval.descriptor_index import spread
 
         voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
-        lists = self.descriptors.vote_many([full.descriptors, *voters], top=4 * self.vote, language=language)
+        n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
+        whole = spread(full.points, n_whole, full.width, full.height) if n_whole else np.zeros(0, np.int64)
+        lists = self.descriptors.vote_many([full.descriptors[whole], *voters], top=4 * self.vote, language=language)
+        lists[0] = [dataclasses.replace(v, voters=tuple(whole[list(v.voters)].tolist())) for v in lists[0]]
         out: dict[str, _Voted] = {}
         for v in lists[0]:
             c = out.get(v.key.entity_id)
@@ -513,13 +523,13 @@ class ImageRoute:
     def _geometric(
         self, features: Sequence[tuple[str, feats.Features]], best: dict[str, ImageMatch], frames: dict[str, list[dict[str, Any]]],
         language: str | None, mirrored: bool = False, picture: Any = None,
-        regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]] = (),
+        regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]] = (), whole_voters: int | None = None,
     ) -> dict[str, ImageMatch]:
         """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist (of the whole
         picture and of each picture region); returns the checked entities' matches (the hash-only ones
         unchanged).  A candidate is verified first in the regions that voted for it, then in the whole picture."""
         query_keypoints = max(f.count for _, f in features)
-        voted = self._voted(features, language, [f for _, f in regions]) if self.vote else {}
+        voted = self._voted(features, language, [f for _, f in regions], whole_voters) if self.vote else {}
         payloads = self._payloads([k for c in voted.values() for k in c.keys])
         nearest = [] if mirrored else [
             m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
@@ -537,7 +547,7 @@ class ImageRoute:
                 continue  # a template verified strongly with 4× these votes: this one is not a look-alike of it
             if eid not in nearest and votes < MIN_VOTES:
                 continue  # shortlisted by a few chance votes only: never worth a geometric check
-            if mirrored and votes < MIRROR_MIN_VOTES:
+            if mirrored and votes < (MIRROR_MIN_VOTES_REGION if cand.regions else MIRROR_MIN_VOTES):
                 continue  # the mirrored pass checks only what the flipped picture votes for clearly
             hits = list(frames.get(eid, []))
             for key in keys:
@@ -642,10 +652,8 @@ class ImageRoute:
                 search("mirrored", hash_image(flipped).vector())
                 full = next((f for part, f in features if part == "full"), None)
                 described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
-                flipped_grey = np.ascontiguousarray(feats.grey_of(picture)[:, ::-1]) if regions else None
-                flipped_regions = tuple(  # each region described again in the flipped picture
-                    (box, f) for f, box in (feats.describe_region(flipped_grey, (1.0 - x1, y0, 1.0 - x0, y1)) for (x0, y0, x1, y1), _ in regions)
-                    if f.count >= feats.MIN_KEYPOINTS
+                flipped_regions = tuple(  # each region's keypoints mirrored and described in the flipped region
+                    ((1.0 - x1, y0, 1.0 - x0, y1), feats.mirrored_query(f)) for (x0, y0, x1, y1), f in regions
                 )
                 again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
                                         regions=flipped_regions)
