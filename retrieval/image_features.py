@@ -46,6 +46,10 @@ QUERY_FEATURES = 1000
 QUERY_PIXELS = 800_000
 QUERY_MAX_SIDE = 1600
 QUERY_DETECT = 1600
+#: a query whose picture regions are described apart (:func:`picture_regions`): the whole picture at this budget
+QUERY_PIXELS_WITH_REGIONS = 400_000
+QUERY_FEATURES_WITH_REGIONS = 700
+QUERY_DETECT_WITH_REGIONS = 1100
 #: the query's keypoints are detected tile by tile over this many tiles a side (see :func:`describe_query`)
 QUERY_TILES = 3
 QUERY_FAST_THRESHOLD = 12
@@ -207,12 +211,12 @@ def describe_entity(img: Image.Image) -> Features:
                     coarse=len(small_kp))
 
 
-def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int = 24) -> list:
+def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int = 24, detect: int = QUERY_DETECT) -> list:
     """ORB keypoints detected tile by tile (``tiles``×``tiles``, overlapping by ``margin``), strongest first
     within each tile: one detector over the whole picture keeps the corners of black-on-white text and
     drops the template beside it, whose corners respond less."""
     h, w = arr.shape
-    per = max(64, QUERY_DETECT // (tiles * tiles))
+    per = max(64, detect // (tiles * tiles))
     orb = cv2.ORB_create(nfeatures=per, fastThreshold=QUERY_FAST_THRESHOLD, edgeThreshold=15, patchSize=15)
     out = []
     for ty in range(tiles):
@@ -231,27 +235,29 @@ def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int
     return out
 
 
-def describe_query(img: Image.Image) -> Features:
+def describe_query(img: Image.Image, pixels: int = QUERY_PIXELS, features: int = QUERY_FEATURES, detect: int = QUERY_DETECT) -> Features:
     """The query's features, spread over the picture: described near its own resolution (at most
     :data:`QUERY_PIXELS`, longest side :data:`QUERY_MAX_SIDE`: a template in one cell of a grid keeps its
     pixels), :data:`QUERY_DETECT` keypoints detected and the :data:`QUERY_FEATURES` strongest taken cell by
-    cell of an 8×8 grid, so that chrome and text do not spend the budget a small template needs."""
+    cell of an 8×8 grid, so that chrome and text do not spend the budget a small template needs.  A query
+    whose picture regions are described apart is described with a smaller budget (``pixels``, ``features``,
+    ``detect``: :data:`QUERY_PIXELS_WITH_REGIONS`)."""
     from retrieval.descriptor_index import spread
 
     cv2 = _cv2()
     longest = max(1, img.width, img.height)
-    scale = min(1.0, QUERY_MAX_SIDE / longest, (QUERY_PIXELS / max(1, img.width * img.height)) ** 0.5)
+    scale = min(1.0, QUERY_MAX_SIDE / longest, (pixels / max(1, img.width * img.height)) ** 0.5)
     arr = _grey_array(img, max(32, int(round(longest * scale))))
     h, w = arr.shape
     if min(h, w) < 32:
         return Features.empty(w, h)
-    orb = cv2.ORB_create(nfeatures=QUERY_DETECT, fastThreshold=7, edgeThreshold=15, patchSize=15)
-    keypoints = _tiled_keypoints(cv2, arr)
+    orb = cv2.ORB_create(nfeatures=detect, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    keypoints = _tiled_keypoints(cv2, arr, detect=detect)
     if not keypoints:
         return Features.empty(w, h)
-    if len(keypoints) > QUERY_FEATURES:
+    if len(keypoints) > features:
         points = np.array([k.pt for k in keypoints], dtype=np.float32)
-        keypoints = [keypoints[i] for i in spread(points, QUERY_FEATURES, w, h).tolist()]
+        keypoints = [keypoints[i] for i in spread(points, features, w, h).tolist()]
     keypoints, descriptors = orb.compute(arr, keypoints)
     if descriptors is None or not keypoints:
         return Features.empty(w, h)

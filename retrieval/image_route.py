@@ -94,7 +94,7 @@ REGION_VOTE = 3
 REGION_VOTERS = 400
 #: when the query has picture regions, the whole picture votes with this many of its descriptors (spread
 #: over it; the regions vote for what it shows): the faiss search is the largest cost of a query
-FULL_VOTERS_WITH_REGIONS = 500
+FULL_VOTERS_WITH_REGIONS = 400
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -398,11 +398,13 @@ class ImageRoute:
             embeddings = tuple((name, vectors[i]) for i, (name, _) in enumerate(variants))
         # one description of the whole picture, its keypoints spread tile by tile (the picture inside a
         # screenshot or a grid cell keeps its share without a crop described apart)
-        described = (("full", feats.describe_query(img)),)
         # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged
         grey = feats.grey_of(img)
         regions = tuple(r for r in (feats.describe_region(grey, box) for box in feats.picture_regions(grey))
                         if r[0].count >= feats.MIN_KEYPOINTS)
+        full = feats.describe_query(img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
+                                    feats.QUERY_DETECT_WITH_REGIONS) if regions else feats.describe_query(img)
+        described = (("full", full),)
         return QueryImage(hashes, img.width, img.height, embeddings, described, img, tuple((box, f) for f, box in regions))
 
     hash_query = prepare  # the earlier name
