@@ -62,7 +62,7 @@ RATIO = 0.75
 IVF_FROM = 50_000
 #: IVF lists searched per query descriptor: votes are counted over hundreds of query descriptors, so a
 #: neighbour missed now and then costs a vote, not the candidate (bench/templates.py: 12 → 4 kept top-1)
-NPROBE = 4
+NPROBE = 2
 #: faiss searches in the calling thread: one query's few hundred lookups are too small to share, and
 #: OpenMP threads spinning against the service's other requests cost more than they gain
 SEARCH_THREADS = 1

@@ -91,10 +91,10 @@ COMPETING_OVERLAP = 0.5
 #: entities shortlisted by each picture region's own descriptor votes
 REGION_VOTE = 3
 #: each picture region votes with this many of its descriptors (spread over it); all of them verify
-REGION_VOTERS = 400
+REGION_VOTERS = 300
 #: when the query has picture regions, the whole picture votes with this many of its descriptors (spread
 #: over it; the regions vote for what it shows): the faiss search is the largest cost of a query
-FULL_VOTERS_WITH_REGIONS = 400
+FULL_VOTERS_WITH_REGIONS = 300
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
