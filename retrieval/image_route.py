@@ -657,8 +657,9 @@ class ImageRoute:
                 flipped_regions = tuple(  # each region's keypoints mirrored and described in the flipped region
                     ((1.0 - x1, y0, 1.0 - x0, y1), feats.mirrored_query(f)) for (x0, y0, x1, y1), f in regions
                 )
+                # the flipped regions vote for what the picture shows; the whole flipped picture then only verifies
                 again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
-                                        regions=flipped_regions)
+                                        regions=flipped_regions, whole_voters=0 if flipped_regions else None)
                 best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
