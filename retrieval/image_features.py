@@ -368,16 +368,20 @@ MAX_REGIONS = 6
 
 
 def _dominant_levels(grey: np.ndarray, count: int = 2, tolerance: int = 10) -> list[int]:
-    """The grey levels of the page and the card (the most common levels, ``tolerance`` apart)."""
+    """The grey levels of the page and the card: the most common levels (``tolerance`` apart) that are flat
+    colours (most of the pixels near the level sit within 2 of it: a picture's smooth gradient with its
+    noise spreads wider)."""
     hist = np.bincount(grey.reshape(-1), minlength=256).astype(np.int64)
     smooth = np.convolve(hist, np.ones(2 * 2 + 1, np.int64), mode="same")
     out: list[int] = []
     total = grey.size
-    for _ in range(count):
+    for _ in range(4 * count):
         level = int(smooth.argmax())
-        if smooth[level] < 0.08 * total:
+        if smooth[level] < 0.08 * total or len(out) >= count:
             break
-        out.append(level)
+        near = hist[max(0, level - 12) : level + 13].sum()
+        if smooth[level] >= 0.6 * near:
+            out.append(level)
         smooth[max(0, level - 2 * tolerance) : level + 2 * tolerance + 1] = 0
     return out
 
