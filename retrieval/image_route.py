@@ -90,6 +90,8 @@ CONTEST_NOISE = 2.0
 COMPETING_OVERLAP = 0.5
 #: entities shortlisted by each picture region's own descriptor votes
 REGION_VOTE = 3
+#: a region's best-voted template is verified from this many votes (the others from :data:`MIN_VOTES`)
+REGION_TOP_VOTES = 2
 #: each picture region votes with this many of its descriptors (spread over it); all of them verify
 REGION_VOTERS = 300
 #: when the query has picture regions, the whole picture votes with this many of its descriptors (spread
@@ -484,12 +486,14 @@ class ImageRoute:
             c.keys.append(v.key)
         for j, votes in enumerate(lists[1:]):
             taken: set[str] = set()
-            for v in votes:
+            for rank, v in enumerate(votes):
                 eid = v.key.entity_id
-                if (eid not in taken and len(taken) >= REGION_VOTE) or v.votes < MIN_VOTES:
+                # a region's best-voted template is checked from REGION_TOP_VOTES votes (a small cell gets few)
+                if (eid not in taken and len(taken) >= REGION_VOTE) or v.votes < (REGION_TOP_VOTES if rank == 0 else MIN_VOTES):
                     continue
                 taken.add(eid)
                 c = out.setdefault(eid, _Voted())
+                c.need = min(c.need, REGION_TOP_VOTES if rank == 0 else MIN_VOTES)
                 c.votes = max(c.votes, v.votes)
                 c.regions[j] = max(c.regions.get(j, 0), v.votes)
                 if v.key not in c.keys:
@@ -547,7 +551,7 @@ class ImageRoute:
             near = m is not None and m.distance is not None and m.distance <= NEAR_DUPLICATE
             if strong_votes and votes < strong_votes / 4 and not near:
                 continue  # a template verified strongly with 4× these votes: this one is not a look-alike of it
-            if eid not in nearest and votes < MIN_VOTES:
+            if eid not in nearest and votes < cand.need:
                 continue  # shortlisted by a few chance votes only: never worth a geometric check
             if mirrored and votes < (MIRROR_MIN_VOTES_REGION if cand.regions else MIRROR_MIN_VOTES):
                 continue  # the mirrored pass checks only what the flipped picture votes for clearly
@@ -700,6 +704,8 @@ class _Voted:
     keys: list[ImageKey] = field(default_factory=list)
     box: Any = None
     regions: dict[int, int] = field(default_factory=dict)
+    #: the votes that make it worth a geometric check (fewer for a region's best-voted template)
+    need: int = MIN_VOTES
 
 
 def _same_box(a: Any, b: Any, tol: float = 0.05) -> bool:
