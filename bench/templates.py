@@ -28,6 +28,10 @@ Untouched figures: thresholds were set on ``--seed 11``; report ``--seed 23`` (i
 memes are new).  Features and images of the distractors are cached under
 ``data/bench_cache/templates`` (a rerun only re-hashes them into a fresh store).
 
+Diagnostics on stderr: ``BENCH_MISSES=1`` lists every missed positive and every false claim (layout, the
+right template's votes and inliers, what was claimed), ``BENCH_HITS=1`` every hit's query part, inliers,
+share, votes and coverage (for calibrating the route's thresholds on the tuning seed only).
+
 Usage: ``python bench/templates.py [--seed 23] [--entities 5000] [--queries-per-template 2]``.
 """
 
@@ -424,6 +428,11 @@ def main() -> None:
             lat.append((t2 - t0) * 1000)
             lat_prepare.append((t1 - t0) * 1000)
             accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
+            if os.environ.get("BENCH_HITS") and positive and accepted and accepted[0].entity_id == entity_of.get(tid):
+                print(f"hit {style} {accepted[0].crop} {accepted[0].inliers} {accepted[0].share} {accepted[0].votes} {accepted[0].coverage}", file=sys.stderr)
+            if os.environ.get("BENCH_MISSES") and not positive and accepted:
+                print(f"false claim {style} {tid} {layout}: {[(template_of.get(m.entity_id, m.entity_id), m.signal(route.tau), m.inliers, m.share, m.votes, m.crop, m.coverage) for m in accepted[:2]]}",
+                      file=sys.stderr, flush=True)
             if os.environ.get("BENCH_MISSES") and positive and not (accepted and accepted[0].entity_id == entity_of.get(tid)):
                 right = next((m for m in matches if m.entity_id == entity_of.get(tid)), None)
                 print(f"miss {style} {tid} {layout}: regions {len(getattr(prepared, 'regions', ()))}, right: "

@@ -360,7 +360,7 @@ def evidence(inliers: int, required: int = MIN_INLIERS) -> float:
 #: longest side of the grey copy the query's picture regions are found in (:func:`picture_regions`)
 REGION_WORK_SIDE = 720
 #: a picture region is described at this longest side (a small grid cell is enlarged up to :data:`REGION_MAX_UPSCALE`×)
-REGION_SIDE = 400
+REGION_SIDE = 340
 REGION_MAX_UPSCALE = 2.5
 REGION_FEATURES = 400
 #: at most this many regions per query (the largest first)

@@ -90,6 +90,9 @@ CONTEST_NOISE = 2.0
 COMPETING_OVERLAP = 0.5
 #: entities shortlisted by each picture region's own descriptor votes
 REGION_VOTE = 3
+#: a template verified in a picture region covers at least this share of it (bench/templates.py, tuning seed:
+#: right templates 0.80-3.95 of their region, cropped by the cell; a chance match of a synthetic template 0.04)
+REGION_MIN_COVERAGE = 0.5
 #: a region's best-voted template is verified from this many votes (the others from :data:`MIN_VOTES`)
 REGION_TOP_VOTES = 2
 #: each picture region votes with this many of its descriptors (spread over it); all of them verify
@@ -439,6 +442,8 @@ class ImageRoute:
                 if query.count < feats.MIN_KEYPOINTS:
                     continue
                 v = feats.verify(query, stored)
+                if v.verified and part.startswith("region") and (v.coverage or 0.0) < REGION_MIN_COVERAGE:
+                    v = dataclasses.replace(v, coverage=None)  # a region shows a picture: its template fills it
                 if v.verified:
                     if v.strength > best:
                         best = v.strength
