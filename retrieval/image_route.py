@@ -12,7 +12,9 @@ the rest are indexed.
 
 **Query side**, once per request (:meth:`ImageRoute.prepare`): the image is hashed with its
 crops (caption bands removed, borders trimmed, the picture inside a screenshot) and described
-by local features.  Stage 1: each crop is one nearest-neighbour search in the store; per
+by local features, the whole picture and each picture region it shows (a post's meme, each
+cell of an image grid: :func:`retrieval.image_features.picture_regions`) apart, a small region
+enlarged; the whole picture's and every region's descriptors vote in one faiss search.  Stage 1: each crop is one nearest-neighbour search in the store; per
 entity the smallest Hamming distance wins.  Stage 2: the :attr:`ImageRoute.verify` nearest
 entities are verified geometrically against their stored features (ratio-tested matches,
 RANSAC homography, :func:`retrieval.image_features.verify`).  The accept rule::
