@@ -54,7 +54,8 @@ from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImage
 from retrieval import image_features as feats
 from retrieval.descriptor_index import DescriptorIndex, ImageKey
 from retrieval.image_hash import (
-    HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, hash_image, open_image, query_variants, sample_frames, trim_borders,
+    HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
+    trim_borders,
 )
 
 import numpy as np
@@ -112,7 +113,7 @@ class QueryImage(QueryHashes):
     embeddings: tuple[tuple[str, "np.ndarray"], ...] = ()
     #: local features, tried in this order: the picture inside a screenshot (when found), the whole image
     features: tuple[tuple[str, feats.Features], ...] = ()
-    #: the decoded image (for the mirrored pass, described only when nothing verified as it is)
+    #: the decoded picture, grey and upright (for the mirrored pass and the focus crops)
     picture: Any = None
     #: the pictures a screenshot shows (a post's meme, each cell of a grid), each described apart and enlarged
     #: when small: (box in the picture's fractions, features) (:func:`retrieval.image_features.picture_regions`)
@@ -397,22 +398,25 @@ class ImageRoute:
         """Hash, describe (and with an embedder, embed) a query image once; raises the PIL error for
         bytes that are not an image."""
         img = open_image(data)
-        variants = query_variants(img) if self.crops else [("full", img)]
+        # the grey picture once (hashes, regions and features all read grey pixels: the same bits as from the
+        # colour picture, without converting it again for every crop); the embedder reads the colour crops
+        grey_img = flatten_grey(img)
+        crops_of = img if self.embedder is not None else grey_img
+        variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
         hashes = tuple((name, hash_image(v)) for name, v in variants)
         embeddings: tuple[tuple[str, Any], ...] = ()
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
             embeddings = tuple((name, vectors[i]) for i, (name, _) in enumerate(variants))
-        # one description of the whole picture, its keypoints spread tile by tile (the picture inside a
-        # screenshot or a grid cell keeps its share without a crop described apart)
-        # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged
-        grey = feats.grey_of(img)
+        # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged;
+        # then the whole picture, its keypoints spread tile by tile (at a smaller budget when regions were found)
+        grey = np.asarray(grey_img, dtype=np.uint8)
         regions = tuple(r for r in (feats.describe_region(grey, box) for box in feats.picture_regions(grey))
                         if r[0].count >= feats.MIN_KEYPOINTS)
-        full = feats.describe_query(img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
-                                    feats.QUERY_DETECT_WITH_REGIONS) if regions else feats.describe_query(img)
+        full = feats.describe_query(grey_img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
+                                    feats.QUERY_DETECT_WITH_REGIONS) if regions else feats.describe_query(grey_img)
         described = (("full", full),)
-        return QueryImage(hashes, img.width, img.height, embeddings, described, img, tuple((box, f) for f, box in regions))
+        return QueryImage(hashes, grey_img.width, grey_img.height, embeddings, described, grey_img, tuple((box, f) for f, box in regions))
 
     hash_query = prepare  # the earlier name
 
