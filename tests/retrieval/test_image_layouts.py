@@ -189,3 +189,21 @@ def test_a_template_in_a_small_cell_is_verified_in_its_region_enlarged(kb):
     # whole picture's fractions (not the region's)
     xs = [float(x) for x, _ in match.quad]
     assert 0.45 < sum(xs) / 4 < 0.55 and max(xs) - min(xs) < 0.5
+
+
+def test_an_exif_rotated_upload_is_read_upright_for_every_crop(kb):
+    from tests.retrieval.test_image_verification import screenshot_of
+
+    upright = Image.open(io.BytesIO(screenshot_of(meme_of(textured(99), 99))))
+    # the same screenshot stored on its side with an EXIF orientation tag that turns it upright (a phone photo)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise to display
+    buf = io.BytesIO()
+    upright.transpose(Image.Transpose.ROTATE_90).save(buf, "JPEG", quality=90, exif=exif.tobytes())
+    route: ImageRoute = kb.image_route
+    a, b = route.prepare(to_bytes(upright, "JPEG", quality=90)), route.prepare(buf.getvalue())
+    assert (b.width, b.height) == (a.width, a.height)
+    crops_a, crops_b = dict(a.variants), dict(b.variants)
+    assert "picture_region" in crops_a and "picture_region" in crops_b
+    # the crop of the post's picture is cut from the upright picture: the same hash within JPEG noise
+    assert crops_a["picture_region"].distance(crops_b["picture_region"]) <= 8
