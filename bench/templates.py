@@ -28,6 +28,10 @@ Untouched figures: thresholds were set on ``--seed 11``; report ``--seed 23`` (i
 memes are new).  Features and images of the distractors are cached under
 ``data/bench_cache/templates`` (a rerun only re-hashes them into a fresh store).
 
+Diagnostics on stderr: ``BENCH_MISSES=1`` lists every missed positive and every false claim (layout, the
+right template's votes and inliers, what was claimed), ``BENCH_HITS=1`` every hit's query part, inliers,
+share, votes and coverage (for calibrating the route's thresholds on the tuning seed only).
+
 Usage: ``python bench/templates.py [--seed 23] [--entities 5000] [--queries-per-template 2]``.
 """
 
@@ -424,6 +428,16 @@ def main() -> None:
             lat.append((t2 - t0) * 1000)
             lat_prepare.append((t1 - t0) * 1000)
             accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
+            if os.environ.get("BENCH_HITS") and positive and accepted and accepted[0].entity_id == entity_of.get(tid):
+                print(f"hit {style} {accepted[0].crop} {accepted[0].inliers} {accepted[0].share} {accepted[0].votes} {accepted[0].coverage}", file=sys.stderr)
+            if os.environ.get("BENCH_MISSES") and not positive and accepted:
+                print(f"false claim {style} {tid} {layout}: {[(template_of.get(m.entity_id, m.entity_id), m.signal(route.tau), m.inliers, m.share, m.votes, m.crop, m.coverage) for m in accepted[:2]]}",
+                      file=sys.stderr, flush=True)
+            if os.environ.get("BENCH_MISSES") and positive and not (accepted and accepted[0].entity_id == entity_of.get(tid)):
+                right = next((m for m in matches if m.entity_id == entity_of.get(tid)), None)
+                print(f"miss {style} {tid} {layout}: regions {len(getattr(prepared, 'regions', ()))}, right: "
+                      f"{None if right is None else (right.votes, right.inliers, right.crop, right.contest)}, claimed: "
+                      f"{[(template_of.get(m.entity_id), m.inliers) for m in accepted[:2]]}", file=sys.stderr, flush=True)
             nearest = min((m for m in matches if m.distance is not None), key=lambda m: m.distance, default=None)
             rows.append({
                 "style": style, "tid": tid, "positive": positive,
@@ -573,6 +587,12 @@ def main() -> None:
             "route_p50": round(statistics.median(lat), 2), "route_p95": round(pct(lat, 0.95), 2),
             "prepare_p50": round(statistics.median(lat_prepare), 2), "prepare_p95": round(pct(lat_prepare, 0.95), 2),
             "route_cpu_p50": round(statistics.median(cpu), 2), "route_cpu_p95": round(pct(cpu, 0.95), 2),
+            # the query thread's CPU per style and side (found / not in the KB): where the p95 comes from
+            "route_cpu_p50_p95_by_style": {
+                f"{style}{'' if side else ' (not in KB)'}": [round(statistics.median(sel), 1), round(pct(sel, 0.95), 1)]
+                for style in styles for side in (True, False)
+                for sel in [[c for c, r in zip(cpu, rows) if r["style"] == style and r["positive"] == side]] if sel
+            },
             "before_route_p50": round(statistics.median([b["ms"] for b in baseline]), 2) if baseline else None,
             "before_route_p95": round(pct([b["ms"] for b in baseline], 0.95), 2) if baseline else None,
             "note": "wall time on a shared 2-core machine (see load_avg_1m); cpu = the query thread's own CPU time",

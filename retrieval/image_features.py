@@ -46,6 +46,10 @@ QUERY_FEATURES = 1000
 QUERY_PIXELS = 800_000
 QUERY_MAX_SIDE = 1600
 QUERY_DETECT = 1600
+#: a query whose picture regions are described apart (:func:`picture_regions`): the whole picture at this budget
+QUERY_PIXELS_WITH_REGIONS = 400_000
+QUERY_FEATURES_WITH_REGIONS = 700
+QUERY_DETECT_WITH_REGIONS = 1100
 #: the query's keypoints are detected tile by tile over this many tiles a side (see :func:`describe_query`)
 QUERY_TILES = 3
 QUERY_FAST_THRESHOLD = 12
@@ -207,12 +211,12 @@ def describe_entity(img: Image.Image) -> Features:
                     coarse=len(small_kp))
 
 
-def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int = 24) -> list:
+def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int = 24, detect: int = QUERY_DETECT) -> list:
     """ORB keypoints detected tile by tile (``tiles``×``tiles``, overlapping by ``margin``), strongest first
     within each tile: one detector over the whole picture keeps the corners of black-on-white text and
     drops the template beside it, whose corners respond less."""
     h, w = arr.shape
-    per = max(64, QUERY_DETECT // (tiles * tiles))
+    per = max(64, detect // (tiles * tiles))
     orb = cv2.ORB_create(nfeatures=per, fastThreshold=QUERY_FAST_THRESHOLD, edgeThreshold=15, patchSize=15)
     out = []
     for ty in range(tiles):
@@ -231,27 +235,29 @@ def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int
     return out
 
 
-def describe_query(img: Image.Image) -> Features:
+def describe_query(img: Image.Image, pixels: int = QUERY_PIXELS, features: int = QUERY_FEATURES, detect: int = QUERY_DETECT) -> Features:
     """The query's features, spread over the picture: described near its own resolution (at most
     :data:`QUERY_PIXELS`, longest side :data:`QUERY_MAX_SIDE`: a template in one cell of a grid keeps its
     pixels), :data:`QUERY_DETECT` keypoints detected and the :data:`QUERY_FEATURES` strongest taken cell by
-    cell of an 8×8 grid, so that chrome and text do not spend the budget a small template needs."""
+    cell of an 8×8 grid, so that chrome and text do not spend the budget a small template needs.  A query
+    whose picture regions are described apart is described with a smaller budget (``pixels``, ``features``,
+    ``detect``: :data:`QUERY_PIXELS_WITH_REGIONS`)."""
     from retrieval.descriptor_index import spread
 
     cv2 = _cv2()
     longest = max(1, img.width, img.height)
-    scale = min(1.0, QUERY_MAX_SIDE / longest, (QUERY_PIXELS / max(1, img.width * img.height)) ** 0.5)
+    scale = min(1.0, QUERY_MAX_SIDE / longest, (pixels / max(1, img.width * img.height)) ** 0.5)
     arr = _grey_array(img, max(32, int(round(longest * scale))))
     h, w = arr.shape
     if min(h, w) < 32:
         return Features.empty(w, h)
-    orb = cv2.ORB_create(nfeatures=QUERY_DETECT, fastThreshold=7, edgeThreshold=15, patchSize=15)
-    keypoints = _tiled_keypoints(cv2, arr)
+    orb = cv2.ORB_create(nfeatures=detect, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    keypoints = _tiled_keypoints(cv2, arr, detect=detect)
     if not keypoints:
         return Features.empty(w, h)
-    if len(keypoints) > QUERY_FEATURES:
+    if len(keypoints) > features:
         points = np.array([k.pt for k in keypoints], dtype=np.float32)
-        keypoints = [keypoints[i] for i in spread(points, QUERY_FEATURES, w, h).tolist()]
+        keypoints = [keypoints[i] for i in spread(points, features, w, h).tolist()]
     keypoints, descriptors = orb.compute(arr, keypoints)
     if descriptors is None or not keypoints:
         return Features.empty(w, h)
@@ -349,3 +355,160 @@ def evidence(inliers: int, required: int = MIN_INLIERS) -> float:
     if inliers < required:
         return 0.0
     return min(1.0, 0.5 + 0.5 * (inliers - required) / (3 * required))
+
+
+#: longest side of the grey copy the query's picture regions are found in (:func:`picture_regions`)
+REGION_WORK_SIDE = 720
+#: a picture region is described at this longest side (a small grid cell is enlarged up to :data:`REGION_MAX_UPSCALE`×)
+REGION_SIDE = 340
+REGION_MAX_UPSCALE = 2.5
+REGION_FEATURES = 400
+#: at most this many regions per query (the largest first)
+MAX_REGIONS = 6
+
+
+def _dominant_levels(grey: np.ndarray, count: int = 2, tolerance: int = 10) -> list[int]:
+    """The grey levels of the page and the card: the most common levels (``tolerance`` apart) that are flat
+    colours (most of the pixels near the level sit within 2 of it: a picture's smooth gradient with its
+    noise spreads wider)."""
+    hist = np.bincount(grey.reshape(-1), minlength=256).astype(np.int64)
+    smooth = np.convolve(hist, np.ones(2 * 2 + 1, np.int64), mode="same")
+    out: list[int] = []
+    total = grey.size
+    for _ in range(4 * count):
+        level = int(smooth.argmax())
+        if smooth[level] < 0.08 * total or len(out) >= count:
+            break
+        near = hist[max(0, level - 12) : level + 13].sum()
+        if smooth[level] >= 0.6 * near:
+            out.append(level)
+        smooth[max(0, level - 2 * tolerance) : level + 2 * tolerance + 1] = 0
+    return out
+
+
+def _gutters(background: np.ndarray, axis: int, min_cell: int) -> list[tuple[int, int]]:
+    """Spans along ``axis`` (0: columns, 1: rows) of a block separated by gutters: runs of lines that are
+    nearly all page or card colour (the gap between the cells of an image grid); one span when none."""
+    flat = background.mean(axis=axis) >= 0.85
+    spans, start = [], None
+    for i, gutter in enumerate([*flat.tolist(), True]):
+        if not gutter and start is None:
+            start = i
+        elif gutter and start is not None:
+            if i - start >= min_cell:
+                spans.append((start, i))
+            start = None
+    return spans or [(0, len(flat))]
+
+
+def grey_of(img: Image.Image) -> np.ndarray:
+    """The picture's grey pixels at full size (computed once per query for :func:`picture_regions` and
+    :func:`describe_region`)."""
+    from retrieval.image_hash import flatten_grey
+
+    return np.asarray(flatten_grey(img), dtype=np.uint8)
+
+
+def _shrunk(grey: np.ndarray, side: int) -> np.ndarray:
+    cv2 = _cv2()
+    h, w = grey.shape
+    if max(h, w) <= side:
+        return grey
+    scale = side / max(h, w)
+    return cv2.resize(grey, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+
+
+def _tilted(component: np.ndarray, degrees: float = 1.0) -> bool:
+    """The block's outline (its smallest enclosing rectangle) is turned by more than ``degrees``: a
+    rotated screenshot, whose gutters are not straight lines of the copy."""
+    cv2 = _cv2()
+    contours, _ = cv2.findContours(component.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    if not contours:
+        return False
+    points = max(contours, key=len)
+    angle = float(cv2.minAreaRect(points)[2]) % 90.0
+    return min(angle, 90.0 - angle) > degrees
+
+
+def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, float, float]]:
+    """Boxes (fractions of the picture: x0, y0, x1, y1) of the pictures a screenshot shows: the meme of a
+    post, each cell of an image grid, the cover of a card.  Found in a grey copy: pixels off the page and
+    card colours, opened (text strokes and thin lines go), connected blocks of a useful size, a block cut
+    along its gutters (lines nearly all page or card colour) into cells; a turned block that no gutter
+    cuts and that is shaped like a row of three or a 2×2 grid also gives its thirds or quarters (a rotated
+    grid's gutters are not straight lines of the copy).  Empty when the picture has no plain page colour."""
+    cv2 = _cv2()
+
+    arr = _shrunk(img if isinstance(img, np.ndarray) else grey_of(img), REGION_WORK_SIDE)
+    h, w = arr.shape
+    if min(h, w) < 48:
+        return []
+    levels = _dominant_levels(arr)
+    if not levels:
+        return []
+    grey = arr.astype(np.int16)
+    background = np.zeros(arr.shape, bool)
+    for level in levels:
+        background |= np.abs(grey - level) <= 10
+    mask = (~background).astype(np.uint8)
+    k = max(3, (min(h, w) // 100) | 1)
+    mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
+    min_side = max(24, min(h, w) // 10)
+    boxes: list[tuple[int, int, int, int]] = []
+    for i in range(1, n):
+        x, y, bw, bh, area = (int(v) for v in stats[i])
+        if bw < min_side or bh < min_side or area < 0.35 * bw * bh:
+            continue
+        cells = []
+        for cx0, cx1 in _gutters(background[y : y + bh, x : x + bw], 0, min_side):
+            for ry0, ry1 in _gutters(background[y : y + bh, x + cx0 : x + cx1], 1, min_side):
+                cells.append((x + cx0, y + ry0, x + cx1, y + ry1))
+        boxes.extend(cells)
+        if len(cells) == 1 and bw * bh >= 0.08 * w * h and _tilted(labels[y : y + bh, x : x + bw] == i):  # a rotated grid?
+            if bw >= 2.2 * bh:
+                boxes.extend((x + j * bw // 3, y, x + (j + 1) * bw // 3, y + bh) for j in range(3))
+            elif 0.7 <= bw / bh <= 1.4:
+                boxes.extend((x + a * bw // 2, y + b * bh // 2, x + (a + 1) * bw // 2, y + (b + 1) * bh // 2)
+                             for b in range(2) for a in range(2))
+    boxes.sort(key=lambda b: -(b[2] - b[0]) * (b[3] - b[1]))
+    out = []
+    for x0, y0, x1, y1 in boxes[:MAX_REGIONS]:
+        if (x1 - x0) * (y1 - y0) > 0.7 * w * h:
+            continue  # the picture is this block: the whole picture's description covers it
+        out.append((x0 / w, y0 / h, x1 / w, y1 / h))
+    return out
+
+
+def describe_region(
+    img: Image.Image | np.ndarray, box: tuple[float, float, float, float], n_features: int = REGION_FEATURES,
+) -> tuple[Features, tuple[float, float, float, float]]:
+    """One picture region of the query (``box`` in fractions, grown by 2 % a side), described at
+    :data:`REGION_SIDE` (a small cell enlarged up to :data:`REGION_MAX_UPSCALE`×: its template then meets the
+    stored keypoints of its own scale) with ``n_features`` keypoints; the features (they keep their pixels for
+    :func:`mirrored_query`) and the box described (fractions).  ``img``: the picture or its :func:`grey_of`."""
+    cv2 = _cv2()
+    grey = img if isinstance(img, np.ndarray) else grey_of(img)
+    H, W = grey.shape
+    x0, y0, x1, y1 = box
+    gx, gy = 0.02 * (x1 - x0), 0.02 * (y1 - y0)
+    left, top = int(max(0.0, x0 - gx) * W), int(max(0.0, y0 - gy) * H)
+    right, bottom = max(left + 1, int(min(1.0, x1 + gx) * W)), max(top + 1, int(min(1.0, y1 + gy) * H))
+    grown = (left / W, top / H, right / W, bottom / H)
+    crop = grey[top:bottom, left:right]
+    longest = max(crop.shape)
+    side = int(min(REGION_SIDE, longest * REGION_MAX_UPSCALE))
+    if side != longest:
+        scale = side / longest
+        crop = cv2.resize(crop, (max(1, round(crop.shape[1] * scale)), max(1, round(crop.shape[0] * scale))),
+                          interpolation=cv2.INTER_LINEAR if scale > 1 else cv2.INTER_AREA)
+    h, w = crop.shape
+    if min(h, w) < 32:
+        return Features.empty(w, h), grown
+    orb = cv2.ORB_create(nfeatures=n_features, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    keypoints, descriptors = orb.detectAndCompute(np.ascontiguousarray(crop), None)
+    if descriptors is None or not keypoints:
+        return Features.empty(w, h), grown
+    out = Features(np.array([k.pt for k in keypoints], dtype=np.float32), descriptors.astype(np.uint8), w, h)
+    object.__setattr__(out, "_source", (np.ascontiguousarray(crop), keypoints))  # for :func:`mirrored_query`
+    return out, grown

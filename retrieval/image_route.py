@@ -12,7 +12,9 @@ the rest are indexed.
 
 **Query side**, once per request (:meth:`ImageRoute.prepare`): the image is hashed with its
 crops (caption bands removed, borders trimmed, the picture inside a screenshot) and described
-by local features.  Stage 1: each crop is one nearest-neighbour search in the store; per
+by local features, the whole picture and each picture region it shows (a post's meme, each
+cell of an image grid: :func:`retrieval.image_features.picture_regions`) apart, a small region
+enlarged; the whole picture's and every region's descriptors vote in one faiss search.  Stage 1: each crop is one nearest-neighbour search in the store; per
 entity the smallest Hamming distance wins.  Stage 2: the :attr:`ImageRoute.verify` nearest
 entities are verified geometrically against their stored features (ratio-tested matches,
 RANSAC homography, :func:`retrieval.image_features.verify`).  The accept rule::
@@ -52,7 +54,8 @@ from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImage
 from retrieval import image_features as feats
 from retrieval.descriptor_index import DescriptorIndex, ImageKey
 from retrieval.image_hash import (
-    HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, hash_image, open_image, query_variants, sample_frames, trim_borders,
+    HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
+    trim_borders,
 )
 
 import numpy as np
@@ -76,6 +79,8 @@ DEFAULT_VOTE = 6
 HASH_VERIFY_MAX = 48
 #: the mirrored pass verifies only templates the flipped picture gives at least this many votes
 MIRROR_MIN_VOTES = 6
+#: ... and those a flipped picture region votes for from this many (a region's few hundred descriptors)
+MIRROR_MIN_VOTES_REGION = 4
 #: a template shortlisted by votes alone is verified from this many votes (its verification needs ≥ 10 inliers)
 MIN_VOTES = 3
 #: a template verified over the same part of the query as another one is claimed only when its strength
@@ -86,6 +91,18 @@ LOOKALIKE_MARGIN = 1.3
 CONTEST_NOISE = 2.0
 #: two verified outlines compete for the query when this share of the smaller one overlaps the other
 COMPETING_OVERLAP = 0.5
+#: entities shortlisted by each picture region's own descriptor votes
+REGION_VOTE = 3
+#: a template verified in a picture region covers at least this share of it (bench/templates.py, tuning seed:
+#: right templates 0.80-3.95 of their region, cropped by the cell; a chance match of a synthetic template 0.04)
+REGION_MIN_COVERAGE = 0.5
+#: a region's best-voted template is verified from this many votes (the others from :data:`MIN_VOTES`)
+REGION_TOP_VOTES = 2
+#: each picture region votes with this many of its descriptors (spread over it); all of them verify
+REGION_VOTERS = 300
+#: when the query has picture regions, the whole picture votes with this many of its descriptors (spread
+#: over it; the regions vote for what it shows): the faiss search is the largest cost of a query
+FULL_VOTERS_WITH_REGIONS = 300
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -96,8 +113,11 @@ class QueryImage(QueryHashes):
     embeddings: tuple[tuple[str, "np.ndarray"], ...] = ()
     #: local features, tried in this order: the picture inside a screenshot (when found), the whole image
     features: tuple[tuple[str, feats.Features], ...] = ()
-    #: the decoded image (for the mirrored pass, described only when nothing verified as it is)
+    #: the decoded picture, grey and upright (for the mirrored pass and the focus crops)
     picture: Any = None
+    #: the pictures a screenshot shows (a post's meme, each cell of a grid), each described apart and enlarged
+    #: when small: (box in the picture's fractions, features) (:func:`retrieval.image_features.picture_regions`)
+    regions: tuple[tuple[tuple[float, float, float, float], feats.Features], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -378,16 +398,25 @@ class ImageRoute:
         """Hash, describe (and with an embedder, embed) a query image once; raises the PIL error for
         bytes that are not an image."""
         img = open_image(data)
-        variants = query_variants(img) if self.crops else [("full", img)]
+        # the grey picture once (hashes, regions and features all read grey pixels: the same bits as from the
+        # colour picture, without converting it again for every crop); the embedder reads the colour crops
+        grey_img = flatten_grey(img)
+        crops_of = img if self.embedder is not None else grey_img
+        variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
         hashes = tuple((name, hash_image(v)) for name, v in variants)
         embeddings: tuple[tuple[str, Any], ...] = ()
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
             embeddings = tuple((name, vectors[i]) for i, (name, _) in enumerate(variants))
-        # one description of the whole picture, its keypoints spread tile by tile (the picture inside a
-        # screenshot or a grid cell keeps its share without a crop described apart)
-        described = (("full", feats.describe_query(img)),)
-        return QueryImage(hashes, img.width, img.height, embeddings, described, img)
+        # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged;
+        # then the whole picture, its keypoints spread tile by tile (at a smaller budget when regions were found)
+        grey = np.asarray(grey_img, dtype=np.uint8)
+        regions = tuple(r for r in (feats.describe_region(grey, box) for box in feats.picture_regions(grey))
+                        if r[0].count >= feats.MIN_KEYPOINTS)
+        full = feats.describe_query(grey_img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
+                                    feats.QUERY_DETECT_WITH_REGIONS) if regions else feats.describe_query(grey_img)
+        described = (("full", full),)
+        return QueryImage(hashes, grey_img.width, grey_img.height, embeddings, described, grey_img, tuple((box, f) for f, box in regions))
 
     hash_query = prepare  # the earlier name
 
@@ -419,6 +448,8 @@ class ImageRoute:
                 if query.count < feats.MIN_KEYPOINTS:
                     continue
                 v = feats.verify(query, stored)
+                if v.verified and part.startswith("region") and (v.coverage or 0.0) < REGION_MIN_COVERAGE:
+                    v = dataclasses.replace(v, coverage=None)  # a region shows a picture: its template fills it
                 if v.verified:
                     if v.strength > best:
                         best = v.strength
@@ -432,24 +463,52 @@ class ImageRoute:
                 break  # a strongly verified frame: the entity's other frames cannot do much better
         return out
 
-    def _voted(self, features: Sequence[tuple[str, feats.Features]], language: str | None) -> dict[str, tuple[int, list[ImageKey], Any]]:
-        """Entities shortlisted by descriptor votes of the query's whole-picture features: entity id →
-        (best frame's votes, voted frames, where its voters sit: a box in the full part's fractions),
-        the :attr:`vote` best entities."""
+    def _voted(
+        self, features: Sequence[tuple[str, feats.Features]], language: str | None, regions: Sequence[feats.Features] = (),
+        whole_voters: int | None = None,
+    ) -> dict[str, "_Voted"]:
+        """Entities shortlisted by descriptor votes: the :attr:`vote` best of the whole picture's features and
+        the :data:`REGION_VOTE` best of each picture region's, from one faiss search; entity id → its best
+        frame's votes, voted frames, where its whole-picture voters sit (a box in fractions) and the regions
+        that voted for it (region index → votes).  ``whole_voters``: how many of the whole picture's descriptors
+        vote (default: all of them, :data:`FULL_VOTERS_WITH_REGIONS` when there are regions)."""
         self._ensure_descriptors()
         full = next((f for part, f in features if part == "full"), None)
         if full is None or full.count < feats.MIN_KEYPOINTS or not self.descriptors.size:
             return {}
-        out: dict[str, tuple[int, list[ImageKey], Any]] = {}
-        for v in self.descriptors.vote(full.descriptors, top=4 * self.vote, language=language):
-            votes, keys, box = out.get(v.key.entity_id, (0, [], None))
-            if v.key.entity_id not in out and len(out) >= self.vote:
+        from retrieval.descriptor_index import spread
+
+        voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
+        n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
+        whole = spread(full.points, n_whole, full.width, full.height) if n_whole else np.zeros(0, np.int64)
+        lists = self.descriptors.vote_many([full.descriptors[whole], *voters], top=4 * self.vote, language=language)
+        lists[0] = [dataclasses.replace(v, voters=tuple(whole[list(v.voters)].tolist())) for v in lists[0]]
+        out: dict[str, _Voted] = {}
+        for v in lists[0]:
+            c = out.get(v.key.entity_id)
+            if c is None and len(out) >= self.vote:
                 continue
-            if v.votes > votes and len(v.voters) >= 4:
+            c = out.setdefault(v.key.entity_id, _Voted())
+            if v.votes > c.votes and len(v.voters) >= 4:
                 pts = full.points[list(v.voters)]
                 lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
-                box = (lo / [full.width, full.height], hi / [full.width, full.height])
-            out[v.key.entity_id] = (max(votes, v.votes), [*keys, v.key], box)
+                c.box = (lo / [full.width, full.height], hi / [full.width, full.height])
+            c.votes = max(c.votes, v.votes)
+            c.keys.append(v.key)
+        for j, votes in enumerate(lists[1:]):
+            taken: set[str] = set()
+            for rank, v in enumerate(votes):
+                eid = v.key.entity_id
+                # a region's best-voted template is checked from REGION_TOP_VOTES votes (a small cell gets few)
+                if (eid not in taken and len(taken) >= REGION_VOTE) or v.votes < (REGION_TOP_VOTES if rank == 0 else MIN_VOTES):
+                    continue
+                taken.add(eid)
+                c = out.setdefault(eid, _Voted())
+                c.need = min(c.need, REGION_TOP_VOTES if rank == 0 else MIN_VOTES)
+                c.votes = max(c.votes, v.votes)
+                c.regions[j] = max(c.regions.get(j, 0), v.votes)
+                if v.key not in c.keys:
+                    c.keys.append(v.key)
         return out
 
     @staticmethod
@@ -481,12 +540,14 @@ class ImageRoute:
     def _geometric(
         self, features: Sequence[tuple[str, feats.Features]], best: dict[str, ImageMatch], frames: dict[str, list[dict[str, Any]]],
         language: str | None, mirrored: bool = False, picture: Any = None,
+        regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]] = (), whole_voters: int | None = None,
     ) -> dict[str, ImageMatch]:
-        """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist; returns the
-        checked entities' matches (the hash-only ones unchanged)."""
+        """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist (of the whole
+        picture and of each picture region); returns the checked entities' matches (the hash-only ones
+        unchanged).  A candidate is verified first in the regions that voted for it, then in the whole picture."""
         query_keypoints = max(f.count for _, f in features)
-        voted = self._voted(features, language) if self.vote else {}
-        payloads = self._payloads([k for _, keys, _ in voted.values() for k in keys])
+        voted = self._voted(features, language, [f for _, f in regions], whole_voters) if self.vote else {}
+        payloads = self._payloads([k for c in voted.values() for k in c.keys])
         nearest = [] if mirrored else [
             m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
             if m.distance is not None and m.distance <= HASH_VERIFY_MAX
@@ -495,14 +556,15 @@ class ImageRoute:
         strong_votes = 0
         focused: list[tuple[Any, feats.Features]] = []
         for eid in dict.fromkeys([*voted, *nearest]):
-            votes, keys, box = voted.get(eid, (0, [], None))
+            cand = voted.get(eid) or _Voted()
+            votes, keys, box = cand.votes, cand.keys, cand.box
             m = best.get(eid)
             near = m is not None and m.distance is not None and m.distance <= NEAR_DUPLICATE
             if strong_votes and votes < strong_votes / 4 and not near:
                 continue  # a template verified strongly with 4× these votes: this one is not a look-alike of it
-            if eid not in nearest and votes < MIN_VOTES:
+            if eid not in nearest and votes < cand.need:
                 continue  # shortlisted by a few chance votes only: never worth a geometric check
-            if mirrored and votes < MIRROR_MIN_VOTES:
+            if mirrored and votes < (MIRROR_MIN_VOTES_REGION if cand.regions else MIRROR_MIN_VOTES):
                 continue  # the mirrored pass checks only what the flipped picture votes for clearly
             hits = list(frames.get(eid, []))
             for key in keys:
@@ -511,7 +573,8 @@ class ImageRoute:
                     hits.insert(0, image)
             if not hits:
                 continue
-            v = self._verify(list(features), hits)
+            own = [(f"region{j}", regions[j][1]) for j in sorted(cand.regions, key=lambda j: -cand.regions[j])]
+            v = self._verify([*own, *features], hits)
             focus = None
             if v["coverage"] is None and box is not None and picture is not None:
                 # not verified in the whole picture: the part where its votes sit, described at full resolution
@@ -524,15 +587,18 @@ class ImageRoute:
                     again = self._verify([("focus", focus[0])], hits)
                     if again["coverage"] is not None:
                         v = again
-            if v["part"] == "focus" and focus is not None and v["quad"] is not None:  # the outline in the whole picture's fractions
-                x0, y0, x1, y1 = focus[1]
+            frame = focus[1] if v["part"] == "focus" and focus is not None else None
+            if v["part"] and v["part"].startswith("region"):
+                frame = regions[int(v["part"][len("region"):])][0]
+            if frame is not None and v["quad"] is not None:  # the outline in the whole picture's fractions
+                x0, y0, x1, y1 = frame
                 v["quad"] = v["quad"] * np.array([x1 - x0, y1 - y0], np.float32) + np.array([x0, y0], np.float32)
             m = best.get(eid)
             checked[eid] = ImageMatch(
                 eid, m.distance if m is not None else None, v["part"] or (m.crop if m is not None else "full"),
                 v["image"] or (m.image if m is not None else hits[0]), inliers=v["inliers"], keypoints=v["keypoints"],
                 query_keypoints=query_keypoints, coverage=v["coverage"], share=v["share"], quad=v["quad"],
-                votes=voted[eid][0] if eid in voted else None, mirrored=mirrored and v["coverage"] is not None,
+                votes=voted[eid].votes if eid in voted else None, mirrored=mirrored and v["coverage"] is not None,
             )
             if v["coverage"] is not None and feats.evidence(v["inliers"], feats.required_inliers(v["keypoints"])) >= 1.0:
                 strong_votes = max(strong_votes, votes)
@@ -594,7 +660,8 @@ class ImageRoute:
         features = tuple(getattr(query, "features", ()) or ())
         if features:
             picture = getattr(query, "picture", None)
-            best.update(self._geometric(features, best, frames, language, picture=picture))
+            regions = tuple(getattr(query, "regions", ()) or ())
+            best.update(self._geometric(features, best, frames, language, picture=picture, regions=regions))
             if self.mirror and picture is not None and not any(m.verified for m in best.values()):
                 from PIL import ImageOps
 
@@ -602,7 +669,12 @@ class ImageRoute:
                 search("mirrored", hash_image(flipped).vector())
                 full = next((f for part, f in features if part == "full"), None)
                 described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
-                again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped)
+                flipped_regions = tuple(  # each region's keypoints mirrored and described in the flipped region
+                    ((1.0 - x1, y0, 1.0 - x0, y1), feats.mirrored_query(f)) for (x0, y0, x1, y1), f in regions
+                )
+                # the flipped regions vote for what the picture shows; the whole flipped picture then only verifies
+                again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
+                                        regions=flipped_regions, whole_voters=0 if flipped_regions else None)
                 best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
@@ -635,6 +707,18 @@ class ImageRoute:
         return sorted((m for _, m in best.values()), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
 
 
+@dataclass
+class _Voted:
+    """An entity's descriptor votes (:meth:`ImageRoute._voted`)."""
+
+    votes: int = 0
+    keys: list[ImageKey] = field(default_factory=list)
+    box: Any = None
+    regions: dict[int, int] = field(default_factory=dict)
+    #: the votes that make it worth a geometric check (fewer for a region's best-voted template)
+    need: int = MIN_VOTES
+
+
 def _same_box(a: Any, b: Any, tol: float = 0.05) -> bool:
     return all(abs(float(x) - float(y)) <= tol for p, q in zip(a, b) for x, y in zip(p, q))
 
@@ -642,8 +726,8 @@ def _same_box(a: Any, b: Any, tol: float = 0.05) -> bool:
 def _competing(a: ImageMatch, b: ImageMatch) -> bool:
     """Two verified templates compete when their outlines overlap in the same query part (a part
     described apart, the picture of a screenshot, is taken as the same place)."""
-    def frame(crop: str) -> str:  # a focus crop's outline is mapped to the whole picture's fractions
-        return "full" if crop == "focus" else crop
+    def frame(crop: str) -> str:  # a focus crop's or a region's outline is mapped to the whole picture's fractions
+        return "full" if crop == "focus" or crop.startswith("region") else crop
 
     if a.quad is None or b.quad is None or frame(a.crop) != frame(b.crop):
         return True

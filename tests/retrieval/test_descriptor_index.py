@@ -147,3 +147,14 @@ def test_a_mirrored_picture_verifies_through_its_mirrored_keypoints():
     assert mirrored.count == q.count
     v = feats.verify(mirrored, stored)
     assert v.verified and v.inliers > 2 * direct.inliers and v.quad is not None and v.quad[:, 0].max() < 0.5 * page.width  # the flipped picture's left half
+
+
+def test_several_descriptor_sets_vote_in_one_search_as_they_would_apart(tmp_path):
+    index = _index(tmp_path)
+    a, b, empty = _features(3).descriptors, _features(6).descriptors, np.zeros((0, 32), np.uint8)
+    together = index.vote_many([a, empty, b], top=3)
+    assert len(together) == 3 and together[1] == []
+    assert together[0] == index.vote(a, top=3) and together[2] == index.vote(b, top=3)
+    assert together[0][0].key.entity_id == "e3" and together[2][0].key.entity_id == "e6"
+    # each set's voters index into that set
+    assert max(together[2][0].voters) < len(b)

@@ -153,3 +153,57 @@ def test_a_contest_lead_within_inlier_noise_claims_nothing():
     tie = ImageRoute._contest({"a": verified("a", 20, 0.3), "b": verified("b", 15, 0.3)})  # 1.33× but 5 inliers apart
     assert (tie["a"].contest, tie["b"].contest) == ("ambiguous", "ambiguous")
     assert tie["a"].signal(32) is None and tie["b"].signal(32) is None
+
+
+def _inside(box, expected, tol=0.04) -> bool:
+    return all(abs(a - b) <= tol for a, b in zip(box, expected))
+
+
+def test_picture_regions_are_the_cells_of_a_grid_and_none_for_a_plain_meme():
+    from retrieval import image_features as feats
+
+    cells = [textured(s) for s in (90, 91, 92, 93)]
+    width, gap = 1000, 6
+    cw = (width - 40 - gap) // 2
+    height = 140 + 2 * (cw + gap) + 80
+    boxes = feats.picture_regions(Image.open(io.BytesIO(grid_post(cells, cols=2, width=width, dark=False))))
+    for c, r in ((0, 0), (1, 0), (0, 1), (1, 1)):  # each cell, found by the gutters between the cells
+        x0, y0 = 20 + c * (cw + gap), 120 + r * (cw + gap)
+        expected = (x0 / width, y0 / height, (x0 + cw) / width, (y0 + cw) / height)
+        assert any(_inside(b, expected) for b in boxes), (expected, boxes)
+    # a meme that fills the picture has no region to describe apart
+    assert feats.picture_regions(Image.open(io.BytesIO(meme_of(textured(94), 94)))) == []
+
+
+def test_a_template_in_a_small_cell_is_verified_in_its_region_enlarged(kb):
+    ent = _add(kb, "Small Cell Template", to_bytes(textured(95)))
+    _add(kb, "Other Small", to_bytes(textured(96)))
+    # a 1×3 row on a 600 px page: each cell ~180 px, the template shown at under half its stored size
+    shot = grid_post([textured(97), textured(95), textured(98)], cols=3, width=600, dark=False)
+    route: ImageRoute = kb.image_route
+    query = route.prepare(shot)
+    assert len(query.regions) >= 3
+    (match,) = [m for m in route.match(query) if m.signal(route.tau)]
+    assert match.entity_id == ent.id and match.verified and match.crop.startswith("region")
+    # its outline (the whole template: the square cell crops its sides) is centred on the middle cell, in the
+    # whole picture's fractions (not the region's)
+    xs = [float(x) for x, _ in match.quad]
+    assert 0.45 < sum(xs) / 4 < 0.55 and max(xs) - min(xs) < 0.5
+
+
+def test_an_exif_rotated_upload_is_read_upright_for_every_crop(kb):
+    from tests.retrieval.test_image_verification import screenshot_of
+
+    upright = Image.open(io.BytesIO(screenshot_of(meme_of(textured(99), 99))))
+    # the same screenshot stored on its side with an EXIF orientation tag that turns it upright (a phone photo)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise to display
+    buf = io.BytesIO()
+    upright.transpose(Image.Transpose.ROTATE_90).save(buf, "JPEG", quality=90, exif=exif.tobytes())
+    route: ImageRoute = kb.image_route
+    a, b = route.prepare(to_bytes(upright, "JPEG", quality=90)), route.prepare(buf.getvalue())
+    assert (b.width, b.height) == (a.width, a.height)
+    crops_a, crops_b = dict(a.variants), dict(b.variants)
+    assert "picture_region" in crops_a and "picture_region" in crops_b
+    # the crop of the post's picture is cut from the upright picture: the same hash within JPEG noise
+    assert crops_a["picture_region"].distance(crops_b["picture_region"]) <= 8
