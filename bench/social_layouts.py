@@ -28,6 +28,8 @@ from PIL import Image, ImageDraw, ImageFont, ImageOps
 FAMILIES = ("x_en", "weibo_zh", "wechat_zh", "facebook_en", "reddit_en", "xhs_zh")
 TUNING_FAMILIES = ("x_en", "weibo_zh", "wechat_zh")
 HELD_OUT_FAMILIES = ("facebook_en", "reddit_en", "xhs_zh")
+#: a narrow grid's block, in shares of the post's width (cells then 10-23 % of it: small, as in one column of a card feed)
+NARROW_BLOCK = (0.30, 0.45)
 
 WORDS = (
     "when you finally understand the meme but nobody asked me explaining to my cat why monday is the worst day ever "
@@ -342,12 +344,19 @@ def xhs_feed(pictures: list[Image.Image], layout: Layout, th: Theme, rng: random
 
 def draw_layout(
     template: Image.Image, fillers: list[Image.Image], rng: random.Random, family: str | None = None, grid: str | None = None,
+    narrow: bool = False,
 ) -> tuple[bytes, Layout]:
     """A screenshot of a feed showing ``template`` (in one cell of a grid when ``grid`` is not single;
-    ``fillers`` fill the other cells and the other card); returns JPEG bytes and the axes drawn."""
+    ``fillers`` fill the other cells and the other card); returns JPEG bytes and the axes drawn.  ``narrow``:
+    a grid's whole block at :data:`NARROW_BLOCK` of the post's width (small cells, as a card feed's column
+    draws them), in any family."""
     family = family or rng.choice(FAMILIES)
     grid = grid or "single"
-    share = rng.uniform(0.25, 0.7) if grid == "single" else rng.uniform(0.25, 0.45 if grid == "2x2" else 0.32)
+    cols = 1 if grid == "single" else (2 if grid == "2x2" else 3)
+    if narrow and grid != "single":
+        share = rng.uniform(*NARROW_BLOCK) / cols
+    else:
+        share = rng.uniform(0.25, 0.7) if grid == "single" else rng.uniform(0.25, 0.45 if grid == "2x2" else 0.32)
     layout = Layout(
         family=family, dark=rng.random() < 0.4, grid=grid, quote=rng.random() < 0.3, status_bar=rng.random() < 0.5,
         radius=rng.choice([0, 0, 8, 16, 24]), border=rng.random() < 0.4, share=share,

@@ -59,9 +59,9 @@ WORDS = (
     "when you finally understand the meme but nobody asked me explaining to my cat why monday is the worst day ever "
     "boss said deadline tomorrow coffee again my code works on my machine friday night plans cancelled"
 ).split()
-STYLES = ("plain", "screenshot", "grid", "lookalike", "blank_background", "animated")
+STYLES = ("plain", "screenshot", "grid", "lookalike", "blank_background", "animated", "grid_narrow")
 KIND_OF_STYLE = {"plain": "still", "screenshot": "still", "grid": "still", "lookalike": "still", "blank_background": "blank",
-                 "animated": "animated"}
+                 "animated": "animated", "grid_narrow": "still"}
 #: memegen templates with the same drawing style or the same people (same show, same film, same politician
 #: series, same hat): all are indexed, as still images, so that each competes with its look-alikes
 LOOKALIKE_PAIRS = (
@@ -398,6 +398,12 @@ def main() -> None:
                     layout = None
                     if style in ("plain", "lookalike"):
                         data = plain_meme(base, r, band=q % 3 == 2)
+                    elif style == "grid_narrow":  # its own draws: the other styles' queries stay those of earlier rounds
+                        rn = random.Random(f"{args.seed}:query:{tid}:{q}:narrow")
+                        fillers = [picture(f) for f in rn.sample([f for f in fillers_pool if f != tid], 4)]
+                        meme = degrade(captioned(base, rn, False), rn) if rn.random() < 0.7 else base
+                        data, layout = social_layouts.draw_layout(meme, fillers, rn, rn.choice(families), rn.choice(["2x2", "1x3"]),
+                                                                  narrow=True)
                     elif style in ("screenshot", "grid"):
                         fillers = [picture(f) for f in r.sample([f for f in fillers_pool if f != tid], 4)]
                         grid = "single" if style == "screenshot" else r.choice(["2x2", "1x3"])
@@ -515,7 +521,7 @@ def main() -> None:
         return out
 
     per_family: dict[str, dict] = {}
-    for style in ("screenshot", "grid"):
+    for style in ("screenshot", "grid", "grid_narrow"):
         for fam in families:
             sel = [r for r in rows if r["style"] == style and r["family"] == fam]
             per_family.setdefault(style, {})[fam] = figures([r for r in sel if r["positive"]], [r for r in sel if not r["positive"]])

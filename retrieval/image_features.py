@@ -63,6 +63,12 @@ MIN_INLIERS_FLOOR = 10
 #: an entity image with fewer keypoints than this cannot be verified (flat colour, tiny): hashes alone decide
 MIN_KEYPOINTS = 60
 RANSAC_PX = 6.0
+#: an outline covers at least this share of the query part it is found in ...
+MIN_COVERAGE = 0.03
+#: ... or this share, with :data:`SMALL_COVERAGE_INLIERS` × the inliers the template needs (a small grid cell
+#: in a whole screenshot; bench/templates.py grid_narrow, tuning seed)
+SMALL_COVERAGE = 0.008
+SMALL_COVERAGE_INLIERS = 2
 #: the inliers of a verified template span at least this share of its own area (convex hull)
 MIN_SHARE = 0.03
 #: OpenCV works in the calling thread: describing one picture and matching a few hundred descriptors are
@@ -327,7 +333,9 @@ def verify(query: Features, template: Features) -> Verification:
     quad = cv2.perspectiveTransform(corners.reshape(-1, 1, 2), h).reshape(4, 2)
     area = abs(cv2.contourArea(quad.astype(np.float32)))
     coverage = area / float(max(1, query.width * query.height))
-    sane = bool(np.isfinite(quad).all() and _convex(quad) and 0.03 <= coverage <= 4.0)
+    # a template as small as a narrow grid's cell (1-3 % of a screenshot) is placed only by many inliers
+    small_ok = coverage >= SMALL_COVERAGE and inliers >= SMALL_COVERAGE_INLIERS * need
+    sane = bool(np.isfinite(quad).all() and _convex(quad) and (MIN_COVERAGE <= coverage or small_ok) and coverage <= 4.0)
     share = None
     if sane and inliers >= 3:
         inlying = src.reshape(-1, 2)[mask.reshape(-1).astype(bool)]

@@ -214,3 +214,17 @@ def test_a_corrupt_entity_image_is_skipped_with_its_reason_and_the_rest_indexed(
     (skipped,) = route.skipped
     assert skipped.entity_id == bad.id and skipped.image == bad_image.path and skipped.reason.startswith("corrupt:")
     assert {p["entity_id"] for p in route.index.payloads()} == {good.id}
+
+
+def test_a_template_as_small_as_a_narrow_grid_cell_is_placed_only_by_many_inliers(monkeypatch):
+    """An outline over 2 % of the picture (below MIN_COVERAGE) verifies with many inliers, not with few."""
+    template = textured(5, (400, 300))
+    stored = feats.describe_entity(template)
+    page = Image.new("RGB", (1000, 750), (255, 255, 255))
+    page.paste(template.resize((140, 105)), (333, 200))
+    query = feats.describe_query(page)
+    v = feats.verify(query, stored)
+    assert v.verified and v.coverage is not None and v.coverage < feats.MIN_COVERAGE
+    assert v.inliers >= feats.SMALL_COVERAGE_INLIERS * feats.required_inliers(stored.fine)
+    monkeypatch.setattr(feats, "SMALL_COVERAGE_INLIERS", 1 + v.inliers // feats.required_inliers(stored.fine))
+    assert feats.verify(query, stored).coverage is None  # the same outline with fewer inliers than the rule asks
