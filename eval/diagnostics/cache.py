@@ -55,9 +55,10 @@ def _source_hash() -> str:
     return digest.hexdigest()
 
 
-def cache_key(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> str | None:
-    """The key of these inputs, or None when they cannot be fingerprinted (a Qdrant server CultureBase, or
-    an embedded one without a write generation)."""
+def _items_digest(label: str, items: Sequence[Any], settings: Any) -> Any:
+    """A sha256 of ``label``, the diagnostics code, the items' ids, identity and knowledge and the CultureBase
+    entities collection's metadata and write generation; None when the KB cannot be fingerprinted (a Qdrant
+    server CultureBase, or an embedded one without a write generation)."""
     from culturebase.generation import collection_fingerprint
 
     if getattr(settings, "qdrant_url", None):
@@ -65,31 +66,30 @@ def cache_key(items: Sequence[Any], files: Mapping[str, Path], settings: Any) ->
     kb = collection_fingerprint(settings.kb_path, ENTITIES)
     if kb is None:
         return None
-    digest = hashlib.sha256(f"diagnostics v{VERSION}\0{_source_hash()}\0".encode())
+    digest = hashlib.sha256(f"{label} v{VERSION}\0{_source_hash()}\0".encode())
     digest.update(orjson.dumps([[str(i.id), i.identity, i.knowledge] for i in items], default=str))
+    digest.update(kb.encode())
+    return digest
+
+
+def cache_key(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> str | None:
+    """The key of these inputs (:func:`_items_digest`, and each trace file and its run's manifest), or None
+    when they cannot be fingerprinted."""
+    digest = _items_digest("diagnostics", items, settings)
+    if digest is None:
+        return None
     for name in sorted(files):
         path = Path(files[name])
         digest.update(orjson.dumps([name, _stat(path), _stat(path.parent.parent / "manifest.json")]))
-    digest.update(kb.encode())
     return digest.hexdigest()
 
 
 def gold_key(items: Sequence[Any], settings: Any) -> str | None:
-    """The key of the items' gold table (:func:`eval.diagnostics.diagnose.gold_table`): the diagnostics code, the
-    items' ids, identity and knowledge, and the CultureBase entities collection's metadata and write generation;
-    None when the KB cannot be fingerprinted (as :func:`cache_key`).  Reports of different runs over the same
-    benchmark and KB share it."""
-    from culturebase.generation import collection_fingerprint
-
-    if getattr(settings, "qdrant_url", None):
-        return None
-    kb = collection_fingerprint(settings.kb_path, ENTITIES)
-    if kb is None:
-        return None
-    digest = hashlib.sha256(f"gold table v{VERSION}\0{_source_hash()}\0".encode())
-    digest.update(orjson.dumps([[str(i.id), i.identity, i.knowledge] for i in items], default=str))
-    digest.update(kb.encode())
-    return digest.hexdigest()
+    """The key of the items' gold table (:func:`eval.diagnostics.diagnose.gold_table`): :func:`_items_digest`
+    alone, so reports of different runs over the same benchmark and KB share it; None when the KB cannot be
+    fingerprinted."""
+    digest = _items_digest("gold table", items, settings)
+    return None if digest is None else digest.hexdigest()
 
 
 def load_gold(settings: Any, key: str) -> list[tuple[Any, bool | None]] | None:
