@@ -194,7 +194,11 @@ class Systems:
     """The three searches over one corpus, each returning a page ranking and its evidence block."""
 
     def __init__(self, kb: KnowledgeBase, chunks: list[dict[str, Any]]) -> None:
-        import bm25s
+        try:
+            import bm25s
+        except ImportError:
+            raise SystemExit("bench/evidence.py compares against bm25s, which `make install` leaves out: "
+                             "pip install -e '.[bench]'") from None
 
         self.kb = kb
         self.store = kb.store
