@@ -55,7 +55,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from retrieval import lexical as lex
-from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words
+from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words, holds_words
 
 Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
@@ -181,12 +181,6 @@ def script_group(payload: dict[str, Any]) -> str:
     return "cjk" if letters and len(_CJK.findall(sample)) / letters > 0.3 else "latin"
 
 
-def _naming(payload: dict[str, Any], distinctive: Sequence[str]) -> bool:
-    """Whether a chunk's title and text hold every distinctive word of the query."""
-    hay = lex.normalize(f"{payload.get('title') or ''} {payload.get('text') or ''}")
-    return all(w in hay for w in distinctive)
-
-
 def _words(text: str) -> tuple[str, ...]:
     key = lex.normalize(text or "")
     return tuple(key[a:b] for a, b in lex.word_spans(key))
@@ -220,12 +214,9 @@ def title_coverage(title: str, query_words: Sequence[str]) -> float:
     return 0.0
 
 
-def _holds_words(parts: Sequence[dict[str, Any]], distinctive: Sequence[str]) -> bool:
-    """Whether the query has distinctive words and a page's kept chunks (title and text) hold every one."""
-    if not distinctive:
-        return False
-    hay = lex.normalize(" ".join(f"{p.get('title') or ''} {p.get('text') or ''}" for p in parts))
-    return all(w in hay for w in distinctive)
+def _naming(parts: Sequence[dict[str, Any]], distinctive: Sequence[str]) -> bool:
+    """Whether the query has distinctive words and the chunks' titles and texts hold every one."""
+    return holds_words(distinctive, " ".join(f"{p.get('title') or ''} {p.get('text') or ''}" for p in parts))
 
 
 def _ranks(page_best: dict[str, float]) -> dict[str, int]:
@@ -304,7 +295,7 @@ def fuse_pages(
             dense_best[key] = c.dense
         if c.lexical is not None and c.lexical > lex_best.get(key, float("-inf")):
             lex_best[key] = c.lexical
-        if need_named and key not in named and _naming(c.payload, distinctive):
+        if need_named and key not in named and _naming([c.payload], distinctive):
             named.add(key)
     idf_norm = lexical_scale(query_tokens, n_chunks)
     # the backgrounds: read on the corpus sample when given (CorpusSample), else on the candidates (the
@@ -370,7 +361,7 @@ def fuse_pages(
                 relevance=rel,
                 dense_height=hd,
                 lexical_height=hl,
-                above_floor=rel >= cut and (hd > 0 or not lexical_alone_words or _holds_words(parts, distinctive)),
+                above_floor=rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive)),
                 chunks=sorted(int(x.get("chunk") or 0) for x in parts),
                 entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
                 rank_dense=rank_d.get(key),

@@ -16,7 +16,7 @@ when they are about a grounded entity.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from retrieval import lexical as lex
@@ -70,10 +70,15 @@ def distinctive_words(query: str) -> list[str]:
     return words
 
 
-def web_above_floor(query: str, title: str, content: str) -> bool:
-    """A web result's floor: the query has distinctive words and the result contains each of them."""
-    words = distinctive_words(query)
+def holds_words(words: Sequence[str], text: str) -> bool:
+    """Whether there are ``words`` (a query's :func:`distinctive_words`) and ``text`` (normalised here) holds
+    every one of them."""
     if not words:
         return False
-    hay = re.sub(r"\s+", " ", lex.normalize(f"{title}\n{content}"))
+    hay = lex.normalize(text)
     return all(w in hay for w in words)
+
+
+def web_above_floor(query: str, title: str, content: str) -> bool:
+    """A web result's floor: the query has distinctive words and the result contains each of them."""
+    return holds_words(distinctive_words(query), f"{title}\n{content}")
