@@ -114,7 +114,7 @@ def store_gold(settings: Any, key: str, table: Sequence[tuple[Any, bool | None]]
     """Store a gold table (as :func:`store` stores diagnostics; the newest :data:`KEEP` kept)."""
     rows = [[[[e.name, sorted(e.keys), e.kb_id, e.kb_name] for e in gold.entities], gold.knowledge, gold.gold_source, in_kb]
             for gold, in_kb in table]
-    _write(_gold_folder(settings), key, orjson.dumps(rows))
+    write_entry(_gold_folder(settings), key, orjson.dumps(rows))
 
 
 def _folder(settings: Any) -> Path:
@@ -155,17 +155,18 @@ def load(settings: Any, key: str) -> tuple[dict[str, Any], list[str]] | None:
 
 def store(settings: Any, key: str, diagnostics: Mapping[str, Any], notes: Sequence[str]) -> None:
     """Store an entry (written whole, then renamed into place) and drop all but the newest :data:`KEEP`."""
-    _write(_folder(settings), key, orjson.dumps({"diagnostics": diagnostics, "notes": list(notes)}, option=orjson.OPT_NON_STR_KEYS))
+    write_entry(_folder(settings), key, orjson.dumps({"diagnostics": diagnostics, "notes": list(notes)}, option=orjson.OPT_NON_STR_KEYS))
 
 
-def _write(folder: Path, key: str, data: bytes) -> None:
-    """One entry written whole, then renamed into place; all but the newest :data:`KEEP` of the folder dropped."""
+def write_entry(folder: Path, key: str, data: bytes, suffix: str = ".json") -> None:
+    """One entry (``key`` + ``suffix``) written whole, then renamed into place; all but the newest :data:`KEEP`
+    entries of the folder with that suffix dropped.  A cache that cannot be written is logged, not raised."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{key}.{os.getpid()}.tmp"
         tmp.write_bytes(data)
-        tmp.replace(folder / f"{key}.json")
-        entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        tmp.replace(folder / f"{key}{suffix}")
+        entries = sorted(folder.glob(f"*{suffix}"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
         for old in entries[KEEP:]:
             old.unlink(missing_ok=True)
     except OSError as exc:  # a cache that cannot be written costs a recomputation next time, nothing else

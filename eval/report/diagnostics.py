@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from eval.diagnostics.cache import write_entry
 from eval.diagnostics.joined import CELLS, DAMAGE_CELLS, JOIN_LAYERS, REPAIR_CELLS
 
 CELL_LABELS = {
@@ -136,8 +137,6 @@ def items_markdown(rows: list[Mapping[str, Any]], name: str, layer: str, cell: s
     return "\n".join(lines) + "\n"
 
 
-#: drawn plots kept in a plot cache (the newest by modification time)
-PLOTS_KEPT = 16
 _SOURCE = Path(__file__)
 
 
@@ -150,21 +149,6 @@ def _plot_key(joined: Mapping[str, Mapping[str, list[Any]]], layer: str) -> str:
     digest.update(_SOURCE.read_bytes())
     digest.update(json.dumps([[name, [len(cells[c]) for c in CELLS]] for name, cells in joined.items()]).encode())
     return digest.hexdigest()
-
-
-def _keep(drawn: Path, cached: Path) -> None:
-    """Copy a drawn plot into the plot cache (whole, then renamed into place) and drop all but the newest
-    :data:`PLOTS_KEPT`; a cache that cannot be written costs a drawing next time, nothing else."""
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
-        shutil.copyfile(drawn, tmp)
-        tmp.replace(cached)
-        kept = sorted(cached.parent.glob("*.png"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for old in kept[PLOTS_KEPT:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Success", cache: Path | None = None) -> Path | None:
@@ -186,8 +170,8 @@ def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Suc
         except OSError:  # not drawn yet (or unreadable): drawn here
             pass
     _draw_causes(joined, layer, path)
-    if cached is not None:
-        _keep(path, cached)
+    if cached is not None:  # kept whole, the newest few (a cache that cannot be written costs a drawing next time)
+        write_entry(cached.parent, cached.stem, path.read_bytes(), suffix=".png")
     return path
 
 
