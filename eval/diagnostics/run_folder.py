@@ -149,14 +149,18 @@ def _gold_table(items: Sequence[Any], settings: Any, use_cache: bool = True) -> 
     return golds, kb.unavailable, closed
 
 
-def _work(conn: Any, items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> None:
-    """The forked worker: diagnose, send the result (or the error) back, exit."""
+def _work(conn: Any, items: Sequence[Any], files: Mapping[str, Path], settings: Any,
+          then: Callable[[dict[str, Any]], None] | None) -> None:
+    """The forked worker: diagnose, run ``then`` on the result, send the result (or the error) back, exit."""
     import gc
 
     gc.freeze()  # the parent's objects are never collected here: a collection would walk (and copy) them all
     gc.disable()  # a short life making acyclic rows and trace records: nothing for the collector to find
     try:
-        found: tuple[str, Any] = ("ok", diagnose_files(items, files, settings))
+        diagnostics, notes = diagnose_files(items, files, settings)
+        if then is not None and "skipped" not in diagnostics:
+            then(diagnostics)
+        found: tuple[str, Any] = ("ok", (diagnostics, notes))
     except BaseException as exc:  # carried to the parent, raised there
         found = ("error", exc)
     try:
@@ -167,16 +171,19 @@ def _work(conn: Any, items: Sequence[Any], files: Mapping[str, Path], settings: 
         conn.close()
 
 
-def start_diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: Any) -> Callable[[], tuple[dict[str, Any], list[str]]]:
+def start_diagnose_files(items: Sequence[Any], files: Mapping[str, Path], settings: Any,
+                         then: Callable[[dict[str, Any]], None] | None = None) -> Callable[[], tuple[dict[str, Any], list[str]]]:
     """:func:`diagnose_files` (proxy, cache) in a forked process, so the caller goes on meanwhile (``kar report``
     draws its plots); returns the call that waits for the result (an error in the worker is raised there).
-    The worker inherits its inputs (nothing is pickled on the way in) and sends back only the result."""
+    The worker inherits its inputs (nothing is pickled on the way in) and sends back only the result.
+    ``then``: what the worker also does with the diagnostics before sending them back (``kar report`` joins them
+    with the judgments and draws their plot there), changing them in place; its errors are raised here too."""
     import gc
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    worker = context.Process(target=_work, args=(send, items, files, settings), daemon=True, name="kar-diagnostics")
+    worker = context.Process(target=_work, args=(send, items, files, settings, then), daemon=True, name="kar-diagnostics")
     # the objects made so far are left out of this process's collections until the worker is done: a collection
     # writes into every object it walks, and each page written is copied, the worker sharing it (unless frozen already)
     frozen = gc.get_freeze_count() == 0

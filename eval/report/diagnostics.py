@@ -138,6 +138,8 @@ def items_markdown(rows: list[Mapping[str, Any]], name: str, layer: str, cell: s
 
 
 _SOURCE = Path(__file__)
+#: the causes plot's file in the report folder
+CAUSES_PLOT = "diagnostics_causes.png"
 
 
 def _plot_key(joined: Mapping[str, Mapping[str, list[Any]]], layer: str) -> str:
@@ -160,7 +162,7 @@ def causes_plot(diagnostics: Mapping[str, Any], out_dir: Path, layer: str = "Suc
     joined = {n: e["joined"]["layers"][layer]["cells"] for n, e in diagnostics.items() if e.get("joined")}
     if not joined:
         return None
-    path = out_dir / "diagnostics_causes.png"
+    path = out_dir / CAUSES_PLOT
     cached = cache / f"{_plot_key(joined, layer)}.png" if cache is not None else None
     if cached is not None:
         try:

@@ -13,7 +13,7 @@ import csv
 import html
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,20 +63,14 @@ def build_report(
             "by_domain": breakdown(matrix, "domain"),
         }
     paired: dict[str, Any] = {}
-    if baseline:
-        for name, matrix in matrices.items():
-            model, condition = split_name(name)
-            if condition == baseline:
-                continue
-            base_name = f"{model}/{baseline}" if model else baseline
-            if base_name not in matrices:
-                continue
-            paired[name] = {
-                "model": model,
-                "condition": condition,
-                "baseline": base_name,
-                "layers": paired_metrics(matrices[base_name], matrix, n_boot=n_boot, seed=seed),
-            }
+    for name, base_name in pairing(matrices, baseline).items():
+        model, condition = split_name(name)
+        paired[name] = {
+            "model": model,
+            "condition": condition,
+            "baseline": base_name,
+            "layers": paired_metrics(matrices[base_name], matrices[name], n_boot=n_boot, seed=seed),
+        }
     report: dict[str, Any] = {
         "n_items": len(bench),
         "baseline": baseline,
@@ -104,17 +98,40 @@ def build_report(
     return report
 
 
-def add_diagnostics(report: dict[str, Any], bench: Sequence[BenchmarkItem], judged: Mapping[str, Records],
-                    diagnostics: dict[str, Any], matrices: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Join ``diagnostics`` (:func:`eval.diagnostics.diagnose`, or ``{"skipped": why}``) with the report's pairings
-    and keep them under ``report["diagnostics"]``; the report, for chaining."""
-    if "skipped" not in diagnostics:
-        from eval.diagnostics.joined import join_all
+def pairing(names: Iterable[str], baseline: str | None) -> dict[str, str]:
+    """Each run name paired with its baseline's (``model/condition`` with ``model/{baseline}``, ``condition`` with
+    ``baseline``) when that run is among ``names``: the report's pairs, without their figures."""
+    names = list(names)
+    pairs: dict[str, str] = {}
+    for name in names if baseline else ():
+        model, condition = split_name(name)
+        base_name = f"{model}/{baseline}" if model else baseline
+        if condition != baseline and base_name in names:
+            pairs[name] = base_name
+    return pairs
 
-        if matrices is None:
-            needed = {n for n, e in report["paired"].items()} | {e["baseline"] for e in report["paired"].values()}
-            matrices = {name: vikr_matrix(bench, judged[name]) for name in needed if name in judged}
-        join_all(diagnostics, matrices, report["paired"])
+
+def join_diagnostics(diagnostics: dict[str, Any], bench: Sequence[BenchmarkItem], judged: Mapping[str, Records],
+                     pairs: Mapping[str, str], matrices: Mapping[str, Any] | None = None) -> None:
+    """Join ``diagnostics`` with the judgments of each pair (:func:`pairing`), in place (``matrices``: the judged runs'
+    VIKR matrices when already built, else built here from ``judged``)."""
+    from eval.diagnostics.joined import join_all
+
+    if matrices is None:
+        needed = set(pairs) | set(pairs.values())
+        matrices = {name: vikr_matrix(bench, judged[name]) for name in needed if name in judged}
+    join_all(diagnostics, matrices, {name: {"baseline": base} for name, base in pairs.items()})
+
+
+def add_diagnostics(report: dict[str, Any], bench: Sequence[BenchmarkItem], judged: Mapping[str, Records],
+                    diagnostics: dict[str, Any], matrices: Mapping[str, Any] | None = None, joined: bool = False) -> dict[str, Any]:
+    """Join ``diagnostics`` (:func:`eval.diagnostics.diagnose`, or ``{"skipped": why}``) with the report's pairings
+    (unless ``joined``: :func:`join_diagnostics` was called already, in ``kar report``'s worker process) and keep
+    them under ``report["diagnostics"]``; the report, for chaining."""
+    if "skipped" not in diagnostics:
+        if not joined:
+            pairs = {name: entry["baseline"] for name, entry in report["paired"].items()}
+            join_diagnostics(diagnostics, bench, judged, pairs, matrices)
         for entry in diagnostics.values():  # built by eval.diagnostics of plain JSON values only
             if isinstance(entry, dict) and type(entry.get("rows")) is list:
                 entry["rows"] = PlainRows(entry["rows"])
@@ -390,11 +407,13 @@ def render_html(report: Mapping[str, Any], plots: Sequence[Path], metrics_text: 
 
 
 def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool = True,
-                 plot_paths: Sequence[Path] | None = None, plot_cache: Path | None = None) -> dict[str, Path]:
+                 plot_paths: Sequence[Path] | None = None, plot_cache: Path | None = None,
+                 causes_path: Path | None = None) -> dict[str, Path]:
     """Write metrics.json, leaderboard/augmentation .md and .csv, plots and report.html.  ``plot_paths``: the
     report's plots, already drawn by :func:`make_plots` (``kar report`` draws them while its diagnostics are
     computed in another process).  ``plot_cache``: where the diagnostics' causes plot is kept by what it shows
-    (:func:`eval.report.diagnostics.causes_plot`)."""
+    (:func:`eval.report.diagnostics.causes_plot`); ``causes_path``: that plot, already drawn (by ``kar report``'s
+    diagnostics worker)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -416,7 +435,7 @@ def write_report(report: Mapping[str, Any], out_dir: str | Path, *, plots: bool 
         files["diagnostics_md"] = out / "diagnostics.md"
         files["diagnostics_md"].write_text(diagnostics_markdown(report["diagnostics"]) + "\n" + causes_markdown(report["diagnostics"]),
                                            encoding="utf-8")
-        cause_plot = causes_plot(report["diagnostics"], out, cache=plot_cache) if plots else None
+        cause_plot = (causes_path or causes_plot(report["diagnostics"], out, cache=plot_cache)) if plots else None
         if cause_plot is not None:
             plot_paths.append(cause_plot)
     for p in plot_paths:

@@ -209,14 +209,16 @@ def report_command(
             reliability = judge_reliability(bench_items, {name: load_judged(path) for name, path in human_pairs}, per_judge)
         waiter = None
         if wants_diagnostics:
+            finish = worker_finish(bench_items, judged_records, baseline, None if no_plots else out)
             waiter = report_diagnostics(bench_items, [name for name, _ in judged_pairs], run or [], traces or [], kb,
-                                        knowledge_judge or bool(judge_model or judge_base_url), judge_model, judge_base_url)
+                                        knowledge_judge or bool(judge_model or judge_base_url), judge_model, judge_base_url,
+                                        then=finish)
     with progress_bar(transient=False) as progress:
         task = progress.add_task("report", total=2 if no_plots else 3)
         matrices: dict[str, Any] = {}
         report = build_report(bench_items, judged_records, baseline=baseline, n_boot=bootstrap, seed=seed, reliability=reliability,
                               matrices_out=matrices)
-        plot_paths, plot_cache = None, None
+        plot_paths, plot_cache, causes_path = None, None, None
         if waiter is not None:
             from eval.report.vikr import add_diagnostics, make_plots
 
@@ -224,16 +226,20 @@ def report_command(
                 out.mkdir(parents=True, exist_ok=True)
                 plot_paths = make_plots(report, out)
             with user_errors():
-                diagnostics, notes = waiter()
+                diagnostics, notes, joined = waiter()
             for note in notes:
                 err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
-            add_diagnostics(report, bench_items, judged_records, diagnostics, matrices)
+            add_diagnostics(report, bench_items, judged_records, diagnostics, matrices, joined=joined)
+            from eval.report.diagnostics import CAUSES_PLOT
+
+            if joined and not no_plots and (out / CAUSES_PLOT).is_file():  # drawn by the worker (removed before it started)
+                causes_path = out / CAUSES_PLOT
             from culturebase.settings import get_settings
             from eval.diagnostics.cache import plots_folder
 
             plot_cache = plots_folder(get_settings())
         progress.update(task, advance=1)
-        files = write_report(report, out, plots=not no_plots, plot_paths=plot_paths, plot_cache=plot_cache)
+        files = write_report(report, out, plots=not no_plots, plot_paths=plot_paths, plot_cache=plot_cache, causes_path=causes_path)
         progress.update(task, completed=progress.tasks[0].total)
     if items is not None:
         from eval.report.diagnostics import cell_items, items_markdown
@@ -259,15 +265,48 @@ def report_command(
         err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
 
 
+def worker_finish(bench_items: list[Any], judged: dict[str, Any], baseline: str | None, out: Path | None) -> Callable[[dict[str, Any]], None]:
+    """What the diagnostics worker does after the rows: join them with the judgments (the report's pairs) and, with
+    ``out`` (plots wanted), draw the causes plot there (from the plot cache when drawn before).  matplotlib is
+    imported here, before the worker is forked: the report draws its own plots with it anyway, and the worker
+    then finds it loaded.  A causes plot left in ``out`` by an earlier report is removed now, so the one found
+    there afterwards is this worker's."""
+    from eval.report.diagnostics import CAUSES_PLOT
+    from eval.report.vikr import join_diagnostics, pairing
+
+    pairs = pairing(judged, baseline)
+    if out is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401  (loaded before the fork)
+
+        (out / CAUSES_PLOT).unlink(missing_ok=True)
+
+    def finish(diagnostics: dict[str, Any]) -> None:
+        join_diagnostics(diagnostics, bench_items, judged, pairs)
+        if out is not None:
+            from culturebase.settings import get_settings
+            from eval.diagnostics.cache import plots_folder
+            from eval.report.diagnostics import causes_plot
+
+            out.mkdir(parents=True, exist_ok=True)
+            causes_plot(diagnostics, out, cache=plots_folder(get_settings()))
+
+    return finish
+
+
 def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str], traces: list[str], kb: Path | None,
-                       use_judge: bool, judge_model: str | None, judge_base_url: list[str] | None) -> Callable[[], tuple[dict[str, Any], list[str]]]:
+                       use_judge: bool, judge_model: str | None, judge_base_url: list[str] | None,
+                       then: Callable[[dict[str, Any]], None] | None = None) -> Callable[[], tuple[dict[str, Any], list[str], bool]]:
     """Start the diagnostics of the judged runs whose traces are found; returns the call that waits for them
-    (``(diagnostics, notes)``; ``{"skipped": why}`` when no trace is found).
+    (``(diagnostics, notes, joined)``; ``{"skipped": why}`` when no trace is found; ``joined``: ``then``, the
+    worker's finish (:func:`worker_finish`), was run on them).
 
     Bad flags fail here, before anything runs.  Without a judge the diagnostics are read back from the cache
     of an earlier report, or computed in a forked process while this one builds the report (bootstrap, plots),
-    so on a machine with a spare core they cost little wall time; with a judge (or where fork is not
-    available) they are computed here."""
+    so on a machine with a spare core they cost little wall time (the worker also joins them and draws their
+    plot); with a judge (or where fork is not available) they are computed here."""
     from eval.diagnostics.run_folder import cached_diagnostics, diagnose_files
     from eval.diagnostics.traces import locate_traces
 
@@ -281,7 +320,7 @@ def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str],
     files = locate_traces(names, runs, dict(pairs(traces, "--traces")))
     if not files:
         skipped = {"skipped": "no trace file found for any --judged name (--run RUN_DIR or --traces NAME=FILE)"}
-        return lambda: (skipped, [])
+        return lambda: (skipped, [], False)
     settings = judge_settings(judge_model, judge_base_url).model_copy(update=kb_override(kb))
     judge = None
     if use_judge:
@@ -294,15 +333,16 @@ def report_diagnostics(bench_items: list[Any], names: list[str], run: list[str],
     if judge is None:
         read_back = cached_diagnostics(bench_items, files, settings)
         if read_back is not None:  # read back here (when waited for): a worker would only move the rows across processes
-            return read_back
+            return lambda: (*read_back(), False)
     import multiprocessing
 
     if judge is not None or "fork" not in multiprocessing.get_all_start_methods():
         done = diagnose_files(bench_items, files, settings, judge=judge, run=run_async)
-        return lambda: done
+        return lambda: (*done, False)
     from eval.diagnostics.run_folder import start_diagnose_files
 
-    return start_diagnose_files(bench_items, files, settings)
+    wait = start_diagnose_files(bench_items, files, settings, then=then)
+    return lambda: (*wait(), then is not None)
 
 
 def reference_command(

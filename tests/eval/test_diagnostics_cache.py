@@ -105,3 +105,33 @@ def test_the_gold_table_is_kept_by_items_and_kb_generation_and_read_back_without
     assert golds == table and unavailable is None
     (settings.data_dir / "cache" / "diagnostics" / "gold" / f"{key}.json").write_text("[[1]]", "utf-8")
     assert cache.load_gold(settings, key) is None  # unreadable: a miss, looked up again
+
+
+def test_the_worker_runs_then_on_its_diagnostics_and_sends_back_what_it_changed(tmp_path):
+    import os
+
+    import pytest
+
+    from eval.diagnostics.run_folder import diagnose_files, start_diagnose_files
+
+    items, files, settings = setup(tmp_path)
+    settings.kb_path = tmp_path / "no-kb"  # gold_in_kb unknown: nothing cached, so the worker computes
+    expected, notes = diagnose_files(items, files, settings, use_cache=False)
+
+    def then(diagnostics):
+        (tmp_path / "then.pid").write_text(str(os.getpid()), "utf-8")
+        for entry in diagnostics.values():
+            entry["joined"] = {"baseline": "vanilla", "seen": len(entry["rows"])}
+
+    got, got_notes = start_diagnose_files(items, files, settings, then=then)()
+    assert int((tmp_path / "then.pid").read_text("utf-8")) != os.getpid()  # run in the worker, not here
+    assert got_notes == notes and set(got) == set(expected)
+    for name, entry in got.items():
+        assert entry["joined"] == {"baseline": "vanilla", "seen": len(expected[name]["rows"])}
+        assert entry["rows"] == expected[name]["rows"]
+
+    def fails(diagnostics):
+        raise ValueError("the plot could not be drawn")
+
+    with pytest.raises(ValueError, match="the plot could not be drawn"):
+        start_diagnose_files(items, files, settings, then=fails)()

@@ -173,3 +173,21 @@ def test_a_repeated_report_reads_its_diagnostics_back_and_a_changed_trace_recomp
         assert recomputed["diagnostics"] == computed["diagnostics"]
     finally:
         trace.write_bytes(original)
+
+
+def test_the_causes_plot_is_the_workers_and_a_stale_one_is_not_shown(judged_run):
+    from eval.report.diagnostics import CAUSES_PLOT, causes_plot
+
+    _, metrics = report(judged_run, out="drawn")
+    drawn = (judged_run["tmp"] / "drawn" / CAUSES_PLOT).read_bytes()
+    # the same plot drawn here, in this process, from the joined diagnostics of metrics.json
+    again = causes_plot(metrics["diagnostics"], judged_run["tmp"])
+    assert again is not None and again.read_bytes() == drawn
+    # a folder holding an earlier report's plot, reported with no pair (no baseline run): no plot is shown or kept
+    stale = judged_run["tmp"] / "stale"
+    stale.mkdir()
+    (stale / CAUSES_PLOT).write_bytes(drawn)
+    _, metrics = report(judged_run, "--baseline", "no-such-condition", out="stale")
+    assert all(entry.get("joined") is None for entry in metrics["diagnostics"].values())
+    assert not (stale / CAUSES_PLOT).exists()
+    assert f'alt="{CAUSES_PLOT[:-4]}"' not in (stale / "report.html").read_text("utf-8")
