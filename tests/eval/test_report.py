@@ -14,6 +14,7 @@ from eval.report.vikr import (
     jsonable,
     leaderboard_markdown,
     leaderboard_rows,
+    pairing,
     split_name,
 )
 from eval.verdicts import evaluation_from_vector, unscored_evaluation
@@ -50,6 +51,11 @@ def test_build_report_pairs_within_model(bench):
     }
     report = build_report(bench, judged, n_boot=200)
     assert set(report["paired"]) == {"a/kar", "b/cot"}
+    # the pairs alone (what kar report's diagnostics worker joins by) are the report's
+    assert pairing(judged, "vanilla") == {name: entry["baseline"] for name, entry in report["paired"].items()}
+    assert pairing(judged, "vanilla") == {"a/kar": "a/vanilla", "b/cot": "b/vanilla"}
+    assert pairing(["vanilla", "kar", "cot"], "vanilla") == {"kar": "vanilla", "cot": "vanilla"}
+    assert pairing(judged, None) == {} and pairing(["kar"], "vanilla") == {}
     s = report["paired"]["a/kar"]["layers"]["Success"]
     assert s["transition"] == [[0, 2], [1, 1]] and s["repair"] == 1.0 and s["damage"] == 0.5 and s["ratio"] == 2.0
     assert report["paired"]["b/cot"]["layers"]["Success"]["ratio_status"] == "undefined"
