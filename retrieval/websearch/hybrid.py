@@ -35,6 +35,15 @@ covering more first (:func:`title_coverage`): for ``"Despacito meme origin meani
 not "Despacito 2" nor a page quoting the song more often.  It orders pages only; the floor is read on the
 relevance.  A description or a caption names no title (a title covers a small share of its words).
 
+**The name rule.**  KAR's query for a grounded entity holds its source work as well
+(``"Doge Photo of Kabosu meme origin meaning"``: "Doge" covers a quarter of its words, and the title rule
+above does not fire).  So a page whose title *is* one of the grounded entity's names (``names``: its name
+and aliases, given by the caller) ranks before all others, compared word-aware as the title rule compares
+(:func:`title_names`).  Without names, the names are read off the query when it has the form of KAR's
+entity query (``"{name} {source} {template words}"``, :func:`lead_names`): a title equal to the query's
+leading words, before the template, stands for the name (the longer such title first).  Like the title rule
+it orders pages only; the floor is read on the relevance.
+
 **Lexical alone.**  A page the dense route does not find above its background is above the floor only when it
 also holds every distinctive word of the query (:data:`LEXICAL_ALONE_NEEDS_WORDS`): ordinary words shared
 with a page ("call me when you can") are no evidence on their own, as for the web backends.
@@ -87,6 +96,8 @@ LEAN_KEYS = ("page", "url", "script", "title")
 #: (KAR's template words left out) is ranked before the others (:func:`title_coverage`)
 TITLE_MIN_COVERAGE = 0.5
 MIN_TITLE_CHARS = 2
+#: the name rule (:func:`title_names`): a page titled as one of the grounded entity's names ranks first
+NAME_RULE = True
 #: a page the dense route does not find above its background is above the floor on the lexical route alone
 #: only when it holds every distinctive word of the query (and the query has one): the web backends' floor
 #: (relevance.web_above_floor).  Ordinary words shared with a page are no evidence on their own
@@ -214,6 +225,35 @@ def title_coverage(title: str, query_words: Sequence[str]) -> float:
     return 0.0
 
 
+def lead_names(query_words: Sequence[str]) -> list[str]:
+    """The names a query of KAR's entity form stands for: ``"{name} {source} {template}"`` (it ends in KAR's
+    template words and has words before them), read as every run of its leading words before the template
+    (the name is one of them: which one the query does not say), each as a title key; [] for another query."""
+    n = len(query_words)
+    while n and query_words[n - 1] in TEMPLATE_WORDS:
+        n -= 1
+    if n == len(query_words) or n == 0:
+        return []
+    out, joined = [], ""
+    for w in query_words[:n]:
+        joined += w
+        out.append(joined)
+    return out
+
+
+def title_names(title: str, names: Sequence[str]) -> int:
+    """How many characters of a grounded name a page's title is: the length of its title key (words joined
+    without spaces and punctuation, as :func:`title_coverage` compares) when it equals one of ``names``' keys
+    (title keys, see :func:`name_keys_of`), else 0; titles shorter than :data:`MIN_TITLE_CHARS` name nothing."""
+    target = _title_key(title)
+    return len(target) if len(target) >= MIN_TITLE_CHARS and target in names else 0
+
+
+def name_keys_of(names: Sequence[str]) -> frozenset[str]:
+    """The title keys of a grounded entity's names and aliases (:func:`title_names` compares titles with them)."""
+    return frozenset(k for k in (_title_key(n) for n in names if n) if len(k) >= MIN_TITLE_CHARS)
+
+
 def _naming(parts: Sequence[dict[str, Any]], distinctive: Sequence[str]) -> bool:
     """Whether the query has distinctive words and the chunks' titles and texts hold every one."""
     return holds_words(distinctive, " ".join(f"{p.get('title') or ''} {p.get('text') or ''}" for p in parts))
@@ -256,14 +296,19 @@ def fuse_pages(
     query: str = "",
     title_min: float | None = None,
     lexical_alone_words: bool | None = None,
+    names: Sequence[str] | None = None,
+    name_rule: bool | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
     background; ``k``: only the best k pages are written out; ``fetch``: the full payloads of chunk ids,
     for candidates found with :data:`LEAN_KEYS` only: read for the pages written out; ``query``: the query's
     text, for the title rule: pages whose title covers at least ``title_min`` of it come first, see
-    :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`).  The
-    title rule orders pages only: whether a page is above the floor is read on its relevance."""
+    :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`; ``names``: the
+    grounded entity's names and aliases for the name rule (None: read off the query, :func:`lead_names`);
+    ``name_rule``: see :data:`NAME_RULE`).  The title and name rules order pages only: whether a page is
+    above the floor is read on its relevance."""
+    name_rule = NAME_RULE if name_rule is None else name_rule
     relative = RELATIVE_FLOOR if relative is None else relative
     title_min = TITLE_MIN_COVERAGE if title_min is None else title_min
     lexical_alone_words = LEXICAL_ALONE_NEEDS_WORDS if lexical_alone_words is None else lexical_alone_words
@@ -330,6 +375,13 @@ def fuse_pages(
     # the title rule: a page whose title names most of the query (what KAR asks for when it has grounded an
     # entity) ranks first, the one covering more of the query before the one covering less
     cover = {key: title_coverage(str(members[key][0].payload.get("title") or ""), query_words) for key in members} if query_words else {}
+    # the name rule: a page titled as one of the grounded entity's names (given, or read off KAR's entity query)
+    # first, the longer name first
+    if name_rule:
+        keys = name_keys_of(names) if names else frozenset(lead_names(query_words if query_words else _words(query)))
+        named_len = {key: title_names(str(members[key][0].payload.get("title") or ""), keys) for key in members} if keys else {}
+    else:
+        named_len = {}
     # above the floor: at least ``floor`` and at least RELATIVE_FLOOR of the best page's relevance (a page
     # far below the query's best is not what the query is about, however many such pages the corpus holds)
     cut = max(floor, relative * max((t[1] for t in scored), default=0.0))
@@ -339,7 +391,7 @@ def fuse_pages(
         c = cover.get(key, 0.0)
         return c if c >= title_min else 0.0
 
-    scored.sort(key=lambda t: (-title_rank(t[4]), -t[0], -t[1], first_url[t[4]]))
+    scored.sort(key=lambda t: (-named_len.get(t[4], 0), -title_rank(t[4]), -t[0], -t[1], first_url[t[4]]))
     chosen: list[tuple[float, float, float, str, list[ChunkScore]]] = []
     for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
         items = sorted(members[key], key=lambda c: -c.relevance)
@@ -584,8 +636,10 @@ def search_corpus(
     fusion: Fusion = "sum",
     pool: int = POOL,
     w_lexical: float = W_LEXICAL,
+    names: Sequence[str] | None = None,
 ) -> list[PageHit]:
-    """The best ``k`` pages of the store's corpus for a query (its dense vector given), fused and floored."""
+    """The best ``k`` pages of the store's corpus for a query (its dense vector given), fused and floored;
+    ``names``: the grounded entity's names and aliases when the query is about one (the name rule)."""
     found = candidates(store, query_vector, query, pool)
     if not found.chunks:
         return []
@@ -594,5 +648,5 @@ def search_corpus(
         return {str(p["_id"]): p for p in store.corpus.retrieve(list(ids))}
 
     return fuse_pages(
-        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query
+        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query, names=names
     )

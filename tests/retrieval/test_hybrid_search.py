@@ -292,7 +292,7 @@ def test_the_page_titled_as_the_query_ranks_first_without_moving_the_floor():
     titled = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query)
     assert [p.url for p in titled[:2]] == ["https://k.org/d", "https://k.org/d2"]
     assert {p.url: (p.relevance, p.above_floor) for p in titled} == {p.url: (p.relevance, p.above_floor) for p in plain}
-    off = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query, title_min=2.0)
+    off = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query, title_min=2.0, name_rule=False)
     assert [p.url for p in off[:2]] == ["https://k.org/d2", "https://k.org/d"]
 
 
@@ -312,4 +312,51 @@ def test_a_page_found_on_the_lexical_route_alone_needs_the_querys_distinctive_wo
 def test_the_local_search_cache_key_names_the_rules(pages_kb):
     params = LocalCorpusSearch(pages_kb).params(5)
     assert params["title_rule"] == 0.5 and params["lexical_alone_needs_words"] is True and params["mode"] == "hybrid"
+    assert params["name_rule"] is True
     assert "title_rule" not in LocalCorpusSearch(pages_kb, mode="dense").params(5)
+
+
+def test_the_names_of_kars_entity_query_are_its_leading_words_before_the_template():
+    from retrieval.websearch.hybrid import _words, lead_names
+
+    assert lead_names(_words("Doge Photo of Kabosu meme origin meaning")) == ["doge", "dogephoto", "dogephotoof", "dogephotoofkabosu"]
+    assert "王司徒" in lead_names(_words("王司徒 三国演义 梗 文化背景 出处"))
+    assert lead_names(_words("when the bus driver waits for you")) == []  # not KAR's entity form
+    assert lead_names(_words("meme origin meaning")) == []  # the template alone names nothing
+
+
+def _doge_chunks() -> dict[str, ChunkScore]:
+    # pages quoting the photo score higher on both routes than the page titled "Doge"; "Doge" covers a quarter
+    # of the query's words, so the title rule (half of them) does not fire for it
+    chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
+    chunks["https://k.org/kabosu#0"] = _titled("https://k.org/kabosu", "Kabosu Photo Day", 0, 0.90, 30.0)
+    chunks["https://k.org/doge2#0"] = _titled("https://k.org/doge2", "Doge 2", 0, 0.88, 29.0)
+    chunks["https://k.org/doge#0"] = _titled("https://k.org/doge", "Doge", 0, 0.86, 28.0)
+    chunks["https://k.org/cheems#0"] = _titled("https://k.org/cheems", "Cheems", 0, 0.55, 2.0)
+    return chunks
+
+
+def test_the_page_titled_as_the_grounded_name_ranks_first_when_the_query_holds_the_source_work():
+    query = "Doge Photo of Kabosu meme origin meaning"
+    off = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, name_rule=False)
+    assert [p.url for p in off[:3]] == ["https://k.org/kabosu", "https://k.org/doge2", "https://k.org/doge"]
+    # the name read off the query (KAR's entity form: the name comes first)
+    read = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query)
+    assert read[0].url == "https://k.org/doge"
+    # the grounded names given: they decide, not the query's words
+    given = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Doge", "Shiba Inu Doge"])
+    assert given[0].url == "https://k.org/doge"
+    alias = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Kabosu Dog", "cheems"])
+    assert alias[0].url == "https://k.org/cheems"  # word-aware and case-insensitive, an alias counts
+    assert fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Dog"])[0].url == "https://k.org/kabosu"  # not part of a word
+    # the rule orders pages only: relevance and the floor are read as without it
+    assert {p.url: (p.relevance, p.above_floor) for p in read} == {p.url: (p.relevance, p.above_floor) for p in off}
+
+
+def test_a_caption_is_not_reordered_by_the_name_rule():
+    chunks = _doge_chunks()
+    chunks["https://k.org/when#0"] = _titled("https://k.org/when", "When", 0, 0.30, 1.0)
+    caption = "when the dog waits for you at the door"
+    assert [p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption)] == [
+        p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption, name_rule=False)
+    ]
