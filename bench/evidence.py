@@ -415,14 +415,15 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
     how often the right page is above the floor, calibration captions given evidence."""
     out: dict[str, Any] = {}
     cal = [r for r in rows if r["split"] in ("calibration", CAPTION_SET["calibration"])]
-    for title, words, share in itertools.product((False, True), (False, True), CAPTION_PASS_GRID):
-        rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "name_rule": title, "lexical_alone_words": words}  # 2.0: no title covers more than all; off: the name rule too
+    for title, words, ordinary, share in itertools.product((False, True), (False, True), (False, True), CAPTION_PASS_GRID):
+        # title_min 2.0: no title covers more than all (off: the name rule too)
+        rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "name_rule": title, "lexical_alone_words": words, "ordinary_words_rule": ordinary}
         floor = choose_floor(rows, w, share, **rules)
         res: dict[str, Any] = {"floor": floor}
-        for kind in ("entity", "description"):
+        for kind in ("entity", "entity_work", "description"):
             ms, above = [], []
             for r in (r for r in cal if r["kind"] == kind):
-                ps = hybrid_pages(r["found"], floor, w, relative=relative, **rules)
+                ps = hybrid_pages(r["found"], floor, w, relative=relative, names=r.get("names"), **rules)
                 ms.append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
                 above.append(1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in ps) else 0.0)
             res[kind] = {"hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "right_page_above_floor": mean(above)}
@@ -430,8 +431,8 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
         res["captions_given_evidence"] = sum(
             1 for r in caps if select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=relative, **rules)))], None).pieces
         )
-        out[f"title_rule_{'on' if title else 'off'}+lexical_alone_needs_words_{'on' if words else 'off'}+captions_{share:.1%}"] = res
-        log.info("calibration rules: title %s, lexical alone needs words %s, captions %.3f: %s", title, words, share, json.dumps(res))
+        out[f"title_rule_{'on' if title else 'off'}+lexical_alone_needs_words_{'on' if words else 'off'}+ordinary_words_{'on' if ordinary else 'off'}+captions_{share:.1%}"] = res
+        log.info("calibration rules: title %s, lexical alone needs words %s, ordinary words %s, captions %.3f: %s", title, words, ordinary, share, json.dumps(res))
     return out
 
 
@@ -465,7 +466,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         systems_out: dict[str, dict[str, Any]] = {n: {} for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
         for kind in ("entity", "entity_work", "name", "description"):
             sel = [r for r in rows if r["kind"] == kind and r["split"] == split]
-            per: dict[str, list[dict[str, float]]] = {n: [] for n in systems_out}
+            per: dict[str, list[dict[str, float]]] = {n: [] for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
             if kind == "entity_work":  # the name rule: with KAR's grounded names, read off the query, and off
                 per.update({"hybrid_sum_names_from_query": [], "hybrid_sum_no_name_rule": []})
             for r in sel:
@@ -662,12 +663,26 @@ def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n
 
 
 def save_rows(folder: Path | None, name: str, rows: list[dict[str, Any]]) -> None:
+    """Searched rows pickled: ``{name}.pkl`` without the fresh held-out captions (what analyses of other settings
+    read), ``{name}-fresh.pkl`` with them only (read back by ``--rows-in`` alone, which prints every figure)."""
     if folder is not None:
         import pickle
 
         folder.mkdir(parents=True, exist_ok=True)
-        # the fresh held-out captions stay out: no analysis of other settings reads them
+        fresh = [r for r in rows if r["kind"] == "caption" and r["split"] == "fresh"]
         (folder / f"{name}.pkl").write_bytes(pickle.dumps([r for r in rows if not (r["kind"] == "caption" and r["split"] == "fresh")]))
+        (folder / f"{name}-fresh.pkl").write_bytes(pickle.dumps(fresh))
+
+
+def load_rows(folder: Path, name: str) -> list[dict[str, Any]] | None:
+    """Rows pickled by :func:`save_rows` (both files), or None when absent."""
+    import pickle
+
+    if not (folder / f"{name}.pkl").exists():
+        return None
+    rows = pickle.loads((folder / f"{name}.pkl").read_bytes())
+    fresh = folder / f"{name}-fresh.pkl"
+    return rows + (pickle.loads(fresh.read_bytes()) if fresh.exists() else [])
 
 
 def filler_corpus(folder: Path, settings: Settings, embedder: Any, dump: Path, chunks: list[dict[str, Any]], n: int) -> tuple[KnowledgeBase, list[dict[str, Any]]]:
@@ -700,6 +715,7 @@ def main() -> None:
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
     ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions out (development runs: they are read once per candidate)")
+    ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
@@ -720,6 +736,20 @@ def main() -> None:
         "caption_sets": "tuning: the old calibration and old held-out captions (both looked at while tuning); fresh: the held-out set, read with the held-out pages",
         "note": "description queries are words 40-64 of the page body with the title's words removed: derived from the page text",
     }
+    if args.rows_in is not None:
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor} if args.floor is not None and args.w_lexical is not None else None
+        for name, key in (("real", "real_size"), ("filler", "filler_size")):
+            rows = load_rows(args.rows_in, name)
+            if rows is None:
+                continue
+            if args.no_fresh:
+                rows = [r for r in rows if not (r["kind"] == "caption" and r["split"] == "fresh")]
+            res = figures(rows, choose=fixed is None and name == "real", fixed=fixed, embed_ms=None)
+            if name == "real":
+                fixed = res["chosen_on_calibration"]
+            result[key] = {"rows_from": "the searches of an earlier run (--rows-in)", **res}
+        print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+        return
     settings = Settings()
     raw = build_embedder(settings)
     embedder = CachedEmbedder(raw, args.work / "embeddings", on_progress=lambda a, b: log.info("embedded %d/%d", a, b))

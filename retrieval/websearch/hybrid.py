@@ -48,6 +48,13 @@ it orders pages only; the floor is read on the relevance.
 also holds every distinctive word of the query (:data:`LEXICAL_ALONE_NEEDS_WORDS`): ordinary words shared
 with a page ("call me when you can") are no evidence on their own, as for the web backends.
 
+**Ordinary words** (:data:`ORDINARY_WORDS_RULE`).  A page is above the floor only when the query names it
+(the title or name rule fires for it) or the query has a distinctive word (no ordinary word, outside KAR's
+template: :func:`~retrieval.websearch.relevance.distinctive_words`) that the page's returned chunks hold.
+"when the bus driver waits for you" is made of ordinary words: however close a page on bus drivers stands to
+it, the caption names nothing, and a right answer to it is no evidence.  The web backends' floor asks the same
+of every web result, all the words (:func:`~retrieval.websearch.relevance.web_above_floor`).
+
 **Per page.**  A result is one page: its best chunk, plus its second-best chunk when that one is
 above the floor too (at most two chunks of one page), joined in page order (adjacent chunks
 back to back, others with an ellipsis).
@@ -64,7 +71,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from retrieval import lexical as lex
-from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words, holds_words
+from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words, holds_any_word, holds_words
 
 Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
@@ -102,6 +109,11 @@ NAME_RULE = True
 #: only when it holds every distinctive word of the query (and the query has one): the web backends' floor
 #: (relevance.web_above_floor).  Ordinary words shared with a page are no evidence on their own
 LEXICAL_ALONE_NEEDS_WORDS = True
+#: a page is above the floor only when the query names it (its title: the title or name rule) or holds a
+#: distinctive word of the query that the page holds too: a query of ordinary words only ("when the bus driver
+#: waits for you") is no evidence of any page, whatever its cosine to a page on the same subject (the web
+#: backends' floor asks the same of every web result, all the words: relevance.web_above_floor)
+ORDINARY_WORDS_RULE = True
 
 #: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
@@ -298,6 +310,7 @@ def fuse_pages(
     lexical_alone_words: bool | None = None,
     names: Sequence[str] | None = None,
     name_rule: bool | None = None,
+    ordinary_words_rule: bool | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
@@ -306,9 +319,11 @@ def fuse_pages(
     text, for the title rule: pages whose title covers at least ``title_min`` of it come first, see
     :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`; ``names``: the
     grounded entity's names and aliases for the name rule (None: read off the query, :func:`lead_names`);
-    ``name_rule``: see :data:`NAME_RULE`).  The title and name rules order pages only: whether a page is
-    above the floor is read on its relevance."""
+    ``name_rule``: see :data:`NAME_RULE`; ``ordinary_words_rule``: see :data:`ORDINARY_WORDS_RULE`).  The title
+    and name rules order pages; whether a page is above the floor is read on its relevance (and, with the
+    ordinary-words rule, on whether the query names it or shares a distinctive word with it)."""
     name_rule = NAME_RULE if name_rule is None else name_rule
+    ordinary_words_rule = ORDINARY_WORDS_RULE if ordinary_words_rule is None else ordinary_words_rule
     relative = RELATIVE_FLOOR if relative is None else relative
     title_min = TITLE_MIN_COVERAGE if title_min is None else title_min
     lexical_alone_words = LEXICAL_ALONE_NEEDS_WORDS if lexical_alone_words is None else lexical_alone_words
@@ -404,6 +419,9 @@ def fuse_pages(
     for rel, hd, hl, key, kept in chosen:
         parts = [full.get(c.id, c.payload) for c in kept]
         p = parts[0]
+        above = rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive))
+        if above and ordinary_words_rule and not (named_len.get(key, 0) or title_rank(key)):
+            above = holds_any_word(distinctive, " ".join(f"{x.get('title') or ''} {x.get('text') or ''}" for x in parts))
         out.append(
             PageHit(
                 url=str(p.get("url") or ""),
@@ -413,7 +431,7 @@ def fuse_pages(
                 relevance=rel,
                 dense_height=hd,
                 lexical_height=hl,
-                above_floor=rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive)),
+                above_floor=above,
                 chunks=sorted(int(x.get("chunk") or 0) for x in parts),
                 entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
                 rank_dense=rank_d.get(key),

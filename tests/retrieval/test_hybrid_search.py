@@ -360,3 +360,29 @@ def test_a_caption_is_not_reordered_by_the_name_rule():
     assert [p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption)] == [
         p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption, name_rule=False)
     ]
+
+
+def test_the_local_search_passes_the_grounded_names_to_the_name_rule(pages_kb):
+    search = LocalCorpusSearch(pages_kb)
+    query = "cat internet meme origin meaning"  # two cat pages; the grounded name says which one KAR means
+    assert search.pages(query, 5, names=["Nyan Cat"])[0].url == "https://knowyourmeme.com/memes/nyan-cat"
+    assert search.pages(query, 5, names=["Grumpy Cat", "Tardar Sauce"])[0].url == "https://knowyourmeme.com/memes/grumpy-cat"
+
+
+def test_a_query_of_ordinary_words_is_no_evidence_of_a_page_on_its_subject():
+    # a caption of ordinary words close to a page on the same subject on both routes: relevant by its heights,
+    # but it names nothing; the same page for a query with a distinctive word it holds, or naming its title
+    chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
+    chunks["https://k.org/bus#0"] = _titled("https://k.org/bus", "People Who Thank the Bus Driver", 0, 0.80, 30.0, "a bus driver waits for a passenger and people thank the driver")
+    caption = "when the bus driver waits for you"
+    plain = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=False)
+    assert plain[0].url == "https://k.org/bus" and plain[0].above_floor and plain[0].dense_height > 0
+    ruled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=True)
+    assert ruled[0].url == "https://k.org/bus" and not ruled[0].above_floor  # the same rank, below the floor
+    assert ruled[0].relevance == plain[0].relevance
+    held = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a passenger", distinctive=("passenger",), ordinary_words_rule=True)
+    assert held[0].above_floor  # a distinctive word of the query that the page holds
+    lacking = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a tourist", distinctive=("tourist",), ordinary_words_rule=True)
+    assert not lacking[0].above_floor
+    titled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="People Who Thank the Bus Driver meme origin meaning", ordinary_words_rule=True)
+    assert titled[0].above_floor  # the query names the page by its title (ordinary words, a meme's name)
