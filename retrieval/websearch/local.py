@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.websearch.base import SearchError, SearchResult
-from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, search_corpus
+from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, default_ordinary_floor, search_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
@@ -44,6 +44,7 @@ class LocalCorpusSearch:
         self.mode = mode
         self.fusion = fusion
         self.floor = default_floor(kb.embedder.name) if floor is None else floor
+        self.ordinary_floor = default_ordinary_floor(kb.embedder.name)
 
     def params(self, max_results: int) -> dict[str, Any]:
         if self.mode == "dense":
@@ -53,7 +54,7 @@ class LocalCorpusSearch:
         return {
             "max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor,
             "title_rule": TITLE_MIN_COVERAGE, "lexical_alone_needs_words": LEXICAL_ALONE_NEEDS_WORDS, "name_rule": NAME_RULE,
-            "ordinary_words_rule": ORDINARY_WORDS_RULE,
+            "ordinary_words_rule": ORDINARY_WORDS_RULE, "ordinary_floor": self.ordinary_floor,
         }
 
     def pages(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[PageHit]:
@@ -62,7 +63,7 @@ class LocalCorpusSearch:
         :mod:`retrieval.websearch.hybrid`; None: read off the query when it has KAR's entity form)."""
         with self.lock:  # the embedder only; the corpus search below runs concurrently
             vector = self.kb.embedder.encode_queries([query]).dense[0]
-        return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion, names=names)
+        return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion, names=names, ordinary_floor=self.ordinary_floor)
 
     def search_sync(self, query: str, max_results: int = 5) -> list[SearchResult]:
         """Blocking search (used by the async method in a worker thread)."""

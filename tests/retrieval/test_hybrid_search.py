@@ -312,7 +312,7 @@ def test_a_page_found_on_the_lexical_route_alone_needs_the_querys_distinctive_wo
 def test_the_local_search_cache_key_names_the_rules(pages_kb):
     params = LocalCorpusSearch(pages_kb).params(5)
     assert params["title_rule"] == 0.5 and params["lexical_alone_needs_words"] is True and params["mode"] == "hybrid"
-    assert params["name_rule"] is True
+    assert params["name_rule"] is True and params["ordinary_words_rule"] is True
     assert "title_rule" not in LocalCorpusSearch(pages_kb, mode="dense").params(5)
 
 
