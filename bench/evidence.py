@@ -25,14 +25,18 @@ Ordinary captions that name nothing, in two sets:
   floor and rules were tuned, so it no longer counts as held-out);
 - **fresh** (held-out): ``bench/queries/evidence_captions_fresh.jsonl`` (264 new captions and chat lines,
   132 English and 132 Chinese, written and committed before any run searched them).  ``--rows-out``
-  leaves them out of the pickled rows, so that no analysis of other settings reads them.
+  pickles them apart (``*-fresh.pkl``), so that no analysis of other settings reads them; ``--rows-in``
+  prints every figure from pickled searches (one look at the fresh set per candidate); ``--no-fresh``
+  leaves them out of a development run.
 
 A right answer for them is no evidence.
 
 Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL); captions:
 tuning with the calibration pages, fresh with the held-out pages.
-The calibration split chooses the lexical weight and the floor (the smallest floor that lets at most
-0.5 % of tuning captions through (MAX_CAPTION_PASS), the weight with the best calibration MRR of entity and
+The calibration split chooses the lexical weight, the ordinary floor (hybrid.ORDINARY_WORDS_RULE: just above
+the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`) and the floor
+(the smallest floor that lets at most 0.5 % of tuning captions through (MAX_CAPTION_PASS), the weight with the
+best calibration MRR of entity and
 description queries), then the relative floor (the best F1 of the pages above the floor among the top 5
 of calibration entity and description queries: :func:`choose_relative`); every figure is printed for
 both splits, the held-out one being the one that counts.  Search ms are wall and process-CPU p50 of

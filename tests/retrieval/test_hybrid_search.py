@@ -122,10 +122,11 @@ def test_at_most_two_chunks_of_a_page_adjacent_ones_joined():
 
 def test_the_background_is_the_queries_own_so_a_flat_field_passes_nothing():
     flat = {c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.86 - i * 0.001) for i in range(30)]}
-    assert not any(p.above_floor for p in fuse_pages(flat, 0, 30, floor=0.05))
+    # (the ordinary-words rule apart: these pages hold no word of a query, see its own test)
+    assert not any(p.above_floor for p in fuse_pages(flat, 0, 30, floor=0.05, ordinary_words_rule=False))
     peak = dict(flat)
     peak["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.95)
-    first = fuse_pages(peak, 0, 31, floor=0.05)[0]
+    first = fuse_pages(peak, 0, 31, floor=0.05, ordinary_words_rule=False)[0]
     assert first.url == "https://a.org/x" and first.above_floor and first.dense_height == pytest.approx(0.95 - 0.852, abs=1e-6)  # the 10th page, now that x is first
 
 
@@ -179,10 +180,10 @@ def test_a_page_far_below_the_best_one_is_not_above_the_floor():
     chunks["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.90)
     chunks["https://a.org/y#0"] = _chunk("https://a.org/y", 0, 0.75)
     chunks["https://a.org/z#0"] = _chunk("https://a.org/z", 0, 0.55)
-    pages = {p.url: p for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.7)}
+    pages = {p.url: p for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.7, ordinary_words_rule=False)}
     # background 0.44 (the 10th page): heights 0.46, 0.31, 0.11; 0.7 of the best is 0.322
     assert pages["https://a.org/x"].above_floor and not pages["https://a.org/y"].above_floor and not pages["https://a.org/z"].above_floor
-    assert all(p.above_floor for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.0)[:3])
+    assert all(p.above_floor for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.0, ordinary_words_rule=False)[:3])
 
 
 def test_the_corpus_sample_background_is_a_quantile_so_it_does_not_rise_with_size():
@@ -369,20 +370,23 @@ def test_the_local_search_passes_the_grounded_names_to_the_name_rule(pages_kb):
     assert search.pages(query, 5, names=["Grumpy Cat", "Tardar Sauce"])[0].url == "https://knowyourmeme.com/memes/grumpy-cat"
 
 
-def test_a_query_of_ordinary_words_is_no_evidence_of_a_page_on_its_subject():
-    # a caption of ordinary words close to a page on the same subject on both routes: relevant by its heights,
-    # but it names nothing; the same page for a query with a distinctive word it holds, or naming its title
+def test_a_query_of_ordinary_words_needs_the_higher_floor_for_a_page_on_its_subject():
+    # a caption of ordinary words close to a page on the same subject on both routes: above the floor by its
+    # heights, but it names nothing: it needs the ordinary floor; not a query with a distinctive word the page
+    # holds, nor one naming the page's title
     chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
     chunks["https://k.org/bus#0"] = _titled("https://k.org/bus", "People Who Thank the Bus Driver", 0, 0.80, 30.0, "a bus driver waits for a passenger and people thank the driver")
     caption = "when the bus driver waits for you"
     plain = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=False)
     assert plain[0].url == "https://k.org/bus" and plain[0].above_floor and plain[0].dense_height > 0
-    ruled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=True)
-    assert ruled[0].url == "https://k.org/bus" and not ruled[0].above_floor  # the same rank, below the floor
+    high = plain[0].relevance + 0.01
+    ruled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=True, ordinary_floor=high)
+    assert ruled[0].url == "https://k.org/bus" and not ruled[0].above_floor  # the same rank, below the ordinary floor
     assert ruled[0].relevance == plain[0].relevance
-    held = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a passenger", distinctive=("passenger",), ordinary_words_rule=True)
-    assert held[0].above_floor  # a distinctive word of the query that the page holds
-    lacking = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a tourist", distinctive=("tourist",), ordinary_words_rule=True)
+    assert fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_floor=high - 0.02)[0].above_floor  # on by default
+    held = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a passenger", distinctive=("passenger",), ordinary_floor=high)
+    assert held[0].above_floor  # a distinctive word of the query that the page holds: the ordinary floor is not read
+    lacking = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a tourist", distinctive=("tourist",), ordinary_floor=high)
     assert not lacking[0].above_floor
-    titled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="People Who Thank the Bus Driver meme origin meaning", ordinary_words_rule=True)
+    titled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="People Who Thank the Bus Driver meme origin meaning", ordinary_floor=high)
     assert titled[0].above_floor  # the query names the page by its title (ordinary words, a meme's name)
