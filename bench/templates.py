@@ -247,6 +247,59 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def _run_variants(variants: list[dict], route, queries: list, entity_of: dict) -> None:
+    """Each variant's settings applied (a module constant ``module.NAME`` or ``route.attr`` /
+    ``route.descriptors.attr``), the queries run again, top-1 / false claims / CPU p50,p95 per style printed
+    on stderr as one JSON line, the settings restored."""
+    import importlib
+
+    def target(name: str):
+        if name.startswith("route."):
+            obj, attr = route, name[len("route."):]
+            while "." in attr:
+                head, attr = attr.split(".", 1)
+                obj = getattr(obj, head)
+            return obj, attr
+        module, attr = name.rsplit(".", 1)
+        return importlib.import_module(module), attr
+
+    for variant in variants:
+        saved = []
+        for name, value in variant.get("set", {}).items():
+            obj, attr = target(name)
+            saved.append((obj, attr, getattr(obj, attr)))
+            setattr(obj, attr, value)
+        per: dict[str, dict] = {}
+        try:
+            for style, tid, positive, data, _layout in queries:
+                c0 = time.thread_time()
+                matches = route.match(route.prepare(data))
+                ms = (time.thread_time() - c0) * 1000
+                accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
+                row = per.setdefault(style, {"pos": [], "neg": [], "cpu": [], "cpu_neg": [], "misses": []})
+                if positive:
+                    ok = bool(accepted) and accepted[0].entity_id == entity_of.get(tid)
+                    row["pos"].append(ok)
+                    row["cpu"].append(ms)
+                    if not ok:
+                        row["misses"].append(tid)
+                else:
+                    row["neg"].append(bool(accepted))
+                    row["cpu_neg"].append(ms)
+        finally:
+            for obj, attr, value in reversed(saved):
+                setattr(obj, attr, value)
+        allcpu = [c for r in per.values() for c in r["cpu"] + r["cpu_neg"]]
+        print("variant " + json.dumps({
+            "name": variant.get("name"), "cpu_p50_p95": [round(statistics.median(allcpu), 1), round(pct(allcpu, 0.95), 1)],
+            **{style: {"top1": round(sum(r["pos"]) / max(1, len(r["pos"])), 3), "false_claims": round(sum(r["neg"]) / max(1, len(r["neg"])), 3),
+                       "cpu": [round(statistics.median(r["cpu"]), 1), round(pct(r["cpu"], 0.95), 1)] if r["cpu"] else None,
+                       "cpu_not_in_kb": [round(statistics.median(r["cpu_neg"]), 1), round(pct(r["cpu_neg"], 0.95), 1)] if r["cpu_neg"] else None,
+                       "misses": sorted(r["misses"])}
+               for style, r in per.items()},
+        }), file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=23)
@@ -461,6 +514,8 @@ def main() -> None:
                 "contest": _contest_row(matches, entity_of.get(tid)),
             })
 
+        if os.environ.get("BENCH_VARIANTS"):  # tries on the same index and queries (stderr): [{"name", "set": {"module.NAME" or "route.attr": value}}]
+            _run_variants(json.loads(os.environ["BENCH_VARIANTS"]), route, queries, entity_of)
         baseline: list[dict] = []
         if args.baseline:  # the route before descriptor votes: hash neighbours only, no mirrored pass
             route.vote, route.mirror = 0, False
@@ -476,7 +531,8 @@ def main() -> None:
             import pstats
 
             profiler.disable()
-            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+            for key in ("cumulative", "tottime"):  # where the time goes, by call tree and by function
+                pstats.Stats(profiler, stream=sys.stderr).sort_stats(key).print_stats(40)
         # the grounder on a sample: the same answer through EntityGrounder (image bytes as the only cue)
         from retrieval.grounding import EntityGrounder, GroundingCues
 

@@ -63,6 +63,10 @@ IVF_FROM = 50_000
 #: IVF lists searched per query descriptor: votes are counted over hundreds of query descriptors, so a
 #: neighbour missed now and then costs a vote, not the candidate (bench/templates.py: 12 → 4 kept top-1)
 NPROBE = 2
+#: the IVF is trained again when it holds this many times the descriptors it was trained on
+RETRAIN_GROWTH = 8
+#: lists = √(NLIST_COST · nprobe · n): NLIST_COST is what scanning one listed code costs over comparing one centroid
+NLIST_COST = 1.0
 #: faiss searches in the calling thread: one query's few hundred lookups are too small to share, and
 #: OpenMP threads spinning against the service's other requests cost more than they gain
 SEARCH_THREADS = 1
@@ -134,7 +138,7 @@ class DescriptorIndex:
     """Binary descriptors of entity image frames in faiss; :meth:`vote` shortlists frames for a query."""
 
     def __init__(
-        self, root: Path | str | None, per_image: int = PER_IMAGE, ivf_from: int = IVF_FROM, nprobe: int = NPROBE,
+        self, root: Path | str | None, per_image: int = PER_IMAGE, ivf_from: int = IVF_FROM, nprobe: int | None = None,
         mmap_from: int = MMAP_FROM, per_image_coarse: int = PER_IMAGE_COARSE,
     ) -> None:
         self.root = Path(root) if root is not None else None
@@ -143,7 +147,7 @@ class DescriptorIndex:
         self.mmap_from = mmap_from
         self.mapped = False
         self.ivf_from = ivf_from
-        self.nprobe = nprobe
+        self.nprobe = nprobe or NPROBE
         self._lock = threading.RLock()
         self._index = None
         self._slots: list[ImageKey | None] = []  # slot -> key (None: a freed slot)
@@ -299,7 +303,7 @@ class DescriptorIndex:
 
     def _maybe_retrain(self) -> None:
         n = self.size
-        if n < self.ivf_from or (self._trained_at and n < 8 * self._trained_at):
+        if n < self.ivf_from or (self._trained_at and n < RETRAIN_GROWTH * self._trained_at):
             return
         self._build_ivf()
 
@@ -310,7 +314,7 @@ class DescriptorIndex:
         n = len(codes)
         # a query descriptor is compared with every list centroid, then with the codes of NPROBE lists:
         # nlist + NPROBE·n/nlist is smallest at √(NPROBE·n) = 2·√n (4·√n before: 20 % more comparisons)
-        nlist = int(max(64, min(65_536, math.sqrt(self.nprobe * n))))
+        nlist = int(max(64, min(65_536, math.sqrt(NLIST_COST * self.nprobe * n))))
         quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
         ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
         ivf.own_fields = True
