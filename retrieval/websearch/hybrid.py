@@ -127,20 +127,22 @@ FALLBACK_ORDINARY_FLOOR = 0.1893
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
 
 
-def default_floor(embedder_name: str) -> float:
-    """The relevance floor calibrated for an embedder family (FALLBACK_FLOOR when uncalibrated)."""
-    for key, value in DEFAULT_FLOOR.items():
+def _for_family(table: dict[str, float], embedder_name: str, fallback: float) -> float:
+    """``table``'s value for the embedder's family (a key the name starts with or holds), else ``fallback``."""
+    for key, value in table.items():
         if embedder_name.startswith(key) or key in embedder_name:
             return value
-    return FALLBACK_FLOOR
+    return fallback
+
+
+def default_floor(embedder_name: str) -> float:
+    """The relevance floor calibrated for an embedder family (FALLBACK_FLOOR when uncalibrated)."""
+    return _for_family(DEFAULT_FLOOR, embedder_name, FALLBACK_FLOOR)
 
 
 def default_ordinary_floor(embedder_name: str) -> float:
     """The floor of pages found on ordinary words alone (:data:`ORDINARY_WORDS_RULE`) for an embedder family."""
-    for key, value in DEFAULT_ORDINARY_FLOOR.items():
-        if embedder_name.startswith(key) or key in embedder_name:
-            return value
-    return FALLBACK_ORDINARY_FLOOR
+    return _for_family(DEFAULT_ORDINARY_FLOOR, embedder_name, FALLBACK_ORDINARY_FLOOR)
 
 
 @dataclass
@@ -282,9 +284,14 @@ def name_keys_of(names: Sequence[str]) -> frozenset[str]:
     return frozenset(k for k in (_title_key(n) for n in names if n) if len(k) >= MIN_TITLE_CHARS)
 
 
+def _parts_text(parts: Sequence[dict[str, Any]]) -> str:
+    """The chunks' titles and texts, as the floor's word tests read them."""
+    return " ".join(f"{p.get('title') or ''} {p.get('text') or ''}" for p in parts)
+
+
 def _naming(parts: Sequence[dict[str, Any]], distinctive: Sequence[str]) -> bool:
     """Whether the query has distinctive words and the chunks' titles and texts hold every one."""
-    return holds_words(distinctive, " ".join(f"{p.get('title') or ''} {p.get('text') or ''}" for p in parts))
+    return holds_words(distinctive, _parts_text(parts))
 
 
 def _ranks(page_best: dict[str, float]) -> dict[str, int]:
@@ -440,7 +447,7 @@ def fuse_pages(
         p = parts[0]
         above = rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive))
         if above and ordinary_words_rule and not (named_len.get(key, 0) or title_rank(key)):
-            above = rel >= ordinary_floor or holds_any_word(distinctive, " ".join(f"{x.get('title') or ''} {x.get('text') or ''}" for x in parts))
+            above = rel >= ordinary_floor or holds_any_word(distinctive, _parts_text(parts))
         out.append(
             PageHit(
                 url=str(p.get("url") or ""),
