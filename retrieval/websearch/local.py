@@ -45,6 +45,8 @@ class LocalCorpusSearch:
         self.fusion = fusion
         self.floor = default_floor(kb.embedder.name) if floor is None else floor
         self.ordinary_floor = default_ordinary_floor(kb.embedder.name)
+        #: the hybrid search ranks a page titled as one of ``names`` first (the name rule); the dense one ignores them
+        self.uses_names = mode == "hybrid"
 
     def params(self, max_results: int) -> dict[str, Any]:
         if self.mode == "dense":
@@ -65,12 +67,12 @@ class LocalCorpusSearch:
             vector = self.kb.embedder.encode_queries([query]).dense[0]
         return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion, names=names, ordinary_floor=self.ordinary_floor)
 
-    def search_sync(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        """Blocking search (used by the async method in a worker thread)."""
+    def search_sync(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
+        """Blocking search (used by the async method in a worker thread); ``names`` as in :meth:`pages`."""
         if self.mode == "hybrid":
             return [
                 SearchResult(h.title, h.url, h.text, round(h.relevance, 4), h.above_floor, h.entity_id)
-                for h in self.pages(query, max_results)
+                for h in self.pages(query, max_results, names=names or None)
             ]
         with self.lock:
             vector = self.kb.embedder.encode_queries([query]).dense[0]
@@ -90,9 +92,10 @@ class LocalCorpusSearch:
             )
         return out
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
+        """Results for ``query``; ``names``: the grounded entity's names and aliases (hybrid mode's name rule)."""
         try:
-            return await asyncio.to_thread(self.search_sync, query, max_results)
+            return await asyncio.to_thread(self.search_sync, query, max_results, names)
         except SearchError:
             raise
         except Exception as exc:
