@@ -42,7 +42,9 @@ A right answer for them is no evidence.
 Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL); captions:
 tuning with the calibration pages, fresh with the held-out pages.
 The calibration split chooses the lexical weight, the ordinary floor (hybrid.ORDINARY_WORDS_RULE: just above
-the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`) and the floor
+the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`), the content
+words a page must share with such a query to be spared it (hybrid.ORDINARY_SHARED_WORDS: the fewest that let
+no more tuning captions through, :func:`choose_shared_words`) and the floor
 (the smallest floor that lets at most 0.5 % of tuning captions through (MAX_CAPTION_PASS), the weight with the
 best calibration MRR of entity and
 description queries), then the relative floor (the best F1 of the pages above the floor among the top 5
@@ -141,7 +143,10 @@ RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MAX_CAPTION_PASS = 0.005
 CAPTION_PASS_GRID = (0.01, 0.005)
 #: the ordinary floor (hybrid.ORDINARY_WORDS_RULE) and the floor the figures are read with (set by figures())
-CHOSEN: dict[str, Any] = {"ordinary_floor": None}
+CHOSEN: dict[str, Any] = {"ordinary_floor": None, "shared_words": None}
+#: the content words a page must share with a query it does not name to be spared the ordinary floor
+#: (hybrid.ORDINARY_SHARED_WORDS), tried on calibration: the fewest that let no more tuning captions through
+SHARED_WORDS_GRID = (2, 3, 4, 5, 6)
 K_EVIDENCE = 5
 #: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
 WIDE_POOL = 200
@@ -440,6 +445,7 @@ def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: 
     if not found.chunks:
         return []
     rules.setdefault("ordinary_floor", CHOSEN["ordinary_floor"])
+    rules.setdefault("shared_words", CHOSEN["shared_words"])
     if "narrowed" not in found.__dict__:
         found.narrowed = {}
     if pool not in found.narrowed:
@@ -526,6 +532,32 @@ def choose_ordinary_floor(rows: list[dict[str, Any]], w: float) -> float:
     return round(best + 1e-4, 4)
 
 
+def captions_given(rows: list[dict[str, Any]], floor: float, w: float, relative: float | None = None, **rules: Any) -> int:
+    """How many tuning captions are given evidence (Search-CoT's selection) at these settings."""
+    return sum(
+        1 for r in rows if r["kind"] == "caption" and r["split"] == CAPTION_SET["calibration"]
+        and select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=relative, **rules)))], None).pieces
+    )
+
+
+def choose_shared_words(rows: list[dict[str, Any]], w: float, floor: float) -> int:
+    """hybrid.ORDINARY_SHARED_WORDS: the fewest content words shared with a page (SHARED_WORDS_GRID) that let no
+    more tuning captions through than the ordinary-words rule without it, at ``floor``; 0 when none does.  The
+    right page above the floor for calibration written descriptions is logged for each."""
+    base = captions_given(rows, floor, w, shared_words=0)
+    chosen = 0
+    for m in SHARED_WORDS_GRID:
+        given = captions_given(rows, floor, w, shared_words=m)
+        above = mean([
+            1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, shared_words=m)) else 0.0
+            for r in rows if r["kind"] == "written" and r["split"] == "calibration"
+        ])
+        log.info("calibration: shared words %d: tuning captions given evidence %d (without: %d), written right page above floor %.4f", m, given, base, above)
+        if given <= base and not chosen:
+            chosen = m
+    return chosen
+
+
 def choose_floor(rows: list[dict[str, Any]], w: float, share: float | None = None, **rules: Any) -> float:
     """The smallest floor that lets at most MAX_CAPTION_PASS of tuning captions through: just above the
     relevance of the (allowed+1)-th best caption, each caption read at its best page that the floor's other
@@ -574,6 +606,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         best = None
         for w in W_GRID:
             CHOSEN["ordinary_floor"] = choose_ordinary_floor(rows, w)
+            CHOSEN["shared_words"] = choose_shared_words(rows, w, choose_floor(rows, w, shared_words=0))
             floor = choose_floor(rows, w)
             mrr = []
             for r in rows:
@@ -583,14 +616,16 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             score = mean(mrr)
             log.info("calibration: w %.2f floor %.4f mrr %.4f", w, floor, score)
             if best is None or score > best["mrr"]:
-                best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"]}
-        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"]}
+                best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"], "shared_words": CHOSEN["shared_words"]}
+        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"], "shared_words": best["shared_words"]}
         CHOSEN["ordinary_floor"] = fixed["ordinary_floor"]
+        CHOSEN["shared_words"] = fixed["shared_words"]
         fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
         fixed["rules_on_calibration"] = rules_on_calibration(rows, best["w_lexical"], fixed["relative"])
     assert fixed is not None
     w, floor = fixed["w_lexical"], fixed["floor"]
     CHOSEN["ordinary_floor"] = fixed.get("ordinary_floor")
+    CHOSEN["shared_words"] = fixed.get("shared_words")
     rel = fixed.get("relative", RELATIVE_FLOOR)
     out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
     lost: list[dict[str, Any]] = []
@@ -852,6 +887,7 @@ def main() -> None:
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
     ap.add_argument("--ordinary-floor", type=float, default=None, help="with --floor: the floor of pages found on ordinary words alone (default: hybrid's)")
+    ap.add_argument("--shared-words", type=int, default=None, help="with --floor: hybrid.ORDINARY_SHARED_WORDS (0: off; default: hybrid's)")
     ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions and held-out written descriptions out (development runs: they are read once per candidate)")
     ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
@@ -878,7 +914,7 @@ def main() -> None:
         "note": "description queries are extracted text (words 40-64 of the page body with the title's words removed: derived from the page text); written ones are written by people without the name",
     }
     if args.rows_in is not None:
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words} if args.floor is not None and args.w_lexical is not None else None
         for name, key in (("real", "real_size"), ("filler", "filler_size")):
             rows = load_rows(args.rows_in, name, apart=not args.no_fresh)
             if rows is None:
@@ -913,7 +949,7 @@ def main() -> None:
             times.append((time.perf_counter() - t) * 1000)
         embed_ms = p50(times)
         systems = Systems(kb, all_chunks)
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words} if args.floor is not None and args.w_lexical is not None else None
         rows = search_all(systems, queries, captions)
         save_rows(args.rows_out, "real", rows)
         real = figures(rows, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.websearch.base import SearchError, SearchResult
-from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, default_ordinary_floor, search_corpus
+from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_SHARED_WORDS, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, default_ordinary_floor, search_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
@@ -56,7 +56,7 @@ class LocalCorpusSearch:
         return {
             "max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor,
             "title_rule": TITLE_MIN_COVERAGE, "lexical_alone_needs_words": LEXICAL_ALONE_NEEDS_WORDS, "name_rule": NAME_RULE,
-            "ordinary_words_rule": ORDINARY_WORDS_RULE, "ordinary_floor": self.ordinary_floor,
+            "ordinary_words_rule": ORDINARY_WORDS_RULE, "ordinary_floor": self.ordinary_floor, "ordinary_shared_words": ORDINARY_SHARED_WORDS,
         }
 
     def pages(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[PageHit]:
