@@ -1,12 +1,12 @@
 """``CachedSearch``: a SQLite cache in front of any backend, shared by every condition of a run.
 
 Entries are keyed by ``sha256(backend name, query, backend parameters)`` (the query with
-whitespace collapsed; for a backend that ranks with the grounded entity's ``names``, the local
-corpus, the names too when given: web backends ignore them, so their keys do not change), so a query asked by Search-CoT and again by KAR reaches the
-backend once.  Concurrent identical requests are coalesced (single flight).  In
-*replay-only* mode a miss raises :class:`~retrieval.websearch.base.CacheMissError`
-instead of calling the backend, so a frozen ablation reruns exactly.  Failed searches are
-never cached.
+whitespace collapsed; the grounded entity's ``names`` too when given, but only for a backend that
+ranks with them, the local corpus: web backends ignore them, so their keys do not change), so a
+query asked by Search-CoT and again by KAR reaches the backend once.  Concurrent identical
+requests are coalesced (single flight).  In *replay-only* mode a miss raises
+:class:`~retrieval.websearch.base.CacheMissError` instead of calling the backend, so a frozen
+ablation reruns exactly.  Failed searches are never cached.
 """
 
 from __future__ import annotations
@@ -60,7 +60,10 @@ class CachedSearch:
         self._conn: sqlite3.Connection | None = None
         self._inflight: dict[str, asyncio.Future[list[SearchResult]]] = {}
 
-    uses_names = True  # passes them on; keys on them only when its backend uses them (:meth:`key_params`)
+    @property
+    def uses_names(self) -> bool:
+        """Whether its backend ranks with the ``names`` passed on to it (then they are part of the key)."""
+        return uses_names(self.backend)
 
     def params(self, max_results: int) -> dict[str, Any]:
         return self.backend.params(max_results)
