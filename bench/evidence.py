@@ -14,8 +14,16 @@ Queries per page (qrel = that page):
   on"; else the page's first tag that is no format or site tag and not words of the title: a plausible
   series, not KYM's own);
 - ``name``: the title alone;
-- ``description``: words 40-64 of the page body with every word of the title removed (derived
-  from the page text, so closer to it than a description a person would write: said in the output).
+- ``description`` (printed as extracted text): words 40-64 of the page body with every word of the title
+  removed (derived from the page text, so closer to it than a description a person would write, and
+  lexically easy: said in the output);
+- ``written`` / ``written_zh``: a description of the meme written by a person without its name (English for
+  every page, Chinese for every 4th), read from ``bench/queries/evidence_descriptions.jsonl`` (lines
+  ``{url, description, zh}``: written without searching, committed before any run searched them).  On
+  loading, every URL must be a bench page and every description non-empty; the descriptions that hold
+  the page's title (word-aware) or copy 6 or more consecutive words of its text are counted and printed,
+  not dropped.  ``--rows-out`` pickles the held-out ones apart with the fresh captions (``*-fresh.pkl``),
+  and ``--no-fresh`` leaves them out as well.
 
 Ordinary captions that name nothing, in two sets:
 
@@ -34,7 +42,9 @@ A right answer for them is no evidence.
 Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL); captions:
 tuning with the calibration pages, fresh with the held-out pages.
 The calibration split chooses the lexical weight, the ordinary floor (hybrid.ORDINARY_WORDS_RULE: just above
-the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`) and the floor
+the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`), the content
+words a page must share with such a query to be spared it (hybrid.ORDINARY_SHARED_WORDS: the fewest that let
+no more tuning captions through, :func:`choose_shared_words`) and the floor
 (the smallest floor that lets at most 0.5 % of tuning captions through (MAX_CAPTION_PASS), the weight with the
 best calibration MRR of entity and
 description queries), then the relative floor (the best F1 of the pages above the floor among the top 5
@@ -71,6 +81,7 @@ import json
 import logging
 import math
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -100,6 +111,20 @@ REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.p
 #: tuning captions (the old calibration and held-out halves alike) and the fresh held-out set
 CAPTIONS = (REPO / "bench" / "queries" / "evidence_captions.jsonl", REPO / "bench" / "queries" / "grounding_precision.jsonl")
 FRESH_CAPTIONS = REPO / "bench" / "queries" / "evidence_captions_fresh.jsonl"
+#: descriptions written by people without the meme's name (query kinds ``written`` and ``written_zh``)
+DESCRIPTIONS = REPO / "bench" / "queries" / "evidence_descriptions.jsonl"
+#: the query kinds of pages, in the order printed, and what each is
+KINDS = ("entity", "entity_work", "name", "description", "written", "written_zh")
+KIND_NOTES = {
+    "entity": "KAR's entity query: '{title} meme origin meaning'",
+    "entity_work": "KAR's entity query with the source work: '{title} {source work} meme origin meaning'",
+    "name": "the title alone",
+    "description": "extracted text: words 40-64 of the page body with the title's words removed (derived from the page text)",
+    "written": "a description of the meme written by a person without its name (English)",
+    "written_zh": "the same, written in Chinese (every 4th page)",
+}
+#: a written description copying this many consecutive words of its page's text is counted as copied
+COPY_WORDS = 6
 #: the caption set read with each page split
 CAPTION_SET = {"calibration": "tuning", "held-out": "fresh"}
 #: tags that say a page's format or the site it started on, not a series it belongs to (source_work)
@@ -118,7 +143,10 @@ RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MAX_CAPTION_PASS = 0.005
 CAPTION_PASS_GRID = (0.01, 0.005)
 #: the ordinary floor (hybrid.ORDINARY_WORDS_RULE) and the floor the figures are read with (set by figures())
-CHOSEN: dict[str, Any] = {"ordinary_floor": None}
+CHOSEN: dict[str, Any] = {"ordinary_floor": None, "shared_words": None}
+#: the content words a page must share with a query it does not name to be spared the ordinary floor
+#: (hybrid.ORDINARY_SHARED_WORDS), tried on calibration: the fewest that let no more tuning captions through
+SHARED_WORDS_GRID = (2, 3, 4, 5, 6)
 K_EVIDENCE = 5
 #: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
 WIDE_POOL = 200
@@ -207,6 +235,92 @@ def page_queries(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(d.split()) >= 8:
             out.append({"kind": "description", "query": d, "url": p["url"], "split": split, "page": p})
     return out
+
+
+def _plain_words(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.casefold())
+
+
+def names_title(text: str, title: str) -> bool:
+    """Whether ``text`` holds ``title`` as whole words (case-insensitive; a CJK title as a substring)."""
+    words = _plain_words(title)
+    if not words:
+        return False
+    if re.search(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]", title):
+        return title.casefold().replace(" ", "") in text.casefold().replace(" ", "")
+    return re.search(r"(?<![^\W_])" + r"[\W_]+".join(map(re.escape, words)) + r"(?![^\W_])", text.casefold()) is not None
+
+
+def copies_text(text: str, page_text: str, n: int = COPY_WORDS) -> bool:
+    """Whether ``text`` copies ``n`` or more consecutive words of ``page_text``."""
+    words = _plain_words(text)
+    if len(words) < n:
+        return False
+    grams = {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    page = _plain_words(page_text)
+    return any(tuple(page[i : i + n]) in grams for i in range(len(page) - n + 1))
+
+
+def load_written(pages: list[dict[str, Any]], path: Path = DESCRIPTIONS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The written descriptions as queries (``written``; ``written_zh`` where a Chinese one is given), qrel the
+    page, split as the page; and the validation report.  Every URL must be a bench page and every English
+    description non-empty (SystemExit otherwise); those that hold the title or copy the text are counted."""
+    if not path.exists():
+        return [], {"file": path.name, "present": False}
+    by_url = {canonical_url(p["url"]): p for p in pages}
+    out: list[dict[str, Any]] = []
+    bad: list[str] = []
+    seen: set[str] = set()
+    counts = {"lines": 0, "written": 0, "written_zh": 0, "holds_title": 0, "holds_title_zh": 0, f"copies_{COPY_WORDS}_words": 0}
+    flagged: list[dict[str, str]] = []
+    for i, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        counts["lines"] += 1
+        r = json.loads(line)
+        key = canonical_url(str(r.get("url") or ""))
+        page = by_url.get(key)
+        text, zh = str(r.get("description") or "").strip(), str(r.get("zh") or "").strip()
+        if page is None:
+            bad.append(f"line {i}: {r.get('url')!r} is not a bench page")
+            continue
+        if not text:
+            bad.append(f"line {i}: empty description")
+            continue
+        if key in seen:
+            bad.append(f"line {i}: {r.get('url')!r} again")
+            continue
+        seen.add(key)
+        split = split_of(key)
+        out.append({"kind": "written", "query": text, "url": page["url"], "split": split, "page": page, "lang": "en"})
+        counts["written"] += 1
+        why = [w for w, hit in (("title", names_title(text, page["title"])), ("copied", copies_text(text, page["text"]))) if hit]
+        counts["holds_title"] += "title" in why
+        counts[f"copies_{COPY_WORDS}_words"] += "copied" in why
+        if zh:
+            out.append({"kind": "written_zh", "query": zh, "url": page["url"], "split": split, "page": page, "lang": "zh"})
+            counts["written_zh"] += 1
+            if names_title(zh, page["title"]):
+                counts["holds_title_zh"] += 1
+                why.append("title in zh")
+        if why:
+            flagged.append({"url": page["url"], "split": split, "why": ", ".join(why)})
+    if bad:
+        raise SystemExit(f"{path.name}: {len(bad)} bad line(s): " + "; ".join(bad[:10]))
+    missing = len(by_url) - len(seen)
+    report = {
+        "file": path.name, "present": True, **counts, "pages_without": missing,
+        "by_split": {s: sum(1 for q in out if q["split"] == s and q["kind"] == "written") for s in ("calibration", "held-out")},
+        "flagged": len(flagged), "flagged_calibration": [f for f in flagged if f["split"] == "calibration"],
+        "note": f"flagged: holds the page's title (word-aware) or copies {COPY_WORDS}+ consecutive words of its text; counted, kept",
+    }
+    return out, report
+
+
+def held_apart(r: dict[str, Any]) -> bool:
+    """A row kept apart from analysis (``*-fresh.pkl``; left out by ``--no-fresh``): a fresh held-out caption or
+    a held-out written description."""
+    return (r["kind"] == "caption" and r["split"] == "fresh") or (r["kind"] in ("written", "written_zh") and r["split"] == "held-out")
 
 
 def load_captions() -> list[dict[str, Any]]:
@@ -331,6 +445,7 @@ def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: 
     if not found.chunks:
         return []
     rules.setdefault("ordinary_floor", CHOSEN["ordinary_floor"])
+    rules.setdefault("shared_words", CHOSEN["shared_words"])
     if "narrowed" not in found.__dict__:
         found.narrowed = {}
     if pool not in found.narrowed:
@@ -417,6 +532,32 @@ def choose_ordinary_floor(rows: list[dict[str, Any]], w: float) -> float:
     return round(best + 1e-4, 4)
 
 
+def captions_given(rows: list[dict[str, Any]], floor: float, w: float, relative: float | None = None, **rules: Any) -> int:
+    """How many tuning captions are given evidence (Search-CoT's selection) at these settings."""
+    return sum(
+        1 for r in rows if r["kind"] == "caption" and r["split"] == CAPTION_SET["calibration"]
+        and select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=relative, **rules)))], None).pieces
+    )
+
+
+def choose_shared_words(rows: list[dict[str, Any]], w: float, floor: float) -> int:
+    """hybrid.ORDINARY_SHARED_WORDS: the fewest content words shared with a page (SHARED_WORDS_GRID) that let no
+    more tuning captions through than the ordinary-words rule without it, at ``floor``; 0 when none does.  The
+    right page above the floor for calibration written descriptions is logged for each."""
+    base = captions_given(rows, floor, w, shared_words=0)
+    chosen = 0
+    for m in SHARED_WORDS_GRID:
+        given = captions_given(rows, floor, w, shared_words=m)
+        above = mean([
+            1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, shared_words=m)) else 0.0
+            for r in rows if r["kind"] == "written" and r["split"] == "calibration"
+        ])
+        log.info("calibration: shared words %d: tuning captions given evidence %d (without: %d), written right page above floor %.4f", m, given, base, above)
+        if given <= base and not chosen:
+            chosen = m
+    return chosen
+
+
 def choose_floor(rows: list[dict[str, Any]], w: float, share: float | None = None, **rules: Any) -> float:
     """The smallest floor that lets at most MAX_CAPTION_PASS of tuning captions through: just above the
     relevance of the (allowed+1)-th best caption, each caption read at its best page that the floor's other
@@ -443,7 +584,7 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
         rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "name_rule": title, "lexical_alone_words": words, "ordinary_words_rule": ordinary}
         floor = choose_floor(rows, w, share, **rules)
         res: dict[str, Any] = {"floor": floor}
-        for kind in ("entity", "entity_work", "description"):
+        for kind in ("entity", "entity_work", "description", "written", "written_zh"):
             ms, above = [], []
             for r in (r for r in cal if r["kind"] == kind):
                 ps = hybrid_pages(r["found"], floor, w, relative=relative, names=r.get("names"), **rules)
@@ -465,6 +606,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         best = None
         for w in W_GRID:
             CHOSEN["ordinary_floor"] = choose_ordinary_floor(rows, w)
+            CHOSEN["shared_words"] = choose_shared_words(rows, w, choose_floor(rows, w, shared_words=0))
             floor = choose_floor(rows, w)
             mrr = []
             for r in rows:
@@ -474,14 +616,16 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
             score = mean(mrr)
             log.info("calibration: w %.2f floor %.4f mrr %.4f", w, floor, score)
             if best is None or score > best["mrr"]:
-                best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"]}
-        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"]}
+                best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"], "shared_words": CHOSEN["shared_words"]}
+        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"], "shared_words": best["shared_words"]}
         CHOSEN["ordinary_floor"] = fixed["ordinary_floor"]
+        CHOSEN["shared_words"] = fixed["shared_words"]
         fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
         fixed["rules_on_calibration"] = rules_on_calibration(rows, best["w_lexical"], fixed["relative"])
     assert fixed is not None
     w, floor = fixed["w_lexical"], fixed["floor"]
     CHOSEN["ordinary_floor"] = fixed.get("ordinary_floor")
+    CHOSEN["shared_words"] = fixed.get("shared_words")
     rel = fixed.get("relative", RELATIVE_FLOOR)
     out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
     lost: list[dict[str, Any]] = []
@@ -490,8 +634,10 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         for fusion in ("sum", "rrf"):
             pass
         systems_out: dict[str, dict[str, Any]] = {n: {} for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
-        for kind in ("entity", "entity_work", "name", "description"):
+        for kind in KINDS:
             sel = [r for r in rows if r["kind"] == kind and r["split"] == split]
+            if not sel and kind in ("written", "written_zh"):
+                continue
             per: dict[str, list[dict[str, float]]] = {n: [] for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
             if kind == "entity_work":  # the name rule: with KAR's grounded names, read off the query, and off
                 per.update({"hybrid_sum_names_from_query": [], "hybrid_sum_no_name_rule": []})
@@ -521,7 +667,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
                     "n": len(ms), "hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "ndcg@5": mean([m["ndcg@5"] for m in ms]),
                 }
             # the floor's effect on the page's own query: is the right page above it?
-            if kind in ("entity", "entity_work", "description"):
+            if kind != "name":
                 systems_out["hybrid_sum"][kind]["right_page_above_floor"] = mean(
                     [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names"))) else 0.0 for r in sel]
                 )
@@ -689,26 +835,26 @@ def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n
 
 
 def save_rows(folder: Path | None, name: str, rows: list[dict[str, Any]]) -> None:
-    """Searched rows pickled: ``{name}.pkl`` without the fresh held-out captions (what analyses of other settings
-    read), ``{name}-fresh.pkl`` with them only (read back by ``--rows-in`` alone, which prints every figure)."""
+    """Searched rows pickled: ``{name}.pkl`` without the rows held apart (the fresh held-out captions and the
+    held-out written descriptions, :func:`held_apart`: what analyses of other settings read), ``{name}-fresh.pkl``
+    with them only (read back by ``--rows-in`` alone, which prints every figure)."""
     if folder is not None:
         import pickle
 
         folder.mkdir(parents=True, exist_ok=True)
-        fresh = [r for r in rows if r["kind"] == "caption" and r["split"] == "fresh"]
-        (folder / f"{name}.pkl").write_bytes(pickle.dumps([r for r in rows if not (r["kind"] == "caption" and r["split"] == "fresh")]))
-        (folder / f"{name}-fresh.pkl").write_bytes(pickle.dumps(fresh))
+        (folder / f"{name}.pkl").write_bytes(pickle.dumps([r for r in rows if not held_apart(r)]))
+        (folder / f"{name}-fresh.pkl").write_bytes(pickle.dumps([r for r in rows if held_apart(r)]))
 
 
-def load_rows(folder: Path, name: str) -> list[dict[str, Any]] | None:
-    """Rows pickled by :func:`save_rows` (both files), or None when absent."""
+def load_rows(folder: Path, name: str, apart: bool = True) -> list[dict[str, Any]] | None:
+    """Rows pickled by :func:`save_rows` (with ``apart``: both files), or None when absent."""
     import pickle
 
     if not (folder / f"{name}.pkl").exists():
         return None
     rows = pickle.loads((folder / f"{name}.pkl").read_bytes())
     fresh = folder / f"{name}-fresh.pkl"
-    return rows + (pickle.loads(fresh.read_bytes()) if fresh.exists() else [])
+    return rows + (pickle.loads(fresh.read_bytes()) if apart and fresh.exists() else [])
 
 
 def filler_corpus(folder: Path, settings: Settings, embedder: Any, dump: Path, chunks: list[dict[str, Any]], n: int) -> tuple[KnowledgeBase, list[dict[str, Any]]]:
@@ -741,7 +887,8 @@ def main() -> None:
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
     ap.add_argument("--ordinary-floor", type=float, default=None, help="with --floor: the floor of pages found on ordinary words alone (default: hybrid's)")
-    ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions out (development runs: they are read once per candidate)")
+    ap.add_argument("--shared-words", type=int, default=None, help="with --floor: hybrid.ORDINARY_SHARED_WORDS (0: off; default: hybrid's)")
+    ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions and held-out written descriptions out (development runs: they are read once per candidate)")
     ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
     args = ap.parse_args()
@@ -751,26 +898,27 @@ def main() -> None:
     pages = load_pages(args.real)
     if args.pages:
         pages = sorted(pages, key=lambda p: hashlib.sha1(canonical_url(p["url"]).encode()).hexdigest())[: args.pages]  # cached first
-    queries = page_queries(pages)
-    captions = [c for c in load_captions() if not (args.no_fresh and c["split"] == "fresh")]
+    written, validation = load_written(pages)
+    queries = [q for q in page_queries(pages) + written if not (args.no_fresh and held_apart(q))]
+    captions = [c for c in load_captions() if not (args.no_fresh and held_apart(c))]
     result: dict[str, Any] = {
         "pages": len(pages),
-        "queries": {k: sum(1 for q in queries if q["kind"] == k) for k in ("entity", "entity_work", "name", "description")},
+        "queries": {k: sum(1 for q in queries if q["kind"] == k) for k in KINDS},
+        "query_kinds": KIND_NOTES,
+        "written_validation": validation,
         "captions": {
             s: {"n": sum(1 for c in captions if c["split"] == s), "en": sum(1 for c in captions if c["split"] == s and c["lang"] == "en"), "zh": sum(1 for c in captions if c["split"] == s and c["lang"] == "zh")}
             for s in ("tuning", "fresh")
         },
         "caption_sets": "tuning: the old calibration and old held-out captions (both looked at while tuning); fresh: the held-out set, read with the held-out pages",
-        "note": "description queries are words 40-64 of the page body with the title's words removed: derived from the page text",
+        "note": "description queries are extracted text (words 40-64 of the page body with the title's words removed: derived from the page text); written ones are written by people without the name",
     }
     if args.rows_in is not None:
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words} if args.floor is not None and args.w_lexical is not None else None
         for name, key in (("real", "real_size"), ("filler", "filler_size")):
-            rows = load_rows(args.rows_in, name)
+            rows = load_rows(args.rows_in, name, apart=not args.no_fresh)
             if rows is None:
                 continue
-            if args.no_fresh:
-                rows = [r for r in rows if not (r["kind"] == "caption" and r["split"] == "fresh")]
             res = figures(rows, choose=fixed is None and name == "real", fixed=fixed, embed_ms=None)
             if name == "real":
                 fixed = res["chosen_on_calibration"]
@@ -801,7 +949,7 @@ def main() -> None:
             times.append((time.perf_counter() - t) * 1000)
         embed_ms = p50(times)
         systems = Systems(kb, all_chunks)
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor} if args.floor is not None and args.w_lexical is not None else None
+        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words} if args.floor is not None and args.w_lexical is not None else None
         rows = search_all(systems, queries, captions)
         save_rows(args.rows_out, "real", rows)
         real = figures(rows, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)

@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ class DelaySearch:
     def params(self, max_results: int) -> dict:
         return {"max_results": max_results}
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
         self.calls += 1
         if self.delay:
             await asyncio.sleep(self.delay)

@@ -310,8 +310,10 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
             }
             update["timings"] = {"search": time.perf_counter() - started}
             return update
+        # a CultureBase query passes its grounded entity's names and aliases (the local corpus ranks the page
+        # titled by one of them first; web backends ignore them); Search-CoT's queries carry none
         outcomes = await asyncio.gather(
-            *(deps.search.search(q.text, cfg.search_results) for q in queries), return_exceptions=True
+            *(deps.search.search(q.text, cfg.search_results, names=q.names or None) for q in queries), return_exceptions=True
         )
         backend = getattr(deps.search, "name", type(deps.search).__name__)
         searches: list[dict[str, Any]] = []

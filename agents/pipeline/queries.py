@@ -5,6 +5,11 @@ Order: the extractor's suggested queries; then (KAR only) each CultureBase hit â
 meaning"`` (otherwise); then each confident (high/medium) extracted entity in the same
 template; OCR text only as the last fallback when nothing else produced a query.
 Deduplicated (case and whitespace insensitive) and cut to the budget.
+
+A CultureBase query carries the grounded entity's name and aliases (``Query.names``); the pipeline
+passes them to the search backend (``WebSearch.search(..., names=)``), so the local corpus ranks the
+entity's own page first even when it is titled by an alias the query does not hold.  Every other
+query (the extractor's, an ungrounded extracted entity's, OCR; all of Search-CoT's) carries none.
 """
 
 from __future__ import annotations
@@ -24,8 +29,11 @@ CONFIDENT = ("high", "medium")
 
 @dataclass(frozen=True)
 class Query:
+    """One search query; ``names``: the grounded entity's name and aliases for a CultureBase query, else ()."""
+
     text: str
     origin: Origin
+    names: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,17 +60,17 @@ def build_queries(extraction: Extraction, hits: list[Any] | None, budget: int, o
     out: list[Query] = []
     seen: set[str] = set()
 
-    def add(text: str, origin: Origin) -> None:
+    def add(text: str, origin: Origin, names: tuple[str, ...] = ()) -> None:
         text = _squash(text)[:MAX_QUERY_CHARS].strip()
         if text and _key(text) not in seen and len(out) < budget:
             seen.add(_key(text))
-            out.append(Query(text, origin))
+            out.append(Query(text, origin, names))
 
     for q in extraction.suggested_queries:
         add(q, "vlm")
     for hit in hits or []:
         ent = hit.entity
-        add(entity_query(ent.name, ent.source_work or "", ent.language), "culturebase")
+        add(entity_query(ent.name, ent.source_work or "", ent.language), "culturebase", (ent.name, *(getattr(ent, "aliases", None) or ())))
     for ent in extraction.entities:
         if ent.confidence in CONFIDENT:
             add(entity_query(ent.name, ent.source), "entity")

@@ -1,7 +1,8 @@
-"""The web-search contract: ``WebSearch.search(query, max_results) -> list[SearchResult]``."""
+"""The web-search contract: ``WebSearch.search(query, max_results, names=None) -> list[SearchResult]``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,6 +39,12 @@ class SearchResult:
         )
 
 
+def uses_names(backend: object) -> bool:
+    """Whether ``backend`` ranks with the ``names`` passed to its ``search`` (its ``uses_names`` attribute;
+    False when it has none)."""
+    return bool(getattr(backend, "uses_names", False))
+
+
 class SearchError(RuntimeError):
     """A search failed after its retries; the message names the backend and the cause."""
 
@@ -52,7 +59,13 @@ class CacheMissError(SearchError):
 
 @runtime_checkable
 class WebSearch(Protocol):
-    """An async web search backend."""
+    """An async web search backend.
+
+    ``names``: the names and aliases of the grounded entity a query was made for (KAR's entity queries;
+    None for any other query, and always for Search-CoT, which grounds nothing).  A backend that ranks
+    with them (the local corpus: :mod:`retrieval.websearch.hybrid`'s name rule) says so with a true
+    ``uses_names`` attribute, and :class:`~retrieval.websearch.cache.CachedSearch` then keys on them; the web
+    backends accept and ignore them, so their cache keys stay as they were."""
 
     name: str
 
@@ -60,6 +73,6 @@ class WebSearch(Protocol):
         """The request parameters that determine the results (part of the cache key)."""
         ...
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
         """Results for ``query``, best first; raise :class:`SearchError` after retries."""
         ...

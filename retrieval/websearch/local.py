@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.websearch.base import SearchError, SearchResult
-from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, default_ordinary_floor, search_corpus
+from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_SHARED_WORDS, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, default_ordinary_floor, search_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
@@ -45,6 +45,8 @@ class LocalCorpusSearch:
         self.fusion = fusion
         self.floor = default_floor(kb.embedder.name) if floor is None else floor
         self.ordinary_floor = default_ordinary_floor(kb.embedder.name)
+        #: the hybrid search ranks a page titled as one of ``names`` first (the name rule); the dense one ignores them
+        self.uses_names = mode == "hybrid"
 
     def params(self, max_results: int) -> dict[str, Any]:
         if self.mode == "dense":
@@ -54,7 +56,7 @@ class LocalCorpusSearch:
         return {
             "max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor,
             "title_rule": TITLE_MIN_COVERAGE, "lexical_alone_needs_words": LEXICAL_ALONE_NEEDS_WORDS, "name_rule": NAME_RULE,
-            "ordinary_words_rule": ORDINARY_WORDS_RULE, "ordinary_floor": self.ordinary_floor,
+            "ordinary_words_rule": ORDINARY_WORDS_RULE, "ordinary_floor": self.ordinary_floor, "ordinary_shared_words": ORDINARY_SHARED_WORDS,
         }
 
     def pages(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[PageHit]:
@@ -65,12 +67,12 @@ class LocalCorpusSearch:
             vector = self.kb.embedder.encode_queries([query]).dense[0]
         return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion, names=names, ordinary_floor=self.ordinary_floor)
 
-    def search_sync(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        """Blocking search (used by the async method in a worker thread)."""
+    def search_sync(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
+        """Blocking search (used by the async method in a worker thread); ``names`` as in :meth:`pages`."""
         if self.mode == "hybrid":
             return [
                 SearchResult(h.title, h.url, h.text, round(h.relevance, 4), h.above_floor, h.entity_id)
-                for h in self.pages(query, max_results)
+                for h in self.pages(query, max_results, names=names or None)
             ]
         with self.lock:
             vector = self.kb.embedder.encode_queries([query]).dense[0]
@@ -90,9 +92,10 @@ class LocalCorpusSearch:
             )
         return out
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
+        """Results for ``query``; ``names``: the grounded entity's names and aliases (hybrid mode's name rule)."""
         try:
-            return await asyncio.to_thread(self.search_sync, query, max_results)
+            return await asyncio.to_thread(self.search_sync, query, max_results, names)
         except SearchError:
             raise
         except Exception as exc:

@@ -79,6 +79,34 @@ def holds_words(words: Sequence[str], text: str) -> bool:
     return all(w in hay for w in words)
 
 
+#: a word this common (wordfreq Zipf, its language) is a function word ("the", "with", "that"): no content word
+FUNCTION_ZIPF = 6.0
+
+
+def content_words(query: str) -> list[str]:
+    """The query's words that say something, ordinary or not: no function word (Zipf ≥ :data:`FUNCTION_ZIPF`), no
+    template word, no number, at least 3 letters (2 characters in Chinese)."""
+    key = lex.normalize(query)
+    words: list[str] = []
+    for a, b in lex.word_spans(key):
+        w = key[a:b]
+        if w in TEMPLATE_WORDS or w.isdigit() or w in words or len(w) < (2 if _CJK.search(w) else 3):
+            continue
+        if lex.commonness(w) < FUNCTION_ZIPF:
+            words.append(w)
+    return words
+
+
+def holds_many_words(words: Sequence[str], text: str, at_least: int) -> bool:
+    """Whether ``text`` (normalised here) holds at least ``at_least`` of ``words`` as whole words (jieba's words
+    for Chinese)."""
+    if at_least <= 0 or len(words) < at_least:
+        return False
+    key = lex.normalize(text)
+    hay = {key[a:b] for a, b in lex.word_spans(key)}
+    return sum(1 for w in words if w in hay) >= at_least
+
+
 def holds_any_word(words: Sequence[str], text: str) -> bool:
     """Whether ``text`` (normalised here) holds at least one of ``words`` (a query's :func:`distinctive_words`)."""
     if not words:

@@ -16,6 +16,7 @@ front of it like any backend.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -39,6 +40,7 @@ class SearxngSearch:
     """A :class:`~retrieval.websearch.base.WebSearch` over a SearXNG instance's JSON API."""
 
     name = "searxng"
+    uses_names = False  # a web search ranks by the query alone: ``names`` never enter its cache key
 
     def __init__(
         self,
@@ -100,7 +102,8 @@ class SearxngSearch:
             raise SearchError(f"searxng at {self.base_url} answered a JSON {type(body).__name__}, expected an object")
         return body
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
+        """Results for ``query``; ``names`` are accepted and ignored (a web search ranks by the query alone)."""
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(is_retryable),

@@ -10,6 +10,7 @@ on first use, one per event loop.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -38,6 +39,7 @@ class TavilySearch:
     """A :class:`~retrieval.websearch.base.WebSearch` over the Tavily API."""
 
     name = "tavily"
+    uses_names = False  # a web search ranks by the query alone: ``names`` never enter its cache key
 
     def __init__(
         self,
@@ -76,7 +78,8 @@ class TavilySearch:
             self._loop = loop
         return self._client
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
+        """Results for ``query``; ``names`` are accepted and ignored (a web search ranks by the query alone)."""
         client = self._get_client()
         try:
             async for attempt in AsyncRetrying(

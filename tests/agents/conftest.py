@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -43,6 +44,7 @@ class RecordingSearch:
 
     def __init__(self, fail_on: str | None = None, delay_s: float = 0.0, inject: str | None = None) -> None:
         self.queries: list[str] = []
+        self.names: dict[str, Sequence[str] | None] = {}  # the names passed with each query
         self.fail_on = fail_on
         self.delay_s = delay_s
         self.inject = inject
@@ -50,10 +52,11 @@ class RecordingSearch:
     def params(self, max_results: int) -> dict:
         return {"max_results": max_results}
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
         import asyncio
 
         self.queries.append(query)
+        self.names[query] = names
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.fail_on is not None and self.fail_on in query:

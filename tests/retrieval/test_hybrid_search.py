@@ -13,7 +13,8 @@ from culturebase.settings import Settings
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.websearch import LocalCorpusSearch
 from retrieval.websearch.entity_pages import EntityPages
-from retrieval.websearch.hybrid import ChunkScore, fuse_pages, join_chunks
+from retrieval.websearch.hybrid import ORDINARY_SHARED_WORDS, ChunkScore, fuse_pages, join_chunks
+from retrieval.websearch.relevance import content_words
 from tests.fakes.pages import PAGES, write_pages
 
 
@@ -313,7 +314,7 @@ def test_a_page_found_on_the_lexical_route_alone_needs_the_querys_distinctive_wo
 def test_the_local_search_cache_key_names_the_rules(pages_kb):
     params = LocalCorpusSearch(pages_kb).params(5)
     assert params["title_rule"] == 0.5 and params["lexical_alone_needs_words"] is True and params["mode"] == "hybrid"
-    assert params["name_rule"] is True and params["ordinary_words_rule"] is True
+    assert params["name_rule"] is True and params["ordinary_words_rule"] is True and params["ordinary_shared_words"] == ORDINARY_SHARED_WORDS
     assert "title_rule" not in LocalCorpusSearch(pages_kb, mode="dense").params(5)
 
 
@@ -390,3 +391,19 @@ def test_a_query_of_ordinary_words_needs_the_higher_floor_for_a_page_on_its_subj
     assert not lacking[0].above_floor
     titled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="People Who Thank the Bus Driver meme origin meaning", ordinary_floor=high)
     assert titled[0].above_floor  # the query names the page by its title (ordinary words, a meme's name)
+
+
+def test_a_description_sharing_several_content_words_with_its_page_is_spared_the_ordinary_floor():
+    # a description written without the meme's name is ordinary words too, but shares several of them with the
+    # page it describes; a caption shares one or two ("bus", "driver", "waits": three of the bus page's words)
+    chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
+    chunks["https://k.org/fine#0"] = _titled(
+        "https://k.org/fine", "This Is Fine", 0, 0.80, 30.0, "a cartoon dog sits in a burning room drinking coffee and says it is fine"
+    )
+    description = "that cartoon of a dog sitting calmly in a room on fire with his coffee"
+    assert content_words(description) == ["cartoon", "dog", "sitting", "calmly", "room", "fire", "coffee"]
+    high = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_words_rule=False)[0].relevance + 0.01
+    spared = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_floor=high)
+    assert spared[0].url == "https://k.org/fine" and spared[0].above_floor  # cartoon, dog, room, coffee: 4 words
+    assert not fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_floor=high, shared_words=5)[0].above_floor
+    assert not fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_floor=high, shared_words=0)[0].above_floor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
@@ -45,14 +46,16 @@ class CountingSearch:
 
     def __init__(self, fail: bool = False, delay: float = 0.0) -> None:
         self.calls: list[str] = []
+        self.names: list[Sequence[str] | None] = []
         self.fail = fail
         self.delay = delay
 
     def params(self, max_results: int) -> dict:
         return {"max_results": max_results}
 
-    async def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
         self.calls.append(query)
+        self.names.append(names)
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail:
@@ -111,6 +114,27 @@ async def test_cache_answers_repeats_from_disk_and_keys_by_backend_and_params(tm
     other = CountingSearch()
     other.name = "other"
     assert (await CachedSearch(other, tmp_path / "c.sqlite").search("doge meme", 3)) and other.calls == ["doge meme"]
+
+
+async def test_cache_keys_on_names_only_for_a_backend_that_ranks_with_them(tmp_path):
+    web = CountingSearch()  # no uses_names: a web backend, names passed on and never keyed on
+    cache = CachedSearch(web, tmp_path / "w.sqlite")
+    first = await cache.search("doge meme", 3)
+    assert await cache.search("doge meme", 3, names=["Doge", "Kabosu"]) == first
+    assert web.calls == ["doge meme"] and cache.key_params(3, ["Doge"]) == web.params(3)
+    await CachedSearch(CountingSearch(), tmp_path / "w2.sqlite").search("q", 3, names=["Doge"])
+    local = CountingSearch()
+    local.uses_names = True  # type: ignore[attr-defined]
+    cache = CachedSearch(local, tmp_path / "l.sqlite")
+    await cache.search("doge meme", 3)
+    await cache.search("doge meme", 3, names=["Kabosu", "Doge"])
+    await cache.search("doge meme", 3, names=["Doge", "Kabosu", "Doge"])  # the same names: the same entry
+    assert local.calls == ["doge meme"] * 2 and local.names == [None, ["Kabosu", "Doge"]]
+
+
+def test_local_corpus_search_uses_names_in_hybrid_mode_only(corpus_kb):
+    assert LocalCorpusSearch(corpus_kb).uses_names and not LocalCorpusSearch(corpus_kb, mode="dense").uses_names
+    assert not TavilySearch("tvly-test").uses_names
 
 
 async def test_replay_only_fails_on_a_miss_and_serves_hits(tmp_path):
