@@ -52,6 +52,7 @@ from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval import image_features as feats
+from retrieval import image_hash
 from retrieval.descriptor_index import DescriptorIndex, ImageKey
 from retrieval.image_hash import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
@@ -404,7 +405,8 @@ class ImageRoute:
         grey_img = flatten_grey(img)
         crops_of = img if self.embedder is not None else grey_img
         variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
-        hashes = tuple((name, hash_image(v)) for name, v in variants)
+        gap = image_hash.QUERY_REDUCING_GAP  # the query's thumbnails in two steps (stored hashes: one step)
+        hashes = tuple((name, hash_image(v, gap)) for name, v in variants)
         embeddings: tuple[tuple[str, Any], ...] = ()
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
@@ -667,7 +669,7 @@ class ImageRoute:
                 from PIL import ImageOps
 
                 flipped = ImageOps.mirror(picture)
-                search("mirrored", hash_image(flipped).vector())
+                search("mirrored", hash_image(flipped, image_hash.QUERY_REDUCING_GAP).vector())
                 full = next((f for part, f in features if part == "full"), None)
                 described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
                 flipped_regions = tuple(  # each region's keypoints mirrored and described in the flipped region
