@@ -15,7 +15,7 @@ become candidates for the geometric check (:func:`retrieval.image_features.verif
 stays the judge.
 
 Index kinds: below :data:`IVF_FROM` descriptors an exact ``IndexBinaryFlat`` behind an id map;
-from there an ``IndexBinaryIVF`` (``nlist`` ≈ 2·√n lists, trained on the descriptors held,
+from there an ``IndexBinaryIVF`` (``nlist`` ≈ √(2n) lists, trained on the descriptors held,
 searched with :data:`NPROBE` lists), trained again when it has grown :data:`RETRAIN_GROWTH`× since (the
 lists stay near √(n/2) codes: lists that grew 8× past their training cost the search twice the scanned codes).
 A retrain trains its centroids and fills the new lists outside the lock (queries keep searching the old index
