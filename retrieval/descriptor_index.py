@@ -172,7 +172,8 @@ class DescriptorIndex:
         #: bumped by every change of the indexed codes (a retrain built outside the lock checks it before the swap)
         self._generation = 0
         self._retraining = False
-        #: the last retrain's figures: descriptors, lists, seconds training, filling, and holding the lock
+        #: the last retrain's figures: descriptors, lists, seconds training, filling, and holding the lock (wall), and
+    #: the calling thread's CPU seconds training and filling
         self.last_retrain: dict[str, float] = {}
         #: every retrain's figures in this process (for the bench and the log)
         self.retrains: list[dict[str, float]] = []
@@ -349,7 +350,7 @@ class DescriptorIndex:
             codes, ids = self._all_codes()
             generation = self._generation
         try:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             n = len(codes)
             nlist = self.lists_for(n)
             quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
@@ -359,10 +360,10 @@ class DescriptorIndex:
             rng = np.random.default_rng(0)
             sample = codes[rng.choice(n, size=min(n, nlist * TRAIN_PER_LIST, TRAIN_MAX), replace=False)]
             ivf.train(np.ascontiguousarray(sample))
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.thread_time()
             ivf.add_with_ids(np.ascontiguousarray(codes), ids)
             ivf.nprobe = self.nprobe
-            t2 = time.perf_counter()
+            t2, c2 = time.perf_counter(), time.thread_time()
             with self._lock:
                 if self._generation != generation:  # written meanwhile: the lists are filled again from what is held now
                     codes, ids = self._all_codes()
@@ -377,7 +378,9 @@ class DescriptorIndex:
             with self._lock:
                 self._retraining = False
         figures = {"descriptors": float(len(codes)), "lists": float(nlist), "train_s": round(t1 - t0, 3),
-                   "fill_s": round(t2 - t1, 3), "locked_s": round(t3 - t2, 3)}
+                   "fill_s": round(t2 - t1, 3), "locked_s": round(t3 - t2, 3),
+                   # the calling thread's CPU (faiss threads, when it has any, are not counted)
+                   "train_cpu_s": round(c1 - c0, 3), "fill_cpu_s": round(c2 - c1, 3)}
         self.last_retrain = figures
         self.retrains.append(figures)
         log.info("descriptor index: IVF with %d lists over %d descriptors (trained in %.1f s on %d, filled in %.1f s, "
