@@ -344,7 +344,7 @@ class DescriptorIndex:
         import faiss
 
         with self._lock:
-            if self._retraining:
+            if self._retraining or self._index is None:
                 return {}
             self._retraining = True
             codes, ids = self._all_codes()
@@ -353,6 +353,8 @@ class DescriptorIndex:
             t0, c0 = time.perf_counter(), time.thread_time()
             n = len(codes)
             nlist = self.lists_for(n)
+            if n < nlist:  # too few descriptors for the smallest IVF: the index stays as it is
+                return {}
             quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
             ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
             ivf.own_fields = True

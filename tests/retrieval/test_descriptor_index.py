@@ -211,3 +211,12 @@ def test_a_retrain_lets_queries_run_and_keeps_what_was_written_meanwhile(tmp_pat
     assert figures["descriptors"] == index.size and index.kind == "ivf"
     assert index.vote(_features(30).descriptors)[0].key.entity_id == "e30"
     assert index.vote(_features(3).descriptors)[0].key.entity_id == "e3"
+
+
+def test_a_retrain_of_too_few_descriptors_leaves_the_index_as_it_is(tmp_path):
+    index = DescriptorIndex(tmp_path / "desc")
+    assert index.retrain() == {}  # nothing indexed
+    f = _features(1)
+    index.add(ImageKey("e1", "sha1", 0), f.points, f.descriptors, f.width, f.height, limit=20, coarse_limit=0)
+    assert index.size == 20 and index.retrain() == {} and index.kind == "flat"
+    assert index.vote(f.descriptors)[0].key.entity_id == "e1"
