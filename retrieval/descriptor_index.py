@@ -173,7 +173,7 @@ class DescriptorIndex:
         self._generation = 0
         self._retraining = False
         #: the last retrain's figures: descriptors, lists, seconds training, filling, and holding the lock (wall), and
-    #: the calling thread's CPU seconds training and filling
+        #: the calling thread's CPU seconds training and filling
         self.last_retrain: dict[str, float] = {}
         #: every retrain's figures in this process (for the bench and the log)
         self.retrains: list[dict[str, float]] = []
