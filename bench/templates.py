@@ -5,8 +5,9 @@ shuffle gives every template one kind of entity image: *still* (the JPEG as is, 
 them), *blank_background* (the template's picture at 45-60 % of the width on a flat canvas:
 a drawing on white) or *animated* (a 12-frame GIF panning and zooming over the template).
 Two thirds of each kind are indexed as entities; the other third is never indexed (out of KB).
-``--distractors`` synthetic textured templates (shapes, gradients, noise, text) fill the
-image index up to ``--entities`` images, so accuracy and latency are measured at that size.
+Synthetic textured distractors (shapes, gradients, noise, text; generated once and cached) fill the
+image index up to ``--entities`` images, so accuracy and latency are measured at that size (20,000 images:
+``--entities 20000``; ``--synthetic-fill`` adds byte-permuted descriptor copies, which skew a retrained IVF).
 
 Queries, ``--queries-per-template`` per template and style, each seeded:
 
@@ -354,7 +355,9 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="also run the route without descriptor votes and the mirrored pass")
     parser.add_argument("--synthetic-fill", type=int, default=0,
                         help="latency at scale: add this many synthetic images (random hash vectors; descriptors of a cached "
-                             "distractor with its 32 bytes permuted by one random order per image) after the real ones")
+                             "distractor with its 32 bytes permuted by one random order per image) after the real ones. No picture "
+                             "gives such codes: a retrained IVF spends most of its lists on them, so for the descriptor "
+                             "index at scale use --entities (generated distractors) instead")
     args = parser.parse_args()
     families = [f for f in args.families.split(",") if f]
     styles = [s for s in args.styles.split(",") if s]
@@ -685,7 +688,7 @@ def main() -> None:
             "strength_ratios_wrong_first": sorted(c["ratio"] for c in contests if c["right"] is None and c["ratio"] is not None),
         },
         "descriptor_index": {"kind": desc_kind, "descriptors": desc_size, "frames": desc_frames, "memory_mb": round(desc_mem / 2**20, 1),
-                             "lists": desc_lists, "nprobe": route.descriptors.nprobe, "retrains": desc_retrains},
+                             "lists": desc_lists, "nprobe": route.descriptors.probes(), "retrains": desc_retrains},
         "grounder_agrees_on_sample": f"{agree}/{total}",
         "latency_ms": {
             "image_images_indexed": n_images, "queries": len(lat),

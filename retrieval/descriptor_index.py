@@ -16,7 +16,7 @@ stays the judge.
 
 Index kinds: below :data:`IVF_FROM` descriptors an exact ``IndexBinaryFlat`` behind an id map;
 from there an ``IndexBinaryIVF`` (``nlist`` ≈ √(2n) lists, trained on the descriptors held,
-searched with :data:`NPROBE` lists), trained again when it has grown :data:`RETRAIN_GROWTH`× since (the
+searched with :func:`probes_for` lists: 3, 2 from 2,500 lists), trained again when it has grown :data:`RETRAIN_GROWTH`× since (the
 lists stay near √(n/2) codes: lists that grew 8× past their training cost the search twice the scanned codes).
 A retrain trains its centroids and fills the new lists outside the lock (queries keep searching the old index
 meanwhile); the lock is held only to swap it in (:attr:`DescriptorIndex.last_retrain` says how long each took).  Ids are image
@@ -68,6 +68,11 @@ IVF_FROM = 50_000
 #: neighbour missed now and then costs a vote, not the candidate (bench/templates.py: 12 → 4 kept top-1; with
 #: lists kept near √(n/2) codes by retraining, 3 probes found more small grid cells than 2 at about the same CPU)
 NPROBE = 3
+#: an IVF of at least this many lists (≈ 3.1 M descriptors at training) is searched with NPROBE_LARGE probes: each
+#: probe scans ≈ 1,900 codes there, and at 20,000 images a 3rd probe cost x1.28 the descriptor search of 2 for no
+#: top-1 (bench/templates.py, docs/templates.md "probes by index size")
+NPROBE_LARGE_FROM = 2_500
+NPROBE_LARGE = 2
 #: the IVF is trained again when it holds this many times the descriptors it was trained on (8 before the
 #: retrain round: at 5,000 images the lists had grown to ≈ 2,000 codes, and scanning them was half the search)
 RETRAIN_GROWTH = 2
@@ -136,6 +141,12 @@ def spread(points: np.ndarray, count: int, width: int, height: int, grid: int = 
 _threads_set = False
 
 
+def probes_for(nlist: int) -> int:
+    """IVF lists to search per query descriptor in an index of ``nlist`` lists: :data:`NPROBE`, and
+    :data:`NPROBE_LARGE` from :data:`NPROBE_LARGE_FROM` lists."""
+    return NPROBE_LARGE if nlist >= NPROBE_LARGE_FROM else NPROBE
+
+
 def _single_threaded() -> None:
     """faiss searches in the calling thread (:data:`SEARCH_THREADS`), set once per process."""
     global _threads_set
@@ -159,7 +170,8 @@ class DescriptorIndex:
         self.mmap_from = mmap_from
         self.mapped = False
         self.ivf_from = ivf_from
-        self.nprobe = nprobe or NPROBE
+        #: probes of an IVF search; None: by the index's lists (:func:`probes_for`)
+        self.nprobe = nprobe
         self._lock = threading.RLock()
         self._index = None
         self._slots: list[ImageKey | None] = []  # slot -> key (None: a freed slot)
@@ -219,7 +231,7 @@ class DescriptorIndex:
 
         if self.mapped and self.root is not None:
             self._index = faiss.read_index_binary(str(self._paths()[0]))
-            self._index.nprobe = self.nprobe
+            self._index.nprobe = self.probes(self._index)
             self.mapped = False
 
     def has(self, key: ImageKey) -> bool:
@@ -331,6 +343,11 @@ class DescriptorIndex:
             return False
         return not self._trained_at or n >= RETRAIN_GROWTH * self._trained_at
 
+    def probes(self, index=None) -> int:
+        """IVF lists searched per query descriptor: the ``nprobe`` given, else :func:`probes_for` the index's lists."""
+        index = self._index if index is None else index
+        return self.nprobe or probes_for(int(getattr(index, "nlist", 0) or 0))
+
     def lists_for(self, n: int) -> int:
         """IVF lists for ``n`` descriptors: a query descriptor is compared with every centroid, then with the
         codes of its probed lists; √(NLIST_COST · NLIST_PROBES · n) makes that least for NLIST_PROBES probes."""
@@ -364,7 +381,7 @@ class DescriptorIndex:
             ivf.train(np.ascontiguousarray(sample))
             t1, c1 = time.perf_counter(), time.thread_time()
             ivf.add_with_ids(np.ascontiguousarray(codes), ids)
-            ivf.nprobe = self.nprobe
+            ivf.nprobe = self.probes(ivf)
             t2, c2 = time.perf_counter(), time.thread_time()
             with self._lock:
                 if self._generation != generation:  # written meanwhile: the lists are filled again from what is held now
@@ -409,7 +426,7 @@ class DescriptorIndex:
                 return [[] for _ in parts]
             q = np.ascontiguousarray(np.concatenate([p for p in parts if len(p)]), dtype=np.uint8)
             if self.kind == "ivf":
-                self._index.nprobe = self.nprobe
+                self._index.nprobe = self.probes(self._index)
             _single_threaded()
             dist, ids = self._index.search(q, neighbours)
             slots, counts = self._slots, self._counts
@@ -511,7 +528,7 @@ class DescriptorIndex:
             self._index = index
             self.mapped = big
             if isinstance(index, faiss.IndexBinaryIVF):
-                index.nprobe = self.nprobe
+                index.nprobe = self.probes(index)
             self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
             for s, row in enumerate(table["slots"]):
                 if row is None:

@@ -220,3 +220,23 @@ def test_a_retrain_of_too_few_descriptors_leaves_the_index_as_it_is(tmp_path):
     index.add(ImageKey("e1", "sha1", 0), f.points, f.descriptors, f.width, f.height, limit=20, coarse_limit=0)
     assert index.size == 20 and index.retrain() == {} and index.kind == "flat"
     assert index.vote(f.descriptors)[0].key.entity_id == "e1"
+
+
+def test_probes_follow_the_index_lists_unless_given(tmp_path, monkeypatch):
+    from retrieval import descriptor_index as di
+
+    assert di.probes_for(di.NPROBE_LARGE_FROM - 1) == di.NPROBE
+    assert di.probes_for(di.NPROBE_LARGE_FROM) == di.NPROBE_LARGE < di.NPROBE
+    index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
+    lists = int(index._index.nlist)
+    assert index.probes() == di.NPROBE and index._index.nprobe == di.NPROBE
+    # an index with as many lists as the large-index rule asks for is searched with fewer probes
+    monkeypatch.setattr(di, "NPROBE_LARGE_FROM", lists)
+    index.vote(_features(5).descriptors)
+    assert index.probes() == di.NPROBE_LARGE and index._index.nprobe == di.NPROBE_LARGE
+    # and loads back so; probes given to the index win over the rule
+    assert index.save()
+    again = DescriptorIndex(tmp_path / "desc", ivf_from=1000)
+    assert again.load() and again._index.nprobe == di.NPROBE_LARGE
+    fixed = DescriptorIndex(tmp_path / "desc", ivf_from=1000, nprobe=5)
+    assert fixed.load() and fixed._index.nprobe == 5 and fixed.vote(_features(5).descriptors)[0].key.entity_id == "e5"
