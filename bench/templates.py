@@ -5,8 +5,9 @@ shuffle gives every template one kind of entity image: *still* (the JPEG as is, 
 them), *blank_background* (the template's picture at 45-60 % of the width on a flat canvas:
 a drawing on white) or *animated* (a 12-frame GIF panning and zooming over the template).
 Two thirds of each kind are indexed as entities; the other third is never indexed (out of KB).
-``--distractors`` synthetic textured templates (shapes, gradients, noise, text) fill the
-image index up to ``--entities`` images, so accuracy and latency are measured at that size.
+Synthetic textured distractors (shapes, gradients, noise, text; generated once and cached) fill the
+image index up to ``--entities`` images, so accuracy and latency are measured at that size (20,000 images:
+``--entities 20000``; ``--synthetic-fill`` adds byte-permuted descriptor copies, which skew a retrained IVF).
 
 Queries, ``--queries-per-template`` per template and style, each seeded:
 
@@ -247,10 +248,44 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def _index_grown_as(index, growth: int, nprobe: int):
+    """A copy of a descriptor index as it would stand had it been retrained only every ``growth``× (main's
+    rule before the retrain round: 8×, lists for 2 probes, 2 probes): the same codes and slots, an IVF trained
+    on the codes added first, as many as it held at its last retrain (bench variants: ``"index"``)."""
+    import math
+
+    import faiss
+    import numpy as np
+
+    from retrieval import descriptor_index as di
+
+    codes, ids = index._all_codes()
+    order = np.argsort(ids, kind="stable")  # slots are handed out in the order images were added
+    codes, ids = codes[order], ids[order]
+    trained = index.ivf_from
+    while trained * growth <= len(codes):
+        trained *= growth
+    copy = di.DescriptorIndex(None, per_image=index.per_image, ivf_from=index.ivf_from, nprobe=nprobe,
+                              per_image_coarse=index.per_image_coarse)
+    copy._slots, copy._counts, copy._slot_of = list(index._slots), list(index._counts), dict(index._slot_of)
+    nlist = int(max(64, min(65_536, math.sqrt(di.NLIST_COST * 2 * trained))))
+    quantizer = faiss.IndexBinaryFlat(di.CODE_BYTES * 8)
+    ivf = faiss.IndexBinaryIVF(quantizer, di.CODE_BYTES * 8, nlist)
+    ivf.own_fields = True
+    quantizer.this.disown()
+    sample = codes[:trained][np.random.default_rng(0).choice(trained, size=min(trained, nlist * 64), replace=False)]
+    ivf.train(np.ascontiguousarray(sample))
+    ivf.add_with_ids(np.ascontiguousarray(codes), ids)
+    ivf.nprobe = nprobe
+    copy._index, copy._trained_at = ivf, trained
+    return copy
+
+
 def _run_variants(variants: list[dict], route, queries: list, entity_of: dict) -> None:
     """Each variant's settings applied (a module constant ``module.NAME`` or ``route.attr`` /
-    ``route.descriptors.attr``), the queries run again, top-1 / false claims / CPU p50,p95 per style printed
-    on stderr as one JSON line, the settings restored."""
+    ``route.descriptors.attr``; ``"index": {"growth": 8, "nprobe": 2}``: the descriptor index as another
+    retrain rule would have left it, :func:`_index_grown_as`), the queries run again, top-1 / false claims /
+    CPU p50,p95 per style printed on stderr as one JSON line, the settings restored."""
     import importlib
 
     def target(name: str):
@@ -265,6 +300,12 @@ def _run_variants(variants: list[dict], route, queries: list, entity_of: dict) -
 
     for variant in variants:
         saved = []
+        if variant.get("index"):
+            other = _index_grown_as(route.descriptors, int(variant["index"]["growth"]), int(variant["index"]["nprobe"]))
+            saved.append((route, "descriptors", route.descriptors))
+            route.descriptors = other
+            print(f"variant {variant.get('name')}: IVF {int(other._index.nlist)} lists, trained at {other._trained_at}",
+                  file=sys.stderr, flush=True)
         for name, value in variant.get("set", {}).items():
             obj, attr = target(name)
             saved.append((obj, attr, getattr(obj, attr)))
@@ -314,7 +355,9 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="also run the route without descriptor votes and the mirrored pass")
     parser.add_argument("--synthetic-fill", type=int, default=0,
                         help="latency at scale: add this many synthetic images (random hash vectors; descriptors of a cached "
-                             "distractor with its 32 bytes permuted by one random order per image) after the real ones")
+                             "distractor with its 32 bytes permuted by one random order per image) after the real ones. No picture "
+                             "gives such codes: a retrained IVF spends most of its lists on them, so for the descriptor "
+                             "index at scale use --entities (generated distractors) instead")
     args = parser.parse_args()
     families = [f for f in args.families.split(",") if f]
     styles = [s for s in args.styles.split(",") if s]
@@ -545,6 +588,8 @@ def main() -> None:
             total += 1
         points = route.index.count()
         desc_kind, desc_size, desc_frames, desc_mem = route.descriptors.kind, route.descriptors.size, route.descriptors.images, route.descriptors.memory_bytes()
+        desc_lists = int(route.descriptors._index.nlist) if desc_kind == "ivf" else 0
+        desc_retrains = list(route.descriptors.retrains)
         # index time per image without any cache: decode, sample frames, hash and describe each
         from retrieval import image_features as feats
         from retrieval.image_hash import hash_image, sample_frames
@@ -642,7 +687,8 @@ def main() -> None:
             "strength_ratios_right_first": sorted(c["ratio"] for c in contests if c["right"] is not None and c["ratio"] is not None),
             "strength_ratios_wrong_first": sorted(c["ratio"] for c in contests if c["right"] is None and c["ratio"] is not None),
         },
-        "descriptor_index": {"kind": desc_kind, "descriptors": desc_size, "frames": desc_frames, "memory_mb": round(desc_mem / 2**20, 1)},
+        "descriptor_index": {"kind": desc_kind, "descriptors": desc_size, "frames": desc_frames, "memory_mb": round(desc_mem / 2**20, 1),
+                             "lists": desc_lists, "nprobe": route.descriptors.probes(), "retrains": desc_retrains},
         "grounder_agrees_on_sample": f"{agree}/{total}",
         "latency_ms": {
             "image_images_indexed": n_images, "queries": len(lat),

@@ -15,8 +15,11 @@ become candidates for the geometric check (:func:`retrieval.image_features.verif
 stays the judge.
 
 Index kinds: below :data:`IVF_FROM` descriptors an exact ``IndexBinaryFlat`` behind an id map;
-from there an ``IndexBinaryIVF`` (``nlist`` ≈ 2·√n lists, trained on the descriptors held,
-searched with :data:`NPROBE` lists), trained again when it has grown 8× since.  Ids are image
+from there an ``IndexBinaryIVF`` (``nlist`` ≈ √(2n) lists, trained on the descriptors held,
+searched with :func:`probes_for` lists: 3, 2 from 2,500 lists), trained again when it has grown :data:`RETRAIN_GROWTH`× since (the
+lists stay near √(n/2) codes: lists that grew 8× past their training cost the search twice the scanned codes).
+A retrain trains its centroids and fills the new lists outside the lock (queries keep searching the old index
+meanwhile); the lock is held only to swap it in (:attr:`DescriptorIndex.last_retrain` says how long each took).  Ids are image
 *slots*: every descriptor of one frame carries its slot's id, so removing an entity removes its
 slots' ids.  The index and its slot table are written to ``root`` (``index.faissb`` and
 ``slots.json``, atomically, beside the per-image feature files) and read back at start; one that
@@ -32,6 +35,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,12 +65,25 @@ RATIO = 0.75
 #: from this many descriptors the index is an IVF (below: exact search)
 IVF_FROM = 50_000
 #: IVF lists searched per query descriptor: votes are counted over hundreds of query descriptors, so a
-#: neighbour missed now and then costs a vote, not the candidate (bench/templates.py: 12 → 4 kept top-1)
-NPROBE = 2
-#: the IVF is trained again when it holds this many times the descriptors it was trained on
-RETRAIN_GROWTH = 8
-#: lists = √(NLIST_COST · nprobe · n): NLIST_COST is what scanning one listed code costs over comparing one centroid
+#: neighbour missed now and then costs a vote, not the candidate (bench/templates.py: 12 → 4 kept top-1; with
+#: lists kept near √(n/2) codes by retraining, 3 probes found more small grid cells than 2 at about the same CPU)
+NPROBE = 3
+#: an IVF of at least this many lists (≈ 3.1 M descriptors at training) is searched with NPROBE_LARGE probes: each
+#: probe scans ≈ 1,900 codes there, and at 20,000 images a 3rd probe cost x1.28 the descriptor search of 2 for no
+#: top-1 (bench/templates.py, docs/templates.md "probes by index size")
+NPROBE_LARGE_FROM = 2_500
+NPROBE_LARGE = 2
+#: the IVF is trained again when it holds this many times the descriptors it was trained on (8 before the
+#: retrain round: at 5,000 images the lists had grown to ≈ 2,000 codes, and scanning them was half the search)
+RETRAIN_GROWTH = 2
+#: lists = √(NLIST_COST · NLIST_PROBES · n) at training (≈ 1,000 codes a list at 1.8 M descriptors, 2,000 before
+#: the next retrain); NLIST_COST is what scanning one listed code costs over comparing one centroid
 NLIST_COST = 1.0
+NLIST_PROBES = 2
+#: centroids are trained on at most this many codes a list and this many in all (the retrain's time is bounded:
+#: faiss's k-means costs sample × lists)
+TRAIN_PER_LIST = 64
+TRAIN_MAX = 262_144
 #: faiss searches in the calling thread: one query's few hundred lookups are too small to share, and
 #: OpenMP threads spinning against the service's other requests cost more than they gain
 SEARCH_THREADS = 1
@@ -124,6 +141,12 @@ def spread(points: np.ndarray, count: int, width: int, height: int, grid: int = 
 _threads_set = False
 
 
+def probes_for(nlist: int) -> int:
+    """IVF lists to search per query descriptor in an index of ``nlist`` lists: :data:`NPROBE`, and
+    :data:`NPROBE_LARGE` from :data:`NPROBE_LARGE_FROM` lists."""
+    return NPROBE_LARGE if nlist >= NPROBE_LARGE_FROM else NPROBE
+
+
 def _single_threaded() -> None:
     """faiss searches in the calling thread (:data:`SEARCH_THREADS`), set once per process."""
     global _threads_set
@@ -147,7 +170,8 @@ class DescriptorIndex:
         self.mmap_from = mmap_from
         self.mapped = False
         self.ivf_from = ivf_from
-        self.nprobe = nprobe or NPROBE
+        #: probes of an IVF search; None: by the index's lists (:func:`probes_for`)
+        self.nprobe = nprobe
         self._lock = threading.RLock()
         self._index = None
         self._slots: list[ImageKey | None] = []  # slot -> key (None: a freed slot)
@@ -157,6 +181,14 @@ class DescriptorIndex:
         self._trained_at = 0
         self._dirty = False
         self.loaded = False
+        #: bumped by every change of the indexed codes (a retrain built outside the lock checks it before the swap)
+        self._generation = 0
+        self._retraining = False
+        #: the last retrain's figures: descriptors, lists, seconds training, filling, and holding the lock (wall), and
+        #: the calling thread's CPU seconds training and filling
+        self.last_retrain: dict[str, float] = {}
+        #: every retrain's figures in this process (for the bench and the log)
+        self.retrains: list[dict[str, float]] = []
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -199,7 +231,7 @@ class DescriptorIndex:
 
         if self.mapped and self.root is not None:
             self._index = faiss.read_index_binary(str(self._paths()[0]))
-            self._index.nprobe = self.nprobe
+            self._index.nprobe = self.probes(self._index)
             self.mapped = False
 
     def has(self, key: ImageKey) -> bool:
@@ -242,8 +274,11 @@ class DescriptorIndex:
             if len(codes):
                 self._index.add_with_ids(codes, np.full(len(codes), slot, dtype=np.int64))
             self._dirty = True
-            self._maybe_retrain()
-            return len(codes)
+            self._generation += 1
+            due = self._retrain_due()
+        if due:
+            self.retrain()
+        return len(codes)
 
     def remove_entities(self, entity_ids: Iterable[str]) -> int:
         """Drop every frame of these entities; returns the frames dropped."""
@@ -275,6 +310,7 @@ class DescriptorIndex:
             self._counts[s] = 0
             self._free.append(s)
         self._dirty = True
+        self._generation += 1
 
     def keys(self) -> list[ImageKey]:
         return [k for k in self._slots if k is not None]
@@ -301,33 +337,74 @@ class DescriptorIndex:
         ids = faiss.vector_to_array(index.id_map).astype(np.int64)
         return codes, ids
 
-    def _maybe_retrain(self) -> None:
+    def _retrain_due(self) -> bool:
         n = self.size
-        if n < self.ivf_from or (self._trained_at and n < RETRAIN_GROWTH * self._trained_at):
-            return
-        self._build_ivf()
+        if self._retraining or n < self.ivf_from:
+            return False
+        return not self._trained_at or n >= RETRAIN_GROWTH * self._trained_at
 
-    def _build_ivf(self) -> None:
+    def probes(self, index=None) -> int:
+        """IVF lists searched per query descriptor: the ``nprobe`` given, else :func:`probes_for` the index's lists."""
+        index = self._index if index is None else index
+        return self.nprobe or probes_for(int(getattr(index, "nlist", 0) or 0))
+
+    def lists_for(self, n: int) -> int:
+        """IVF lists for ``n`` descriptors: a query descriptor is compared with every centroid, then with the
+        codes of its probed lists; √(NLIST_COST · NLIST_PROBES · n) makes that least for NLIST_PROBES probes."""
+        return int(max(64, min(65_536, math.sqrt(NLIST_COST * NLIST_PROBES * n))))
+
+    def retrain(self) -> dict[str, float]:
+        """Train the IVF's centroids again on the descriptors held and refill its lists. The centroids are
+        trained and the lists filled outside the lock (queries search the old index meanwhile); under the lock
+        the new index is swapped in, after adding again what changed since the snapshot (another writer's
+        codes). Returns (and keeps in :attr:`last_retrain`) the figures: descriptors, lists, seconds."""
         import faiss
 
-        codes, ids = self._all_codes()
-        n = len(codes)
-        # a query descriptor is compared with every list centroid, then with the codes of NPROBE lists:
-        # nlist + NPROBE·n/nlist is smallest at √(NPROBE·n) = 2·√n (4·√n before: 20 % more comparisons)
-        nlist = int(max(64, min(65_536, math.sqrt(NLIST_COST * self.nprobe * n))))
-        quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
-        ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
-        ivf.own_fields = True
-        quantizer.this.disown()
-        rng = np.random.default_rng(0)
-        sample = codes[rng.choice(n, size=min(n, nlist * 64), replace=False)]
-        ivf.train(np.ascontiguousarray(sample))
-        ivf.add_with_ids(np.ascontiguousarray(codes), ids)
-        ivf.nprobe = self.nprobe
-        self._index = ivf
-        self._trained_at = n
-        self._dirty = True
-        log.info("descriptor index: IVF with %d lists over %d descriptors", nlist, n)
+        with self._lock:
+            if self._retraining or self._index is None:
+                return {}
+            self._retraining = True
+            codes, ids = self._all_codes()
+            generation = self._generation
+        try:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            n = len(codes)
+            nlist = self.lists_for(n)
+            if n < nlist:  # too few descriptors for the smallest IVF: the index stays as it is
+                return {}
+            quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
+            ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
+            ivf.own_fields = True
+            quantizer.this.disown()
+            rng = np.random.default_rng(0)
+            sample = codes[rng.choice(n, size=min(n, nlist * TRAIN_PER_LIST, TRAIN_MAX), replace=False)]
+            ivf.train(np.ascontiguousarray(sample))
+            t1, c1 = time.perf_counter(), time.thread_time()
+            ivf.add_with_ids(np.ascontiguousarray(codes), ids)
+            ivf.nprobe = self.probes(ivf)
+            t2, c2 = time.perf_counter(), time.thread_time()
+            with self._lock:
+                if self._generation != generation:  # written meanwhile: the lists are filled again from what is held now
+                    codes, ids = self._all_codes()
+                    ivf.reset()
+                    ivf.add_with_ids(np.ascontiguousarray(codes), ids)
+                self._index = ivf
+                self.mapped = False
+                self._trained_at = len(codes)
+                self._dirty = True
+                t3 = time.perf_counter()
+        finally:
+            with self._lock:
+                self._retraining = False
+        figures = {"descriptors": float(len(codes)), "lists": float(nlist), "train_s": round(t1 - t0, 3),
+                   "fill_s": round(t2 - t1, 3), "locked_s": round(t3 - t2, 3),
+                   # the calling thread's CPU (faiss threads, when it has any, are not counted)
+                   "train_cpu_s": round(c1 - c0, 3), "fill_cpu_s": round(c2 - c1, 3)}
+        self.last_retrain = figures
+        self.retrains.append(figures)
+        log.info("descriptor index: IVF with %d lists over %d descriptors (trained in %.1f s on %d, filled in %.1f s, "
+                 "queries held %.3f s)", nlist, len(codes), t1 - t0, len(sample), t2 - t1, t3 - t2)
+        return figures
 
     # -- query ------------------------------------------------------------------------------
     def vote(
@@ -349,7 +426,7 @@ class DescriptorIndex:
                 return [[] for _ in parts]
             q = np.ascontiguousarray(np.concatenate([p for p in parts if len(p)]), dtype=np.uint8)
             if self.kind == "ivf":
-                self._index.nprobe = self.nprobe
+                self._index.nprobe = self.probes(self._index)
             _single_threaded()
             dist, ids = self._index.search(q, neighbours)
             slots, counts = self._slots, self._counts
@@ -451,7 +528,7 @@ class DescriptorIndex:
             self._index = index
             self.mapped = big
             if isinstance(index, faiss.IndexBinaryIVF):
-                index.nprobe = self.nprobe
+                index.nprobe = self.probes(index)
             self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
             for s, row in enumerate(table["slots"]):
                 if row is None:
@@ -465,6 +542,7 @@ class DescriptorIndex:
                 self._slot_of[(key.entity_id, key.sha256, key.frame)] = s
             self._trained_at = int(table.get("trained_at") or 0)
             self._dirty = False
+            self._generation += 1
             self.loaded = True
             return True
 
@@ -475,3 +553,4 @@ class DescriptorIndex:
             self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
             self._trained_at = 0
             self._dirty = True
+            self._generation += 1

@@ -84,23 +84,38 @@ PHASH_SIDE = 32
 _DCT_LOW = 2.0 * np.cos(np.pi * np.arange(8)[:, None] * (2 * np.arange(PHASH_SIDE)[None, :] + 1) / (2 * PHASH_SIDE))
 
 
-def phash_bits(grey: Image.Image) -> np.ndarray:
+def phash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarray:
     """imagehash's pHash (8×8) bits, computed with one small matrix product instead of
     ``scipy.fftpack`` (whose import alone cost a cold ``kar explain`` ~0.5 s): the 32×32 Lanczos
     thumbnail's 8×8 lowest DCT-II frequencies against their median.  Same bits as
-    ``imagehash.phash(grey, 8)`` (tests/retrieval/test_image_hash.py compares them)."""
-    pixels = np.asarray(grey.convert("L").resize((PHASH_SIDE, PHASH_SIDE), Image.Resampling.LANCZOS), dtype=np.float64)
+    ``imagehash.phash(grey, 8)`` (tests/retrieval/test_image_hash.py compares them); with
+    ``reducing_gap`` the thumbnail is PIL's two-step one (see :func:`hash_image`)."""
+    pixels = np.asarray(grey.convert("L").resize((PHASH_SIDE, PHASH_SIDE), Image.Resampling.LANCZOS, reducing_gap=reducing_gap),
+                        dtype=np.float64)
     low = (_DCT_LOW @ pixels @ _DCT_LOW.T).reshape(-1)
     middle = np.sort(low)[31:33]  # the median of 64 values, as np.median takes it (without importing numpy.ma)
     return low > (middle[0] + middle[1]) / 2.0
 
 
-def hash_image(img: Image.Image) -> ImageHash:
-    """dHash and pHash (8×8 each) of a PIL image (transparency flattened on white)."""
-    import imagehash
+#: a query's hash thumbnails are taken in two steps (PIL's ``reducing_gap``: a box reduction by an integer factor to
+#: at least this many times the thumbnail, then Lanczos): 2.6 ms against 16.7 for a 1,100 px wide picture, and 1.4
+#: bits of 128 off the one-step hash on average (at most 5, over the 139 memegen templates at 1,100 px). Stored
+#: hashes stay one-step (``None``): they are the ones every KB holds
+QUERY_REDUCING_GAP = 3.0
 
+
+def dhash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarray:
+    """imagehash's dHash (8×8) bits: horizontal gradient signs of the 9×8 Lanczos thumbnail (the same bits as
+    ``imagehash.dhash(grey, 8)``; with ``reducing_gap`` the thumbnail is PIL's two-step one)."""
+    pixels = np.asarray(grey.convert("L").resize((9, 8), Image.Resampling.LANCZOS, reducing_gap=reducing_gap), dtype=np.int16)
+    return (pixels[:, 1:] > pixels[:, :-1]).reshape(-1)
+
+
+def hash_image(img: Image.Image, reducing_gap: float | None = None) -> ImageHash:
+    """dHash and pHash (8×8 each) of a PIL image (transparency flattened on white). ``reducing_gap``: thumbnails
+    taken in two steps (:data:`QUERY_REDUCING_GAP`, for query pictures; stored hashes are taken without)."""
     grey = _grey(img)
-    return ImageHash(dhash=np.asarray(imagehash.dhash(grey, hash_size=8).hash, dtype=bool).reshape(-1), phash=phash_bits(grey))
+    return ImageHash(dhash=dhash_bits(grey, reducing_gap), phash=phash_bits(grey, reducing_gap))
 
 
 def open_image(data: bytes) -> Image.Image:

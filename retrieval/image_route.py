@@ -41,6 +41,7 @@ threshold τ_embed (``KAR_IMAGE_EMBED_TAU``).  The trace's ``image`` names the w
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import math
 from collections.abc import Sequence
@@ -52,6 +53,7 @@ from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval import image_features as feats
+from retrieval import image_hash
 from retrieval.descriptor_index import DescriptorIndex, ImageKey
 from retrieval.image_hash import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
@@ -119,6 +121,9 @@ class QueryImage(QueryHashes):
     #: the pictures a screenshot shows (a post's meme, each cell of a grid), each described apart and enlarged
     #: when small: (box in the picture's fractions, features) (:func:`retrieval.image_features.picture_regions`)
     regions: tuple[tuple[tuple[float, float, float, float], feats.Features], ...] = ()
+    #: sha256 of the query's bytes: a stored image with the same bytes (its first frame) is at distance 0 (the
+    #: query's thumbnails are two-step, :data:`~retrieval.image_hash.QUERY_REDUCING_GAP`, the stored ones not)
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -404,7 +409,8 @@ class ImageRoute:
         grey_img = flatten_grey(img)
         crops_of = img if self.embedder is not None else grey_img
         variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
-        hashes = tuple((name, hash_image(v)) for name, v in variants)
+        gap = image_hash.QUERY_REDUCING_GAP  # the query's thumbnails in two steps (stored hashes: one step)
+        hashes = tuple((name, hash_image(v, gap)) for name, v in variants)
         embeddings: tuple[tuple[str, Any], ...] = ()
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
@@ -417,7 +423,8 @@ class ImageRoute:
         full = feats.describe_query(grey_img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
                                     feats.QUERY_DETECT_WITH_REGIONS) if regions else feats.describe_query(grey_img)
         described = (("full", full),)
-        return QueryImage(hashes, grey_img.width, grey_img.height, embeddings, described, grey_img, tuple((box, f) for f, box in regions))
+        return QueryImage(hashes, grey_img.width, grey_img.height, embeddings, described, grey_img, tuple((box, f) for f, box in regions),
+                          hashlib.sha256(data).hexdigest())
 
     hash_query = prepare  # the earlier name
 
@@ -650,12 +657,15 @@ class ImageRoute:
                 eid = hit.payload["entity_id"]
                 dist = distance_from_score(hit.score)
                 image = {k: hit.payload.get(k) for k in _IMAGE_FIELDS}
+                if crop == "full" and same_bytes and image["sha256"] == same_bytes and not image.get("frame"):
+                    dist = 0  # the very bytes stored: the two-step query hash is a few bits off the stored one
                 seen = frames.setdefault(eid, [])
                 if all((i["sha256"], i.get("frame")) != (image["sha256"], image.get("frame")) for i in seen):
                     seen.append(image)
                 if eid not in best or dist < (best[eid].distance or 0):
                     best[eid] = ImageMatch(eid, dist, crop, image)
 
+        same_bytes = getattr(query, "sha256", "")
         for crop, h in query.variants:
             search(crop, h.vector())
         features = tuple(getattr(query, "features", ()) or ())
@@ -667,7 +677,7 @@ class ImageRoute:
                 from PIL import ImageOps
 
                 flipped = ImageOps.mirror(picture)
-                search("mirrored", hash_image(flipped).vector())
+                search("mirrored", hash_image(flipped, image_hash.QUERY_REDUCING_GAP).vector())
                 full = next((f for part, f in features if part == "full"), None)
                 described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
                 flipped_regions = tuple(  # each region's keypoints mirrored and described in the flipped region

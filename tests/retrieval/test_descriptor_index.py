@@ -158,3 +158,85 @@ def test_several_descriptor_sets_vote_in_one_search_as_they_would_apart(tmp_path
     assert together[0][0].key.entity_id == "e3" and together[2][0].key.entity_id == "e6"
     # each set's voters index into that set
     assert max(together[2][0].voters) < len(b)
+
+
+def test_the_ivf_is_retrained_as_it_grows_and_answers_like_the_exact_one(tmp_path):
+    from retrieval import descriptor_index as di
+
+    index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
+    assert index.kind == "ivf" and len(index.retrains) >= 2
+    # each retrain came once the index had grown RETRAIN_GROWTH× past the last, with the lists its size asks for
+    sizes = [int(r["descriptors"]) for r in index.retrains]
+    assert all(b >= di.RETRAIN_GROWTH * a for a, b in zip(sizes, sizes[1:]))
+    assert all(int(r["lists"]) == index.lists_for(int(r["descriptors"])) for r in index.retrains)
+    assert index.size < di.RETRAIN_GROWTH * sizes[-1]
+    assert set(index.last_retrain) >= {"train_s", "fill_s", "locked_s"}
+    exact = _index(tmp_path / "exact", seeds=range(1, 13))
+    for seed in (2, 6, 12):
+        q = feats.describe_query(textured(seed)).descriptors
+        assert exact.vote(q)[0].key.entity_id == index.vote(q)[0].key.entity_id == f"e{seed}"
+    # the index on disk is the retrained one, and loads back to the same answers
+    assert index.save()
+    again = DescriptorIndex(tmp_path / "desc", ivf_from=1000)
+    assert again.load() and again.kind == "ivf" and again.size == index.size
+    assert int(again._index.nlist) == int(index._index.nlist)
+    assert again.vote(_features(5).descriptors)[0].key.entity_id == "e5"
+
+
+def test_a_retrain_lets_queries_run_and_keeps_what_was_written_meanwhile(tmp_path, monkeypatch):
+    """The centroids are trained outside the lock: a query from another thread answers meanwhile (from the old
+    index), and an image added meanwhile is in the retrained index."""
+    import threading
+
+    import faiss
+
+    index = _index(tmp_path, seeds=range(1, 9), ivf_from=1000)
+    train = faiss.IndexBinaryIVF.train
+    seen: dict[str, object] = {}
+
+    def train_and_meddle(self, x):
+        q = _features(3).descriptors
+        worker = threading.Thread(target=lambda: seen.setdefault("vote", index.vote(q)))
+        worker.start()
+        worker.join(timeout=120)
+        seen["answered"] = not worker.is_alive()
+        f = _features(30)
+        index.add(ImageKey("e30", "sha30", 0, "en"), f.points, f.descriptors, f.width, f.height)  # no second retrain
+        return train(self, x)
+
+    monkeypatch.setattr(faiss.IndexBinaryIVF, "train", train_and_meddle)
+    figures = index.retrain()
+    monkeypatch.setattr(faiss.IndexBinaryIVF, "train", train)
+    assert seen["answered"] and seen["vote"][0].key.entity_id == "e3"
+    assert figures["descriptors"] == index.size and index.kind == "ivf"
+    assert index.vote(_features(30).descriptors)[0].key.entity_id == "e30"
+    assert index.vote(_features(3).descriptors)[0].key.entity_id == "e3"
+
+
+def test_a_retrain_of_too_few_descriptors_leaves_the_index_as_it_is(tmp_path):
+    index = DescriptorIndex(tmp_path / "desc")
+    assert index.retrain() == {}  # nothing indexed
+    f = _features(1)
+    index.add(ImageKey("e1", "sha1", 0), f.points, f.descriptors, f.width, f.height, limit=20, coarse_limit=0)
+    assert index.size == 20 and index.retrain() == {} and index.kind == "flat"
+    assert index.vote(f.descriptors)[0].key.entity_id == "e1"
+
+
+def test_probes_follow_the_index_lists_unless_given(tmp_path, monkeypatch):
+    from retrieval import descriptor_index as di
+
+    assert di.probes_for(di.NPROBE_LARGE_FROM - 1) == di.NPROBE
+    assert di.probes_for(di.NPROBE_LARGE_FROM) == di.NPROBE_LARGE < di.NPROBE
+    index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
+    lists = int(index._index.nlist)
+    assert index.probes() == di.NPROBE and index._index.nprobe == di.NPROBE
+    # an index with as many lists as the large-index rule asks for is searched with fewer probes
+    monkeypatch.setattr(di, "NPROBE_LARGE_FROM", lists)
+    index.vote(_features(5).descriptors)
+    assert index.probes() == di.NPROBE_LARGE and index._index.nprobe == di.NPROBE_LARGE
+    # and loads back so; probes given to the index win over the rule
+    assert index.save()
+    again = DescriptorIndex(tmp_path / "desc", ivf_from=1000)
+    assert again.load() and again._index.nprobe == di.NPROBE_LARGE
+    fixed = DescriptorIndex(tmp_path / "desc", ivf_from=1000, nprobe=5)
+    assert fixed.load() and fixed._index.nprobe == 5 and fixed.vote(_features(5).descriptors)[0].key.entity_id == "e5"

@@ -1,4 +1,5 @@
-"""The pHash computed without scipy gives imagehash's bits."""
+"""The pHash computed without scipy and the dHash without imagehash give imagehash's bits; a query's two-step
+thumbnails stay near them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from retrieval.image_hash import hash_image, phash_bits
+from retrieval.image_hash import QUERY_REDUCING_GAP, dhash_bits, hash_image, phash_bits
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "images"
 
@@ -42,3 +43,24 @@ def test_hash_image_reads_every_mode(mode):
     img = _images()[-1].convert(mode)
     h = hash_image(img)
     assert h.dhash.shape == h.phash.shape == (64,) and h.vector().shape == (128,)
+
+
+def test_dhash_bits_equal_imagehash_dhash():
+    for img in _images():
+        grey = img.convert("L")
+        expected = np.asarray(imagehash.dhash(grey, hash_size=8).hash, dtype=bool).reshape(-1)
+        assert np.array_equal(dhash_bits(grey), expected)
+
+
+def test_a_query_hashed_in_two_steps_stays_near_its_stored_hash():
+    """Stored hashes are one-step (every KB holds them); a query's two-step thumbnails (QUERY_REDUCING_GAP)
+    move a few of the 128 bits, far below the near-copy distance (16)."""
+    from retrieval.image_hash import ImageHash
+
+    gaps = []
+    for img in _images():
+        big = img.resize((img.width * 3, img.height * 3), Image.Resampling.BICUBIC)  # a picture to reduce
+        one, two = hash_image(big), hash_image(big, QUERY_REDUCING_GAP)
+        assert isinstance(two, ImageHash)
+        gaps.append(int((one.vector() != two.vector()).sum()))
+    assert max(gaps) <= 8 and np.mean(gaps) <= 3
