@@ -57,17 +57,22 @@ def mentions(entity: Any, title: str, text: str) -> bool:
     return False
 
 
-def distinctive_words(query: str) -> list[str]:
-    """The query's words that are no ordinary words (outside KAR's query template)."""
+def _query_words(query: str) -> list[str]:
+    """The query's words that could say something, each once in order: outside KAR's query template, no number,
+    at least 3 letters (2 characters in Chinese)."""
     key = lex.normalize(query)
-    words = []
+    words: list[str] = []
     for a, b in lex.word_spans(key):
         w = key[a:b]
-        if w in TEMPLATE_WORDS or w.isdigit():
+        if w in TEMPLATE_WORDS or w.isdigit() or w in words or len(w) < (2 if _CJK.search(w) else 3):
             continue
-        if (len(w) >= 2 if _CJK.search(w) else len(w) >= 3) and not lex.needs_corroboration(w) and w not in words:
-            words.append(w)
+        words.append(w)
     return words
+
+
+def distinctive_words(query: str) -> list[str]:
+    """The query's words that are no ordinary words (outside KAR's query template)."""
+    return [w for w in _query_words(query) if not lex.needs_corroboration(w)]
 
 
 def holds_words(words: Sequence[str], text: str) -> bool:
@@ -86,15 +91,7 @@ FUNCTION_ZIPF = 6.0
 def content_words(query: str) -> list[str]:
     """The query's words that say something, ordinary or not: no function word (Zipf ≥ :data:`FUNCTION_ZIPF`), no
     template word, no number, at least 3 letters (2 characters in Chinese)."""
-    key = lex.normalize(query)
-    words: list[str] = []
-    for a, b in lex.word_spans(key):
-        w = key[a:b]
-        if w in TEMPLATE_WORDS or w.isdigit() or w in words or len(w) < (2 if _CJK.search(w) else 3):
-            continue
-        if lex.commonness(w) < FUNCTION_ZIPF:
-            words.append(w)
-    return words
+    return [w for w in _query_words(query) if lex.commonness(w) < FUNCTION_ZIPF]
 
 
 def holds_many_words(words: Sequence[str], text: str, at_least: int) -> bool:
