@@ -69,8 +69,8 @@ IVF_FROM = 50_000
 #: lists kept near √(n/2) codes by retraining, 3 probes found more small grid cells than 2 at about the same CPU)
 NPROBE = 3
 #: an IVF of at least this many lists (≈ 3.1 M descriptors at training) is searched with NPROBE_LARGE probes: each
-#: probe scans ≈ 1,900 codes there, and at 20,000 images a 3rd probe cost x1.28 the descriptor search of 2 for no
-#: top-1 (bench/templates.py, docs/templates.md "probes by index size")
+#: probe scans ≈ 1,900 codes there, and at 20,000 images a 3rd probe cost x1.15 p50 / x1.19 p95 of the route's CPU
+#: for no top-1 (bench/templates.py; docs/templates.md "Probes by index size")
 NPROBE_LARGE_FROM = 2_500
 NPROBE_LARGE = 2
 #: the IVF is trained again when it holds this many times the descriptors it was trained on (8 before the
