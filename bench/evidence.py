@@ -631,8 +631,6 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
     lost: list[dict[str, Any]] = []
     for split in ("calibration", "held-out"):
         res: dict[str, Any] = {}
-        for fusion in ("sum", "rrf"):
-            pass
         systems_out: dict[str, dict[str, Any]] = {n: {} for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
         for kind in KINDS:
             sel = [r for r in rows if r["kind"] == kind and r["split"] == split]
