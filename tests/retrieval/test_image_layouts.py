@@ -175,6 +175,24 @@ def test_picture_regions_are_the_cells_of_a_grid_and_none_for_a_plain_meme():
     assert feats.picture_regions(Image.open(io.BytesIO(meme_of(textured(94), 94)))) == []
 
 
+def test_grid_cells_are_found_on_a_card_a_few_grey_levels_off_its_page():
+    """A light feed's white card on a 243 page, a dark one's 42 card on a 30 page (and the other way round):
+    two flat colours, each inside the other's neighbourhood, each a large share of the picture; a row of three
+    cells on the card is cut into its cells in a low-quality JPEG (neither level counted as flat before)."""
+    from retrieval import image_features as feats
+
+    cells = [textured(s) for s in (110, 111, 112)]
+    for page_grey, card_grey in ((243, 254), (254, 243), (30, 42), (42, 30)):
+        page = Image.new("RGB", (900, 700), (page_grey,) * 3)
+        ImageDraw.Draw(page).rectangle((180, 40, 720, 660), fill=(card_grey,) * 3)
+        for i, cell in enumerate(cells):
+            page.paste(ImageOps.fit(cell, (170, 170)), (195 + i * 175, 250))
+        boxes = feats.picture_regions(Image.open(io.BytesIO(to_bytes(page, "JPEG", quality=44))))
+        for i in range(3):
+            expected = ((195 + i * 175) / 900, 250 / 700, (195 + i * 175 + 170) / 900, 420 / 700)
+            assert any(_inside(b, expected) for b in boxes), (page_grey, card_grey, expected, boxes)
+
+
 def test_a_template_in_a_small_cell_is_verified_in_its_region_enlarged(kb):
     ent = _add(kb, "Small Cell Template", to_bytes(textured(95)))
     _add(kb, "Other Small", to_bytes(textured(96)))
