@@ -376,25 +376,26 @@ MAX_REGIONS = 6
 
 
 def _dominant_levels(grey: np.ndarray, count: int = 2, tolerance: int = 10) -> list[int]:
-    """The grey levels of the page and the card: the most common levels (more than ``tolerance`` / 2 apart) that are flat
-    colours (most of the pixels within 12 of the level sit within 2 of it: a picture's smooth gradient with
-    its noise spreads wider).  Another common level nearby is not counted as spread: a light feed's white
-    cards on a 243 page, or a dark one's 42 card on a 30 page, made neither level flat (and no region found)."""
+    """The grey levels of the page and the card: the most common levels (more than ``tolerance`` / 2 apart)
+    that are flat colours (most of the pixels within 12 of the level sit within 2 of it: a picture's smooth
+    gradient with its noise spreads wider).  Another common level nearby is not counted as spread: a light
+    feed's white cards on a 243 page, or a dark one's 42 card on a 30 page, made neither level flat (and no
+    region found)."""
     hist = np.bincount(grey.reshape(-1), minlength=256).astype(np.int64)
     smooth = np.convolve(hist, np.ones(2 * 2 + 1, np.int64), mode="same")
-    total = grey.size
-    common, rest = [], smooth.copy()  # every common level (±2 bins), however near another
-    while len(common) < 8 and rest.max() >= 0.08 * total:
+    common_bar = 0.08 * grey.size  # a level holding this many pixels (±2 levels) is a common one
+    common, rest = [], smooth.copy()  # every common level, however near another
+    while len(common) < 8 and rest.max() >= common_bar:
         level = int(rest.argmax())
         common.append(level)
         rest[max(0, level - 4) : level + 5] = 0
     out: list[int] = []
     for _ in range(4 * count):
         level = int(smooth.argmax())
-        if smooth[level] < 0.08 * total or len(out) >= count:
+        if smooth[level] < common_bar or len(out) >= count:
             break
-        around = hist[max(0, level - 12) : level + 13].copy()
         lo = max(0, level - 12)
+        around = hist[lo : level + 13].copy()
         for other in common:
             if abs(other - level) > 4:
                 around[max(0, other - 2 - lo) : max(0, other + 3 - lo)] = 0
