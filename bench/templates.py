@@ -592,15 +592,14 @@ def main() -> None:
         desc_retrains = list(route.descriptors.retrains)
         # index time per image without any cache: decode, sample frames, hash and describe each
         from retrieval import image_features as feats
-        from retrieval.image_hash import hash_image, sample_frames
+        from retrieval.image_route import hash_frames
 
         scratch = DescriptorIndex(None)
         t0, c0 = time.perf_counter(), time.thread_time()
         for tid in sorted(indexed):
-            frames = sample_frames(blobs[tid])
-            for n, frame in frames:
-                hash_image(frame)
-                f = feats.describe_entity(frame)
+            frames = hash_frames(blobs[tid]).frames  # what ImageRoute.index_entities does with each image
+            for n, _, grey, _ in frames:
+                f = feats.describe_entity(grey)
                 scratch.add(ImageKey(tid, tid, n), f.points, f.descriptors, f.width, f.height, scratch.per_frame(len(frames)),
                             coarse=f.coarse, coarse_limit=scratch.coarse_per_frame(len(frames)))
         index_s = (time.perf_counter() - t0) / max(1, len(indexed))

@@ -97,11 +97,12 @@ def phash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarr
     return low > (middle[0] + middle[1]) / 2.0
 
 
-#: a query's hash thumbnails are taken in two steps (PIL's ``reducing_gap``: a box reduction by an integer factor to
-#: at least this many times the thumbnail, then Lanczos): 2.6 ms against 16.7 for a 1,100 px wide picture, and 1.4
-#: bits of 128 off the one-step hash on average (at most 5, over the 139 memegen templates at 1,100 px). Stored
-#: hashes stay one-step (``None``): they are the ones every KB holds
-QUERY_REDUCING_GAP = 3.0
+#: hash thumbnails are taken in two steps (PIL's ``reducing_gap``: a box reduction by an integer factor to at least
+#: this many times the thumbnail, then Lanczos): 2.6 ms against 16.7 for a 1,100 px wide query, 0.6 against 2.7 ms
+#: for a template frame, and 1.4 bits of 128 off the one-step hash on average (at most 5, over the 139 memegen
+#: templates at 1,100 px). Stored hashes are two-step too since the index-time round; a KB indexed before holds
+#: one-step ones (a few bits off the query's, far below the near-copy distance) until ``kar kb reindex-images``
+REDUCING_GAP = 3.0
 
 
 def dhash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarray:
@@ -111,9 +112,9 @@ def dhash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarr
     return (pixels[:, 1:] > pixels[:, :-1]).reshape(-1)
 
 
-def hash_image(img: Image.Image, reducing_gap: float | None = None) -> ImageHash:
-    """dHash and pHash (8×8 each) of a PIL image (transparency flattened on white). ``reducing_gap``: thumbnails
-    taken in two steps (:data:`QUERY_REDUCING_GAP`, for query pictures; stored hashes are taken without)."""
+def hash_image(img: Image.Image, reducing_gap: float | None = REDUCING_GAP) -> ImageHash:
+    """dHash and pHash (8×8 each) of a PIL image (transparency flattened on white), thumbnails taken in two
+    steps (:data:`REDUCING_GAP`; ``None``: one Lanczos step, imagehash's own bits)."""
     grey = _grey(img)
     return ImageHash(dhash=dhash_bits(grey, reducing_gap), phash=phash_bits(grey, reducing_gap))
 

@@ -53,7 +53,6 @@ from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval import image_features as feats
-from retrieval import image_hash
 from retrieval.descriptor_index import DescriptorIndex, ImageKey
 from retrieval.image_hash import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
@@ -110,6 +109,29 @@ _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "p
 
 
 @dataclass(frozen=True)
+class HashedFrames:
+    """An entity image's sampled frames, each ``(index, picture, grey upright copy, hash vector)``, and the hash
+    vector of its first frame without uniform borders (a blank-background template's picture alone; None when
+    the borders are under a fifth of it)."""
+
+    frames: list[tuple[int, Any, Any, np.ndarray]]
+    trimmed: np.ndarray | None
+
+
+def hash_frames(data: bytes) -> HashedFrames:
+    """Decode an entity image's frames and hash them, each frame made grey once (the hash, the border trim and
+    the description all read it); raises the PIL error for bytes that are not an image."""
+    frames = []
+    for n, frame in sample_frames(data):
+        grey = flatten_grey(frame)
+        frames.append((n, frame, grey, hash_image(grey).vector()))
+    first = frames[0][2]
+    trimmed = trim_borders(first)
+    blank = trimmed is not None and trimmed.width * trimmed.height <= 0.8 * first.width * first.height
+    return HashedFrames(frames, hash_image(trimmed).vector() if blank else None)
+
+
+@dataclass(frozen=True)
 class QueryImage(QueryHashes):
     """A query image prepared once per request: crop hashes, local features and (with an embedder) crop embeddings."""
 
@@ -121,8 +143,8 @@ class QueryImage(QueryHashes):
     #: the pictures a screenshot shows (a post's meme, each cell of a grid), each described apart and enlarged
     #: when small: (box in the picture's fractions, features) (:func:`retrieval.image_features.picture_regions`)
     regions: tuple[tuple[tuple[float, float, float, float], feats.Features], ...] = ()
-    #: sha256 of the query's bytes: a stored image with the same bytes (its first frame) is at distance 0 (the
-    #: query's thumbnails are two-step, :data:`~retrieval.image_hash.QUERY_REDUCING_GAP`, the stored ones not)
+    #: sha256 of the query's bytes: a stored image with the same bytes (its first frame) is at distance 0 (a KB
+    #: indexed before stored hashes were two-step, :data:`~retrieval.image_hash.REDUCING_GAP`, holds one-step ones)
     sha256: str = ""
 
 
@@ -291,20 +313,16 @@ class ImageRoute:
                     self._skip(entity, image.path, f"missing_file: no file {self.images.path_of(image)}")
                     continue
                 try:
-                    frames = sample_frames(data)
-                    described = [(n, frame, hash_image(frame).vector()) for n, frame in frames]
-                    first = frames[0][1]
-                    trimmed = trim_borders(first)  # a blank-background template: its picture alone too
-                    blank = trimmed is not None and trimmed.width * trimmed.height <= 0.8 * first.width * first.height
-                    trimmed_vec = hash_image(trimmed).vector() if blank else None
+                    hashed = hash_frames(data)
                 except Exception as exc:  # a stored file that no longer decodes: this image only
                     counts["unreadable"] += 1
                     self._skip(entity, image.path, f"corrupt: {type(exc).__name__}: {exc}")
                     continue
-                for n, frame, vec in described:
+                described, trimmed_vec = hashed.frames, hashed.trimmed
+                for n, frame, grey, vec in described:
                     f = self._stored_features({"sha256": image.sha256, "frame": n}, previous=False)
                     if f is None:
-                        f = feats.describe_entity(frame)
+                        f = feats.describe_entity(grey)
                         self.features.put(image.sha256, n, feats.METHOD, {
                             "points": f.points, "descriptors": f.descriptors, "size": np.array([f.width, f.height]),
                             "coarse": np.array([f.coarse]),
@@ -409,8 +427,7 @@ class ImageRoute:
         grey_img = flatten_grey(img)
         crops_of = img if self.embedder is not None else grey_img
         variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
-        gap = image_hash.QUERY_REDUCING_GAP  # the query's thumbnails in two steps (stored hashes: one step)
-        hashes = tuple((name, hash_image(v, gap)) for name, v in variants)
+        hashes = tuple((name, hash_image(v)) for name, v in variants)
         embeddings: tuple[tuple[str, Any], ...] = ()
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
@@ -677,7 +694,7 @@ class ImageRoute:
                 from PIL import ImageOps
 
                 flipped = ImageOps.mirror(picture)
-                search("mirrored", hash_image(flipped, image_hash.QUERY_REDUCING_GAP).vector())
+                search("mirrored", hash_image(flipped).vector())
                 full = next((f for part, f in features if part == "full"), None)
                 described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
                 flipped_regions = tuple(  # each region's keypoints mirrored and described in the flipped region

@@ -1,5 +1,5 @@
-"""The pHash computed without scipy and the dHash without imagehash give imagehash's bits; a query's two-step
-thumbnails stay near them."""
+"""The pHash computed without scipy and the dHash without imagehash give imagehash's bits; the two-step
+thumbnails every hash is taken with now stay near them (a KB indexed before holds one-step hashes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from retrieval.image_hash import QUERY_REDUCING_GAP, dhash_bits, hash_image, phash_bits
+from retrieval.image_hash import REDUCING_GAP, dhash_bits, hash_image, phash_bits
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "images"
 
@@ -52,15 +52,16 @@ def test_dhash_bits_equal_imagehash_dhash():
         assert np.array_equal(dhash_bits(grey), expected)
 
 
-def test_a_query_hashed_in_two_steps_stays_near_its_stored_hash():
-    """Stored hashes are one-step (every KB holds them); a query's two-step thumbnails (QUERY_REDUCING_GAP)
-    move a few of the 128 bits, far below the near-copy distance (16)."""
+def test_two_step_hashes_stay_near_the_one_step_hashes_an_older_kb_holds():
+    """Hashes are taken with two-step thumbnails (REDUCING_GAP, the default); a KB indexed before holds one-step
+    hashes: a few of the 128 bits apart, far below the near-copy distance (16)."""
     from retrieval.image_hash import ImageHash
 
     gaps = []
     for img in _images():
         big = img.resize((img.width * 3, img.height * 3), Image.Resampling.BICUBIC)  # a picture to reduce
-        one, two = hash_image(big), hash_image(big, QUERY_REDUCING_GAP)
+        one, two = hash_image(big, None), hash_image(big)
+        assert np.array_equal(two.vector(), hash_image(big, REDUCING_GAP).vector())
         assert isinstance(two, ImageHash)
         gaps.append(int((one.vector() != two.vector()).sum()))
     assert max(gaps) <= 8 and np.mean(gaps) <= 3
