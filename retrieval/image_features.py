@@ -233,11 +233,17 @@ def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int = QUERY_TILES, margin: int
             tile = arr[gy0 : min(h, y1 + margin), gx0 : min(w, x1 + margin)]
             if min(tile.shape) < 40:
                 continue
-            found = sorted(orb.detect(tile, None), key=lambda k: -k.response)
-            for k in found:
-                x, y = k.pt[0] + gx0, k.pt[1] + gy0
-                if x0 <= x < x1 and y0 <= y < y1:  # each keypoint once: from the tile that owns its position
-                    out.append(cv2.KeyPoint(x, y, k.size, k.angle, k.response, k.octave, k.class_id))
+            found = orb.detect(tile, None)
+            if not found:
+                continue
+            response = np.fromiter((k.response for k in found), np.float64, len(found))
+            order = np.argsort(-response, kind="stable")  # strongest first, ties in detection order
+            xy = cv2.KeyPoint_convert(found).astype(np.float64)[order] + (gx0, gy0)
+            own = (x0 <= xy[:, 0]) & (xy[:, 0] < x1) & (y0 <= xy[:, 1]) & (xy[:, 1] < y1)  # each keypoint once: from its tile
+            for i, (x, y) in zip(order[own].tolist(), xy[own].tolist()):
+                k = found[i]
+                k.pt = (x, y)  # in the whole picture's pixels
+                out.append(k)
     return out
 
 

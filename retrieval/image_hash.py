@@ -191,8 +191,10 @@ def _band(grey: np.ndarray, from_top: bool, min_share: float = 0.06, max_share: 
     picture begins at the first run of rows with a real share of other tones.
     """
     h = grey.shape[0]
-    rows = grey if from_top else grey[::-1]
     run = max(3, int(0.03 * h))
+    # only the rows a band may span are read: a picture run starting past max_share·h gives no band either way
+    reach = min(h, int(max_share * h) + run + 1)
+    rows = grey[:reach] if from_top else grey[::-1][:reach]
     for plain, ink in ((rows >= 225, rows <= 100), (rows <= 30, rows >= 155)):
         plain_share = plain.mean(axis=1)
         if plain_share[:2].min() < 0.9:  # a band starts with a clean strip of its colour
@@ -201,11 +203,10 @@ def _band(grey: np.ndarray, from_top: bool, min_share: float = 0.06, max_share: 
         other = 1.0 - plain_share - ink_share
         # mid tones beyond a text line's anti-aliasing, or a dark (light) area no text line fills
         picture = ((other >= 0.15) & (plain_share < 0.4)) | (other >= 0.35) | (ink_share >= 0.6)
-        end = 0
-        for i in range(h - run):
-            if picture[i : i + run].all():
-                end = i
-                break
+        # the first row that starts `run` picture rows in a row (0: none)
+        windows = np.lib.stride_tricks.sliding_window_view(picture[: min(reach, h - 1)], run)
+        starts = np.flatnonzero(windows.all(axis=1)[: max(0, h - run)])
+        end = int(starts[0]) if starts.size else 0
         if min_share * h <= end <= max_share * h:
             return end
     return 0
@@ -213,7 +214,7 @@ def _band(grey: np.ndarray, from_top: bool, min_share: float = 0.06, max_share: 
 
 def remove_caption_bands(img: Image.Image) -> Image.Image | None:
     """The image without a caption band above and/or below it; None when there is none."""
-    grey = np.asarray(_grey(img), dtype=np.float32)
+    grey = np.asarray(_grey(img), dtype=np.uint8)
     h, w = grey.shape
     if h < 32 or w < 16:
         return None

@@ -675,7 +675,7 @@ class ImageRoute:
                 dist = distance_from_score(hit.score)
                 image = {k: hit.payload.get(k) for k in _IMAGE_FIELDS}
                 if crop == "full" and same_bytes and image["sha256"] == same_bytes and not image.get("frame"):
-                    dist = 0  # the very bytes stored: the two-step query hash is a few bits off the stored one
+                    dist = 0  # the very bytes stored (a KB indexed with one-step hashes holds them a few bits off)
                 seen = frames.setdefault(eid, [])
                 if all((i["sha256"], i.get("frame")) != (image["sha256"], image.get("frame")) for i in seen):
                     seen.append(image)

@@ -65,3 +65,34 @@ def test_two_step_hashes_stay_near_the_one_step_hashes_an_older_kb_holds():
         assert isinstance(two, ImageHash)
         gaps.append(int((one.vector() != two.vector()).sum()))
     assert max(gaps) <= 8 and np.mean(gaps) <= 3
+
+
+def _banded(height: int, top: int = 0, bottom: int = 0, width: int = 300) -> Image.Image:
+    """A smooth colour picture with a white caption band (black text) of ``top`` rows above it and a black
+    one (white text) of ``bottom`` rows below it."""
+    rng = np.random.default_rng(height + top + bottom)
+    img = Image.fromarray(rng.integers(60, 200, size=(6, 6, 3), dtype=np.uint8)).resize((width, height), Image.Resampling.BICUBIC)
+    draw = ImageDraw.Draw(img)
+    if top:
+        draw.rectangle((0, 0, width, top - 1), fill=(255, 255, 255))
+        draw.text((10, top // 3), "WHEN THE CAPTION", fill=(0, 0, 0))
+    if bottom:
+        draw.rectangle((0, height - bottom, width, height), fill=(0, 0, 0))
+        draw.text((10, height - 2 * bottom // 3), "SAYS IT ALL", fill=(255, 255, 255))
+    return img
+
+
+@pytest.mark.parametrize(("height", "top", "bottom"), [(400, 60, 0), (400, 0, 50), (333, 70, 40), (900, 120, 100)])
+def test_caption_bands_are_cut_where_the_picture_begins(height, top, bottom):
+    from retrieval.image_hash import remove_caption_bands
+
+    out = remove_caption_bands(_banded(height, top, bottom))
+    assert out is not None and out.size == (300, height - top - bottom)
+
+
+@pytest.mark.parametrize(("height", "top", "bottom"), [(400, 0, 0), (400, 200, 0), (400, 0, 190), (400, 10, 0)])
+def test_no_band_is_cut_from_a_picture_without_one_or_with_one_past_the_limits(height, top, bottom):
+    """None for a plain picture, a band over 45 % of the height, or one under 6 % of it."""
+    from retrieval.image_hash import remove_caption_bands
+
+    assert remove_caption_bands(_banded(height, top, bottom)) is None
