@@ -176,3 +176,27 @@ def test_import_downloads_image_urls_with_a_byte_cap(tmp_path):
         assert eight.images[0].url.endswith("/ok.png") and kb.image_store.read(eight.images[0]) == png
     finally:
         kb.close()
+
+
+def test_a_blank_background_template_stored_rotated_by_exif_is_trimmed_where_it_was_measured():
+    """An entity JPEG whose EXIF turns it upright: the border trim measures and cuts the same upright frame, so
+    the trimmed hash is the hash of the upright picture alone (it was cut from the stored, unturned pixels)."""
+    from PIL import Image, ImageOps
+
+    from retrieval.image_route import hash_frames
+
+    picture = template_image(3, (200, 160))
+    canvas = Image.new("RGB", (290, 230), (255, 255, 255))
+    canvas.paste(picture, (40, 30))  # flat borders of unequal widths on every side (each under a quarter)
+    stored = canvas.transpose(Image.Transpose.ROTATE_90)  # what the camera wrote; EXIF 6 turns it back upright
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    stored.save(buf, "JPEG", quality=95, exif=exif.tobytes())
+    upright = ImageOps.exif_transpose(Image.open(io.BytesIO(buf.getvalue())))
+    assert upright.size == canvas.size
+    hashed = hash_frames(buf.getvalue())
+    assert hashed.trimmed is not None
+    expected = hash_image(upright.crop((40, 30, 240, 190))).vector()
+    assert int((hashed.trimmed != expected).sum()) <= 8  # JPEG edges aside, the upright picture alone
+    assert int((hashed.frames[0][3] != hash_image(upright).vector()).sum()) == 0
