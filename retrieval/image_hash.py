@@ -192,8 +192,11 @@ def _band(grey: np.ndarray, from_top: bool, min_share: float = 0.06, max_share: 
     """
     h = grey.shape[0]
     run = max(3, int(0.03 * h))
-    # only the rows a band may span are read: a picture run starting past max_share·h gives no band either way
-    reach = min(h, int(max_share * h) + run + 1)
+    # only the rows a band may span are read (a picture run starting past max_share·h gives no band either
+    # way), never the last one
+    reach = min(h - 1, int(max_share * h) + run + 1)
+    if reach < run:
+        return 0
     rows = grey[:reach] if from_top else grey[::-1][:reach]
     for plain, ink in ((rows >= 225, rows <= 100), (rows <= 30, rows >= 155)):
         plain_share = plain.mean(axis=1)
@@ -204,8 +207,7 @@ def _band(grey: np.ndarray, from_top: bool, min_share: float = 0.06, max_share: 
         # mid tones beyond a text line's anti-aliasing, or a dark (light) area no text line fills
         picture = ((other >= 0.15) & (plain_share < 0.4)) | (other >= 0.35) | (ink_share >= 0.6)
         # the first row that starts `run` picture rows in a row (0: none)
-        windows = np.lib.stride_tricks.sliding_window_view(picture[: min(reach, h - 1)], run)
-        starts = np.flatnonzero(windows.all(axis=1)[: max(0, h - run)])
+        starts = np.flatnonzero(np.lib.stride_tricks.sliding_window_view(picture, run).all(axis=1))
         end = int(starts[0]) if starts.size else 0
         if min_share * h <= end <= max_share * h:
             return end
