@@ -85,8 +85,9 @@ NLIST_PROBES = 2
 #: (1,794 lists) trained in ×0.57 of 64's time, its lists as even (codes scanned a probe +1.2 %)
 TRAIN_PER_LIST = 40
 TRAIN_MAX = 262_144
-#: faiss searches in the calling thread: one query's few hundred lookups are too small to share, and
-#: OpenMP threads spinning against the service's other requests cost more than they gain
+#: faiss runs in the calling thread (searches, adds, retrains): one query's few hundred lookups are too small
+#: to share, OpenMP threads spinning against the service's other requests cost more than they gain, and two
+#: indexing processes that each trained with every core slowed each other several times over
 SEARCH_THREADS = 1
 CODE_BYTES = 32
 #: 2: coarse keypoints indexed beside the fine ones
@@ -139,7 +140,7 @@ def spread(points: np.ndarray, count: int, width: int, height: int, grid: int = 
     return np.sort(chosen).astype(np.int64)
 
 
-_threads_set = False
+_threads = threading.local()
 
 
 def probes_for(nlist: int) -> int:
@@ -149,13 +150,14 @@ def probes_for(nlist: int) -> int:
 
 
 def _single_threaded() -> None:
-    """faiss searches in the calling thread (:data:`SEARCH_THREADS`), set once per process."""
-    global _threads_set
-    if not _threads_set:
+    """faiss runs in the calling thread (:data:`SEARCH_THREADS`): searches, adds and retrains.  Set once per
+    thread: OpenMP keeps the setting per thread, so each of a service's request threads (and an indexing
+    job's) sets it for itself; set once per process, the others searched and trained with every core."""
+    if not getattr(_threads, "set", False):
         import faiss
 
         faiss.omp_set_num_threads(SEARCH_THREADS)
-        _threads_set = True
+        _threads.set = True
 
 
 class DescriptorIndex:
@@ -273,6 +275,7 @@ class DescriptorIndex:
                 self._slots[slot], self._counts[slot] = key, len(codes)
             self._slot_of[(key.entity_id, key.sha256, key.frame)] = slot
             if len(codes):
+                _single_threaded()
                 self._index.add_with_ids(codes, np.full(len(codes), slot, dtype=np.int64))
             self._dirty = True
             self._generation += 1
@@ -302,6 +305,7 @@ class DescriptorIndex:
             return
         self._writable()
         if self._index is not None and self._index.ntotal:
+            _single_threaded()
             self._index.remove_ids(faiss.IDSelectorBatch(np.array(slots, dtype=np.int64)))
         for s in slots:
             key = self._slots[s]
@@ -373,6 +377,7 @@ class DescriptorIndex:
             nlist = self.lists_for(n)
             if n < nlist:  # too few descriptors for the smallest IVF: the index stays as it is
                 return {}
+            _single_threaded()
             quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
             ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
             ivf.own_fields = True

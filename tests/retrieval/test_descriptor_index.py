@@ -183,6 +183,37 @@ def test_the_ivf_is_retrained_as_it_grows_and_answers_like_the_exact_one(tmp_pat
     assert again.vote(_features(5).descriptors)[0].key.entity_id == "e5"
 
 
+def test_faiss_runs_in_the_calling_thread_of_every_thread_that_searches_adds_or_retrains(tmp_path):
+    """OpenMP keeps its thread count per thread: a service's request threads and an indexing job's thread each
+    run faiss in themselves, not only the first thread that ever searched."""
+    import threading
+
+    import faiss
+
+    from retrieval import descriptor_index as di
+
+    index = _index(tmp_path, seeds=range(1, 9), ivf_from=1000)
+    index.vote(_features(2).descriptors)  # this thread is set: the others must set themselves
+    f = _features(31)
+    work = {
+        "search": lambda: index.vote(_features(3).descriptors),
+        "add": lambda: index.add(ImageKey("e31", "sha31", 0, "en"), f.points, f.descriptors, f.width, f.height),
+        "retrain": index.retrain,
+    }
+    threads_after: dict[str, int] = {}
+
+    def run(name: str) -> None:
+        faiss.omp_set_num_threads(di.SEARCH_THREADS + 3)  # what a fresh thread has on a machine with more cores
+        work[name]()
+        threads_after[name] = faiss.omp_get_max_threads()
+
+    for name in work:
+        worker = threading.Thread(target=run, args=(name,))
+        worker.start()
+        worker.join(timeout=300)
+    assert threads_after == {name: di.SEARCH_THREADS for name in work}
+
+
 def test_a_retrain_lets_queries_run_and_keeps_what_was_written_meanwhile(tmp_path, monkeypatch):
     """The centroids are trained outside the lock: a query from another thread answers meanwhile (from the old
     index), and an image added meanwhile is in the retrained index."""
