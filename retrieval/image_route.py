@@ -105,6 +105,10 @@ REGION_VOTERS = 300
 #: over it; the regions vote for what it shows): the faiss search is the largest cost of a query (150, not 300:
 #: the same top-1 and misses on the tuning seed at 5,000 images, 6 % less CPU at p95; bench/templates.py)
 FULL_VOTERS_WITH_REGIONS = 150
+#: the mirrored pass over a picture without regions votes with this many of its flipped descriptors (spread over
+#: it; all of them, up to 1,000, before the thread round: the same top-1 on the tuning seed, 700 fewer lookups
+#: for every query without regions where nothing verified, a plain meme not in the KB among them)
+MIRROR_WHOLE_VOTERS = 300
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -702,7 +706,7 @@ class ImageRoute:
                 )
                 # the flipped regions vote for what the picture shows; the whole flipped picture then only verifies
                 again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
-                                        regions=flipped_regions, whole_voters=0 if flipped_regions else None)
+                                        regions=flipped_regions, whole_voters=0 if flipped_regions else MIRROR_WHOLE_VOTERS)
                 best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
