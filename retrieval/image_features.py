@@ -220,11 +220,11 @@ def describe_entity(img: Image.Image) -> Features:
                     coarse=len(small_kp))
 
 
-def _tiled_keypoints(cv2, arr: np.ndarray, tiles: int | None = None, margin: int = 24, detect: int = QUERY_DETECT) -> list:
-    """ORB keypoints detected tile by tile (``tiles``×``tiles``, default :data:`QUERY_TILES`, overlapping by
-    ``margin``), strongest first within each tile: one detector over the whole picture keeps the corners of
-    black-on-white text and drops the template beside it, whose corners respond less."""
-    tiles = QUERY_TILES if tiles is None else tiles
+def _tiled_keypoints(cv2, arr: np.ndarray, margin: int = 24, detect: int = QUERY_DETECT) -> list:
+    """ORB keypoints detected tile by tile (:data:`QUERY_TILES` a side, overlapping by ``margin``), strongest
+    first within each tile: one detector over the whole picture keeps the corners of black-on-white text and
+    drops the template beside it, whose corners respond less."""
+    tiles = QUERY_TILES
     h, w = arr.shape
     per = max(64, detect // (tiles * tiles))
     orb = cv2.ORB_create(nfeatures=per, fastThreshold=QUERY_FAST_THRESHOLD, edgeThreshold=15, patchSize=15)
@@ -510,12 +510,12 @@ def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, f
 
 
 def describe_region(
-    img: Image.Image | np.ndarray, box: tuple[float, float, float, float], n_features: int | None = None,
+    img: Image.Image | np.ndarray, box: tuple[float, float, float, float],
 ) -> tuple[Features, tuple[float, float, float, float]]:
     """One picture region of the query (``box`` in fractions, grown by 2 % a side), described at
     :data:`REGION_SIDE` (a small cell enlarged up to :data:`REGION_MAX_UPSCALE`×: its template then meets the
-    stored keypoints of its own scale) with ``n_features`` keypoints (default :data:`REGION_FEATURES`); the features (they keep their pixels for
-    :func:`mirrored_query`) and the box described (fractions).  ``img``: the picture or its :func:`grey_of`."""
+    stored keypoints of its own scale) with :data:`REGION_FEATURES` keypoints; the features (they keep their pixels
+    for :func:`mirrored_query`) and the box described (fractions).  ``img``: the picture or its :func:`grey_of`."""
     cv2 = _cv2()
     grey = img if isinstance(img, np.ndarray) else grey_of(img)
     H, W = grey.shape
@@ -534,8 +534,7 @@ def describe_region(
     h, w = crop.shape
     if min(h, w) < 32:
         return Features.empty(w, h), grown
-    orb = cv2.ORB_create(nfeatures=REGION_FEATURES if n_features is None else n_features, fastThreshold=7, edgeThreshold=15,
-                         patchSize=15)
+    orb = cv2.ORB_create(nfeatures=REGION_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
     keypoints, descriptors = orb.detectAndCompute(np.ascontiguousarray(crop), None)
     if descriptors is None or not keypoints:
         return Features.empty(w, h), grown
