@@ -342,6 +342,26 @@ class DescriptorIndex:
         ids = faiss.vector_to_array(index.id_map).astype(np.int64)
         return codes, ids
 
+    @staticmethod
+    def _canonical(codes: np.ndarray, ids: np.ndarray, slots: Sequence[ImageKey | None]) -> np.ndarray:
+        """An order of (code, id) rows that depends only on what is held, not on the order it was added in or
+        on the lists a previous training put it in: by a 64-bit mix of the code's bits, then by the frame's key
+        (entity id, image, frame; not its slot, which depends on the order of adds).  A retrain samples from
+        this order and fills its lists in it, so an index rebuilt or grown another way trains the same
+        centroids and breaks distance ties the same way."""
+        if not len(codes):
+            return np.zeros(0, np.int64)
+        words = np.ascontiguousarray(codes).view("<u8").reshape(len(codes), CODE_BYTES // 8)
+        mixed = np.full(len(codes), 0x9E3779B97F4A7C15, dtype=np.uint64)
+        for w in range(words.shape[1]):  # xor-multiply-shift over the four words (uint64 wraps)
+            mixed = (mixed ^ words[:, w]) * np.uint64(0xBF58476D1CE4E5B9)
+            mixed ^= mixed >> np.uint64(31)
+        keyed = sorted((k.entity_id, k.sha256, k.frame, s) for s, k in enumerate(slots) if k is not None)
+        rank = np.full(len(slots) + 1, len(keyed), dtype=np.int64)
+        rank[[s for *_, s in keyed]] = np.arange(len(keyed))
+        of_id = rank[np.clip(ids, 0, len(slots))]
+        return np.lexsort((of_id, mixed))
+
     def _retrain_due(self) -> bool:
         n = self.size
         if self._retraining or n < self.ivf_from:
@@ -370,6 +390,7 @@ class DescriptorIndex:
                 return {}
             self._retraining = True
             codes, ids = self._all_codes()
+            slots = list(self._slots)
             generation = self._generation
         try:
             t0, c0 = time.perf_counter(), time.thread_time()
@@ -382,8 +403,11 @@ class DescriptorIndex:
             ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
             ivf.own_fields = True
             quantizer.this.disown()
-            rng = np.random.default_rng(0)
-            sample = codes[rng.choice(n, size=min(n, nlist * TRAIN_PER_LIST, TRAIN_MAX), replace=False)]
+            # the same sample and fill order whatever order the codes came in (:meth:`_canonical`): the first
+            # codes of a well-mixed order are a uniform sample, and the retrained index does not depend on history
+            order = self._canonical(codes, ids, slots)
+            codes, ids = codes[order], ids[order]
+            sample = codes[: min(n, nlist * TRAIN_PER_LIST, TRAIN_MAX)]
             ivf.train(np.ascontiguousarray(sample))
             t1, c1 = time.perf_counter(), time.thread_time()
             ivf.add_with_ids(np.ascontiguousarray(codes), ids)
@@ -392,6 +416,8 @@ class DescriptorIndex:
             with self._lock:
                 if self._generation != generation:  # written meanwhile: the lists are filled again from what is held now
                     codes, ids = self._all_codes()
+                    order = self._canonical(codes, ids, self._slots)
+                    codes, ids = codes[order], ids[order]
                     ivf.reset()
                     ivf.add_with_ids(np.ascontiguousarray(codes), ids)
                 self._index = ivf
