@@ -139,6 +139,10 @@ class Settings(BaseSettings):
         32, ge=0, le=128, description="Image route threshold: largest summed dHash+pHash Hamming distance (of 128 bits) accepted."
     )
     image_crops: bool = Field(True, description="Also hash the query image without caption bands and borders (best distance wins).")
+    image_query_threads: int = Field(
+        2, ge=1, le=64,
+        description="Threads one image query's work is split over (its picture regions and the whole picture described side by side, its descriptor lookups in parts): sooner answers on a quiet service; 1 where requests already keep every core busy.",
+    )
     image_embedder: Literal["none", "clip", "siglip"] = Field(
         "none", description="Optional learned image embedder of the image route (a local CLIP/SigLIP folder; none = hashes only)."
     )

@@ -40,7 +40,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from retrieval.query_threads import QueryThreads
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +94,9 @@ TRAIN_MAX = 262_144
 #: to share, OpenMP threads spinning against the service's other requests cost more than they gain, and two
 #: indexing processes that each trained with every core slowed each other several times over
 SEARCH_THREADS = 1
+#: a search split over a query's threads (:class:`~retrieval.query_threads.QueryThreads`) gives each at least
+#: this many descriptors (fewer are not worth a thread switch)
+SPLIT_ROWS = 256
 CODE_BYTES = 32
 #: 2: coarse keypoints indexed beside the fine ones
 FORMAT = 2
@@ -448,10 +456,12 @@ class DescriptorIndex:
 
     def vote_many(
         self, parts: Sequence[np.ndarray], top: int = 8, language: str | None = None, neighbours: int = NEIGHBOURS,
-        max_hamming: int = MAX_HAMMING, ratio: float = RATIO,
+        max_hamming: int = MAX_HAMMING, ratio: float = RATIO, threads: "QueryThreads | None" = None,
     ) -> list[list[Vote]]:
         """:meth:`vote` for several descriptor sets of one query (the whole picture, each picture region) in
-        one faiss search; each set's votes are counted apart (``voters`` index into that set)."""
+        one faiss search; each set's votes are counted apart (``voters`` index into that set).  With
+        ``threads``, the search's rows are split over them (at least :data:`SPLIT_ROWS` a part): the same
+        neighbours, found side by side."""
         sizes = [len(p) for p in parts]
         with self._lock:
             if self._index is None or not self._index.ntotal or not sum(sizes):
@@ -459,8 +469,18 @@ class DescriptorIndex:
             q = np.ascontiguousarray(np.concatenate([p for p in parts if len(p)]), dtype=np.uint8)
             if self.kind == "ivf":
                 self._index.nprobe = self.probes(self._index)
-            _single_threaded()
-            dist, ids = self._index.search(q, neighbours)
+            index = self._index
+            n_parts = min(threads.threads if threads is not None else 1, len(q) // SPLIT_ROWS)
+
+            def search(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                _single_threaded()  # in whichever thread runs it
+                return index.search(rows, neighbours)
+
+            if n_parts > 1 and threads is not None:  # each row's neighbours do not depend on the other rows
+                found = threads.run([lambda c=c: search(c) for c in np.array_split(q, n_parts)])
+                dist, ids = np.concatenate([d for d, _ in found]), np.concatenate([i for _, i in found])
+            else:
+                dist, ids = search(q)
             slots, counts = self._slots, self._counts
         out, start = [], 0
         for n in sizes:

@@ -58,6 +58,7 @@ from retrieval.image_hash import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
     trim_borders,
 )
+from retrieval.query_threads import QueryThreads
 
 import numpy as np
 
@@ -273,7 +274,7 @@ class ImageRoute:
         self, store: CultureBaseStore, images: ImageStore, tau: int = DEFAULT_IMAGE_TAU, crops: bool = True, candidates: int = 10,
         embedder: "ImageEmbedder | None" = None, embed_tau: float = DEFAULT_EMBED_TAU,
         features: ImageFeatureStore | None = None, verify: int = DEFAULT_VERIFY, vote: int = DEFAULT_VOTE,
-        descriptors: DescriptorIndex | None = None,
+        descriptors: DescriptorIndex | None = None, threads: int = 1,
     ) -> None:
         self.store = store
         self.images = images
@@ -293,6 +294,8 @@ class ImageRoute:
         #: every entity image frame's local descriptors in one faiss index (candidates by votes)
         self.descriptors = descriptors if descriptors is not None else DescriptorIndex(self.features.root / "descriptor_index")
         self._descriptors_ready = False
+        #: a query's independent work (regions and the whole picture described, descriptor lookups) side by side
+        self.threads = QueryThreads(threads)
 
     # -- index --------------------------------------------------------------------------
     def _skip(self, entity: Entity, image: str, reason: str) -> None:
@@ -431,18 +434,30 @@ class ImageRoute:
         grey_img = flatten_grey(img)
         crops_of = img if self.embedder is not None else grey_img
         variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
-        hashes = tuple((name, hash_image(v)) for name, v in variants)
+        # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged;
+        # the whole picture, its keypoints spread tile by tile (at a smaller budget when regions were found); the
+        # hashes of its crops: side by side on the route's threads
+        grey = np.asarray(grey_img, dtype=np.uint8)
+        boxes = feats.picture_regions(grey)
+
+        def whole(with_regions: bool) -> feats.Features:
+            if with_regions:
+                return feats.describe_query(grey_img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
+                                            feats.QUERY_DETECT_WITH_REGIONS)
+            return feats.describe_query(grey_img)
+
+        done = self.threads.run([
+            lambda: whole(bool(boxes)), lambda: tuple((name, hash_image(v)) for name, v in variants),
+            *[lambda box=box: feats.describe_region(grey, box) for box in boxes],
+        ])
+        full, hashes = done[0], done[1]
+        regions = tuple(r for r in done[2:] if r[0].count >= feats.MIN_KEYPOINTS)
+        if boxes and not regions:  # no region kept keypoints enough: the whole picture at the full budget after all
+            full = whole(False)
         embeddings: tuple[tuple[str, Any], ...] = ()
         if self.embedder is not None:
             vectors = self.embedder.embed([v for _, v in variants])
             embeddings = tuple((name, vectors[i]) for i, (name, _) in enumerate(variants))
-        # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged;
-        # then the whole picture, its keypoints spread tile by tile (at a smaller budget when regions were found)
-        grey = np.asarray(grey_img, dtype=np.uint8)
-        regions = tuple(r for r in (feats.describe_region(grey, box) for box in feats.picture_regions(grey))
-                        if r[0].count >= feats.MIN_KEYPOINTS)
-        full = feats.describe_query(grey_img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
-                                    feats.QUERY_DETECT_WITH_REGIONS) if regions else feats.describe_query(grey_img)
         described = (("full", full),)
         return QueryImage(hashes, grey_img.width, grey_img.height, embeddings, described, grey_img, tuple((box, f) for f, box in regions),
                           hashlib.sha256(data).hexdigest())
@@ -510,7 +525,8 @@ class ImageRoute:
         voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
         n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
         whole = spread(full.points, n_whole, full.width, full.height) if n_whole else np.zeros(0, np.int64)
-        lists = self.descriptors.vote_many([full.descriptors[whole], *voters], top=4 * self.vote, language=language)
+        lists = self.descriptors.vote_many([full.descriptors[whole], *voters], top=4 * self.vote, language=language,
+                                           threads=self.threads)
         lists[0] = [dataclasses.replace(v, voters=tuple(whole[list(v.voters)].tolist())) for v in lists[0]]
         out: dict[str, _Voted] = {}
         for v in lists[0]:
@@ -698,12 +714,17 @@ class ImageRoute:
                 from PIL import ImageOps
 
                 flipped = ImageOps.mirror(picture)
-                search("mirrored", hash_image(flipped).vector())
                 full = next((f for part, f in features if part == "full"), None)
-                described = feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped)
-                flipped_regions = tuple(  # each region's keypoints mirrored and described in the flipped region
-                    ((1.0 - x1, y0, 1.0 - x0, y1), feats.mirrored_query(f)) for (x0, y0, x1, y1), f in regions
-                )
+                # the whole picture's and each region's keypoints mirrored and described in the flipped picture, and
+                # the flipped picture hashed: side by side
+                done = self.threads.run([
+                    lambda: feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped),
+                    lambda: hash_image(flipped),
+                    *[lambda f=f: feats.mirrored_query(f) for _, f in regions],
+                ])
+                described, flipped_hash = done[0], done[1]
+                search("mirrored", flipped_hash.vector())
+                flipped_regions = tuple(((1.0 - x1, y0, 1.0 - x0, y1), f) for ((x0, y0, x1, y1), _), f in zip(regions, done[2:]))
                 # the flipped regions vote for what the picture shows; the whole flipped picture then only verifies
                 again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
                                         regions=flipped_regions, whole_voters=0 if flipped_regions else MIRROR_WHOLE_VOTERS)

@@ -72,7 +72,7 @@ class KnowledgeBase:
             s = settings
             self._image_route = ImageRoute(
                 self.store, image_store_for(s.data_dir, s.image_max_mb, s.max_image_pixels), tau=s.image_tau, crops=s.image_crops,
-                embedder=build_image_embedder(s), embed_tau=s.image_embed_tau,
+                embedder=build_image_embedder(s), embed_tau=s.image_embed_tau, threads=s.image_query_threads,
             )
         return getattr(self, "_image_route", None)
 

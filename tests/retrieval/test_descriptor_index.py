@@ -160,6 +160,31 @@ def test_several_descriptor_sets_vote_in_one_search_as_they_would_apart(tmp_path
     assert max(together[2][0].voters) < len(b)
 
 
+def test_a_search_split_over_query_threads_finds_the_same_votes(tmp_path):
+    from retrieval.descriptor_index import SPLIT_ROWS
+    from retrieval.query_threads import QueryThreads
+
+    index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
+    a = feats.describe_query(textured(3)).descriptors
+    b = feats.describe_query(textured(9)).descriptors
+    assert len(a) + len(b) >= 2 * SPLIT_ROWS
+    jobs: list[int] = []
+
+    class Counted(QueryThreads):
+        def run(self, work):
+            jobs.append(len(work))
+            return super().run(work)
+
+    threads = Counted(2)
+    try:
+        assert index.vote_many([a, b], top=5, threads=threads) == index.vote_many([a, b], top=5)
+        assert jobs == [2]  # split in two parts
+        assert index.vote_many([a[: SPLIT_ROWS // 2]], top=5, threads=threads) == index.vote_many([a[: SPLIT_ROWS // 2]], top=5)
+        assert jobs == [2]  # too few rows to split: searched in the caller
+    finally:
+        threads.close()
+
+
 def test_the_ivf_is_retrained_as_it_grows_and_answers_like_the_exact_one(tmp_path):
     from retrieval import descriptor_index as di
 

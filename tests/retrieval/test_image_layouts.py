@@ -84,6 +84,39 @@ def test_a_mirrored_repost_is_found_and_says_so(kb):
     assert hit.entity.id == ent.id and hit.image["mirrored"] is True and hit.image["signal"] == "verified"
 
 
+def test_a_query_split_over_threads_gets_what_one_thread_gets(kb):
+    """``KAR_IMAGE_QUERY_THREADS``: a query's regions, whole picture, hashes, mirrored pass and lookups side by side
+    give the same matches as one thread (a grid cell, a mirrored repost, a plain meme, a grid of unknown templates)."""
+    from retrieval.query_threads import QueryThreads
+
+    grid = _add(kb, "Threads Grid", to_bytes(textured(120)))
+    flipped = _add(kb, "Threads Mirrored", to_bytes(textured(121)))
+    plain = _add(kb, "Threads Plain", to_bytes(textured(122)))
+    route = kb.image_route
+    assert route.threads.threads == kb.settings.image_query_threads == 2
+    serial = ImageRoute(kb.store, route.images, features=route.features, descriptors=route.descriptors, threads=1)
+    queries = {
+        grid.id: grid_post([textured(123), textured(120), textured(124), textured(125)], cols=2),
+        flipped.id: to_bytes(ImageOps.mirror(Image.open(io.BytesIO(meme_of(textured(121), 121)))), "JPEG", quality=70),
+        plain.id: meme_of(textured(122), 122),
+        None: grid_post([textured(126), textured(127), textured(128)], cols=3),
+    }
+    jobs: list[int] = []
+    run = route.threads.run
+    route.threads.run = lambda work: jobs.append(len(work)) or run(work)  # type: ignore[method-assign]
+
+    def seen(matches) -> list[tuple]:
+        return [(m.entity_id, m.distance, m.crop, m.inliers, m.coverage, m.share, m.votes, m.mirrored, m.contest)
+                for m in matches]
+
+    for want, data in queries.items():
+        one, split = serial.match(serial.prepare(data)), route.match(route.prepare(data))
+        assert seen(split) == seen(one)
+        accepted = [m.entity_id for m in split if m.signal(route.tau)]
+        assert accepted == ([want] if want else [])
+    assert max(jobs) >= 5  # the grid's four regions and the whole picture went to the threads together
+
+
 def test_several_images_in_one_call_count_each_template_once(kb):
     a = _add(kb, "Frame A", to_bytes(textured(90)))
     b = _add(kb, "Frame B", to_bytes(textured(91)))

@@ -1,0 +1,66 @@
+"""One image query's independent work run side by side (``KAR_IMAGE_QUERY_THREADS``).
+
+A query's picture regions and its whole picture are described apart, and its descriptors look up
+their neighbours row by row: OpenCV and faiss release the GIL, so these run on several cores at
+once and the query answers sooner, with the same result.  The work is not made smaller: a service
+whose requests already keep every core busy gains nothing (set 1 there).
+
+:class:`QueryThreads` runs a list of jobs on the calling thread and up to ``threads - 1`` pool
+threads shared by every query of the route.  The calling thread runs the first job, then takes back
+every job no pool thread has started (newest first, so a pool thread busy with another request's
+job never makes this one wait in its queue), then waits for the started ones.  A job's exception
+reaches the caller as if the jobs had run one after another.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class QueryThreads:
+    """Runs a query's independent jobs on the calling thread and ``threads - 1`` pool threads (built at first use)."""
+
+    def __init__(self, threads: int = 1) -> None:
+        if threads < 1:
+            raise ValueError(f"query threads must be at least 1, got {threads}")
+        self.threads = int(threads)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="kar-image-query")
+            return self._pool
+
+    def run(self, jobs: Sequence[Callable[[], T]]) -> list[T]:
+        """Each job's result, in the jobs' order."""
+        if self.threads <= 1 or len(jobs) <= 1:
+            return [job() for job in jobs]
+        pool = self._executor()
+        futures: list[Future[T]] = [pool.submit(job) for job in jobs[1:]]
+        results: list[T | None] = [None] * len(jobs)
+        try:
+            results[0] = jobs[0]()
+            for i in range(len(futures) - 1, -1, -1):  # not started by a pool thread: run here, newest first
+                if futures[i].cancel():
+                    results[i + 1] = jobs[i + 1]()
+            for i, future in enumerate(futures):
+                if not future.cancelled():
+                    results[i + 1] = future.result()
+        finally:
+            for future in futures:
+                future.cancel()  # after an exception: what has not started does not run
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Stop the pool threads (a later :meth:`run` starts them again)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
