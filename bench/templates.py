@@ -281,10 +281,24 @@ def _index_grown_as(index, growth: int, nprobe: int):
     return copy
 
 
+def _index_retrained(index):
+    """A copy of the descriptor index retrained now, under the module settings in force (a variant's ``set``:
+    ``NLIST_COST``, ``TRAIN_PER_LIST``, ...); the index itself is left as it is."""
+    from retrieval import descriptor_index as di
+
+    copy = di.DescriptorIndex(None, per_image=index.per_image, ivf_from=index.ivf_from, nprobe=index.nprobe,
+                              per_image_coarse=index.per_image_coarse)
+    copy._slots, copy._counts, copy._slot_of = list(index._slots), list(index._counts), dict(index._slot_of)
+    copy._index = index._index  # read by the retrain, replaced by the new IVF
+    copy.retrain()
+    return copy
+
+
 def _run_variants(variants: list[dict], route, queries: list, entity_of: dict) -> None:
     """Each variant's settings applied (a module constant ``module.NAME`` or ``route.attr`` /
     ``route.descriptors.attr``; ``"index": {"growth": 8, "nprobe": 2}``: the descriptor index as another
-    retrain rule would have left it, :func:`_index_grown_as`), the queries run again, top-1 / false claims /
+    retrain rule would have left it, :func:`_index_grown_as`; ``"retrain": true``: the index retrained under the
+    variant's settings, :func:`_index_retrained`), the queries run again, top-1 / false claims /
     CPU p50,p95 per style printed on stderr as one JSON line, the settings restored."""
     import importlib
 
@@ -310,6 +324,11 @@ def _run_variants(variants: list[dict], route, queries: list, entity_of: dict) -
             obj, attr = target(name)
             saved.append((obj, attr, getattr(obj, attr)))
             setattr(obj, attr, value)
+        if variant.get("retrain"):  # the index as a retrain under these settings leaves it
+            other = _index_retrained(route.descriptors)
+            saved.append((route, "descriptors", route.descriptors))
+            route.descriptors = other
+            print(f"variant {variant.get('name')}: retrained {json.dumps(other.last_retrain)}", file=sys.stderr, flush=True)
         per: dict[str, dict] = {}
         try:
             for style, tid, positive, data, _layout in queries:

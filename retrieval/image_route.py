@@ -433,12 +433,17 @@ class ImageRoute:
         # colour picture, without converting it again for every crop); the embedder reads the colour crops
         grey_img = flatten_grey(img)
         crops_of = img if self.embedder is not None else grey_img
-        variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
-        # the pictures it shows (a post's meme, the cells of a grid), each described apart, small ones enlarged;
-        # the whole picture, its keypoints spread tile by tile (at a smaller budget when regions were found); the
-        # hashes of its crops: side by side on the route's threads
         grey = np.asarray(grey_img, dtype=np.uint8)
-        boxes = feats.picture_regions(grey)
+
+        def hashed() -> tuple[list[tuple[str, Any]], tuple[tuple[str, Any], ...]]:
+            variants = query_variants(crops_of) if self.crops else [("full", crops_of)]
+            return variants, tuple((name, hash_image(v)) for name, v in variants)
+
+        # side by side on the route's threads: the crops (caption bands, borders, a screenshot's picture) found and
+        # hashed while the pictures it shows (a post's meme, the cells of a grid) are found; then each of those
+        # described apart (small ones enlarged) while the whole picture is, its keypoints spread tile by tile (at a
+        # smaller budget when there are regions)
+        (variants, hashes), boxes = self.threads.run([hashed, lambda: feats.picture_regions(grey)])
 
         def whole(with_regions: bool) -> feats.Features:
             if with_regions:
@@ -446,12 +451,9 @@ class ImageRoute:
                                             feats.QUERY_DETECT_WITH_REGIONS)
             return feats.describe_query(grey_img)
 
-        done = self.threads.run([
-            lambda: whole(bool(boxes)), lambda: tuple((name, hash_image(v)) for name, v in variants),
-            *[lambda box=box: feats.describe_region(grey, box) for box in boxes],
-        ])
-        full, hashes = done[0], done[1]
-        regions = tuple(r for r in done[2:] if r[0].count >= feats.MIN_KEYPOINTS)
+        done = self.threads.run([lambda: whole(bool(boxes)), *[lambda box=box: feats.describe_region(grey, box) for box in boxes]])
+        full = done[0]
+        regions = tuple(r for r in done[1:] if r[0].count >= feats.MIN_KEYPOINTS)
         if boxes and not regions:  # no region kept keypoints enough: the whole picture at the full budget after all
             full = whole(False)
         embeddings: tuple[tuple[str, Any], ...] = ()

@@ -114,7 +114,7 @@ def test_a_query_split_over_threads_gets_what_one_thread_gets(kb):
         assert seen(split) == seen(one)
         accepted = [m.entity_id for m in split if m.signal(route.tau)]
         assert accepted == ([want] if want else [])
-    assert max(jobs) >= 5  # the grid's four regions and the whole picture went to the threads together
+    assert 5 in jobs  # the grid's four regions and the whole picture went to the threads together
 
 
 def test_several_images_in_one_call_count_each_template_once(kb):
