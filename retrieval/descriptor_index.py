@@ -390,7 +390,8 @@ class DescriptorIndex:
         """Train the IVF's centroids again on the descriptors held and refill its lists. The centroids are
         trained and the lists filled outside the lock (queries search the old index meanwhile); under the lock
         the new index is swapped in, after adding again what changed since the snapshot (another writer's
-        codes). Returns (and keeps in :attr:`last_retrain`) the figures: descriptors, lists, seconds."""
+        codes). The training sample and the fill order are :meth:`_canonical`: the same codes give the same index
+        whatever order they came in. Returns (and keeps in :attr:`last_retrain`) the figures: descriptors, lists, seconds."""
         import faiss
 
         with self._lock:

@@ -297,6 +297,10 @@ class ImageRoute:
         #: a query's independent work (regions and the whole picture described, descriptor lookups) side by side
         self.threads = QueryThreads(threads)
 
+    def close(self) -> None:
+        """Stop the query threads' pool (a later query starts it again)."""
+        self.threads.close()
+
     # -- index --------------------------------------------------------------------------
     def _skip(self, entity: Entity, image: str, reason: str) -> None:
         self.skipped.append(SkippedImage(entity.id, image, reason))

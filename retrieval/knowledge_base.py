@@ -383,6 +383,9 @@ class KnowledgeBase:
             backend.close()
 
     def close(self) -> None:
+        route = getattr(self, "_image_route", None)
+        if route is not None:
+            route.close()
         self.store.close()
 
     def __enter__(self) -> "KnowledgeBase":
