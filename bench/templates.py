@@ -701,6 +701,8 @@ def main() -> None:
                  "distractors": n_distractors, "synthetic_fill": args.synthetic_fill, "image_index_points": points},
         "tau_image": settings.image_tau,
         "families": families,
+        # the font of the Chinese chrome (None: pseudo-Han glyphs): another font draws other queries
+        "cjk_font": Path(social_layouts._CJK).name if social_layouts._CJK else None,
         "lookalike_margin": image_route_margin(),
         "per_style": per_style,
         "per_family": per_family,
