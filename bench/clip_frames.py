@@ -134,7 +134,7 @@ def main() -> None:
         kb = KnowledgeBase(store, emb, settings=kb_settings)
         images = ImageStore(cache / "images")
         route = ImageRoute(store, images, tau=kb_settings.image_tau, crops=True, features=ImageFeatureStore(cache / "image_features"),
-                           descriptors=DescriptorIndex(Path(tmp) / "descriptor_index"))
+                           descriptors=DescriptorIndex(Path(tmp) / "descriptor_index"), threads=kb_settings.image_query_threads)
         kb._image_route = route
         real = [Entity(name=f"tpl {tid}", aliases=[tid], description=f"memegen template {tid}", images=[images.put(entity_image(tid))])
                 for tid in sorted(indexed)]
