@@ -248,6 +248,16 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def _index_copy(index, nprobe: int | None):
+    """An empty descriptor index with ``index``'s settings and slot table (its IVF is the caller's to set)."""
+    from retrieval import descriptor_index as di
+
+    copy = di.DescriptorIndex(None, per_image=index.per_image, ivf_from=index.ivf_from, nprobe=nprobe,
+                              per_image_coarse=index.per_image_coarse)
+    copy._slots, copy._counts, copy._slot_of = list(index._slots), list(index._counts), dict(index._slot_of)
+    return copy
+
+
 def _index_grown_as(index, growth: int, nprobe: int):
     """A copy of a descriptor index as it would stand had it been retrained only every ``growth``× (main's
     rule before the retrain round: 8×, lists for 2 probes, 2 probes): the same codes and slots, an IVF trained
@@ -265,9 +275,7 @@ def _index_grown_as(index, growth: int, nprobe: int):
     trained = index.ivf_from
     while trained * growth <= len(codes):
         trained *= growth
-    copy = di.DescriptorIndex(None, per_image=index.per_image, ivf_from=index.ivf_from, nprobe=nprobe,
-                              per_image_coarse=index.per_image_coarse)
-    copy._slots, copy._counts, copy._slot_of = list(index._slots), list(index._counts), dict(index._slot_of)
+    copy = _index_copy(index, nprobe)
     nlist = int(max(64, min(65_536, math.sqrt(di.NLIST_COST * 2 * trained))))
     quantizer = faiss.IndexBinaryFlat(di.CODE_BYTES * 8)
     ivf = faiss.IndexBinaryIVF(quantizer, di.CODE_BYTES * 8, nlist)
@@ -284,11 +292,7 @@ def _index_grown_as(index, growth: int, nprobe: int):
 def _index_retrained(index):
     """A copy of the descriptor index retrained now, under the module settings in force (a variant's ``set``:
     ``NLIST_COST``, ``TRAIN_PER_LIST``, ...); the index itself is left as it is."""
-    from retrieval import descriptor_index as di
-
-    copy = di.DescriptorIndex(None, per_image=index.per_image, ivf_from=index.ivf_from, nprobe=index.nprobe,
-                              per_image_coarse=index.per_image_coarse)
-    copy._slots, copy._counts, copy._slot_of = list(index._slots), list(index._counts), dict(index._slot_of)
+    copy = _index_copy(index, index.nprobe)
     copy._index = index._index  # read by the retrain, replaced by the new IVF
     copy.retrain()
     return copy

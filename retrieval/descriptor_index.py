@@ -39,7 +39,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -351,14 +350,14 @@ class DescriptorIndex:
         return codes, ids
 
     @staticmethod
-    def _canonical(codes: np.ndarray, ids: np.ndarray, slots: Sequence[ImageKey | None]) -> np.ndarray:
-        """An order of (code, id) rows that depends only on what is held, not on the order it was added in or
+    def _canonical(codes: np.ndarray, ids: np.ndarray, slots: Sequence[ImageKey | None]) -> tuple[np.ndarray, np.ndarray]:
+        """The (code, id) rows in an order that depends only on what is held, not on the order it was added in or
         on the lists a previous training put it in: by a 64-bit mix of the code's bits, then by the frame's key
         (entity id, image, frame; not its slot, which depends on the order of adds).  A retrain samples from
         this order and fills its lists in it, so an index rebuilt or grown another way trains the same
         centroids and breaks distance ties the same way."""
         if not len(codes):
-            return np.zeros(0, np.int64)
+            return codes, ids
         words = np.ascontiguousarray(codes).view("<u8").reshape(len(codes), CODE_BYTES // 8)
         mixed = np.full(len(codes), 0x9E3779B97F4A7C15, dtype=np.uint64)
         for w in range(words.shape[1]):  # xor-multiply-shift over the four words (uint64 wraps)
@@ -368,7 +367,8 @@ class DescriptorIndex:
         rank = np.full(len(slots) + 1, len(keyed), dtype=np.int64)
         rank[[s for *_, s in keyed]] = np.arange(len(keyed))
         of_id = rank[np.clip(ids, 0, len(slots))]
-        return np.lexsort((of_id, mixed))
+        order = np.lexsort((of_id, mixed))
+        return codes[order], ids[order]
 
     def _retrain_due(self) -> bool:
         n = self.size
@@ -414,8 +414,7 @@ class DescriptorIndex:
             quantizer.this.disown()
             # the same sample and fill order whatever order the codes came in (:meth:`_canonical`): the first
             # codes of a well-mixed order are a uniform sample, and the retrained index does not depend on history
-            order = self._canonical(codes, ids, slots)
-            codes, ids = codes[order], ids[order]
+            codes, ids = self._canonical(codes, ids, slots)
             sample = codes[: min(n, nlist * TRAIN_PER_LIST, TRAIN_MAX)]
             ivf.train(np.ascontiguousarray(sample))
             t1, c1 = time.perf_counter(), time.thread_time()
@@ -424,9 +423,7 @@ class DescriptorIndex:
             t2, c2 = time.perf_counter(), time.thread_time()
             with self._lock:
                 if self._generation != generation:  # written meanwhile: the lists are filled again from what is held now
-                    codes, ids = self._all_codes()
-                    order = self._canonical(codes, ids, self._slots)
-                    codes, ids = codes[order], ids[order]
+                    codes, ids = self._canonical(*self._all_codes(), self._slots)
                     ivf.reset()
                     ivf.add_with_ids(np.ascontiguousarray(codes), ids)
                 self._index = ivf
