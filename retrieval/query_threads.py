@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -42,21 +42,22 @@ class QueryThreads:
         """Each job's result, in the jobs' order."""
         if self.threads <= 1 or len(jobs) <= 1:
             return [job() for job in jobs]
-        pool = self._executor()
-        futures: list[Future[T]] = [pool.submit(job) for job in jobs[1:]]
-        results: list[T | None] = [None] * len(jobs)
+        rest = self.ahead(jobs[1:])
         try:
-            results[0] = jobs[0]()
-            for i in range(len(futures) - 1, -1, -1):  # not started by a pool thread: run here, newest first
-                if futures[i].cancel():
-                    results[i + 1] = jobs[i + 1]()
-            for i, future in enumerate(futures):
-                if not future.cancelled():
-                    results[i + 1] = future.result()
-        finally:
-            for future in futures:
-                future.cancel()  # after an exception: what has not started does not run
-        return results  # type: ignore[return-value]
+            first = jobs[0]()
+        except BaseException:
+            rest.drop()
+            raise
+        return [first, *rest.results()]
+
+    def ahead(self, jobs: Sequence[Callable[[], T]]) -> "Ahead[T]":
+        """Start these jobs on the pool threads and return at once: the caller goes on with other work and
+        later takes :meth:`Ahead.results` (what no pool thread has started by then runs on the caller's thread)
+        or :meth:`Ahead.drop` (what has not started never runs).  With one thread nothing starts early."""
+        if self.threads <= 1 or not jobs:
+            return Ahead(list(jobs), [])
+        pool = self._executor()
+        return Ahead(list(jobs), [pool.submit(job) for job in jobs])
 
     def close(self) -> None:
         """Stop the pool threads (a later :meth:`run` starts them again)."""
@@ -64,3 +65,33 @@ class QueryThreads:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+
+
+class Ahead(Generic[T]):
+    """Jobs started ahead of need (:meth:`QueryThreads.ahead`)."""
+
+    def __init__(self, jobs: list[Callable[[], T]], futures: list["Future[T]"]) -> None:
+        self._jobs = jobs
+        self._futures = futures
+
+    def results(self) -> list[T]:
+        """Each job's result, in the jobs' order: the ones no pool thread has started run here (newest first),
+        then the started ones are waited for.  A job's exception reaches the caller."""
+        if not self._futures:
+            return [job() for job in self._jobs]
+        results: list[T | None] = [None] * len(self._jobs)
+        try:
+            for i in range(len(self._futures) - 1, -1, -1):
+                if self._futures[i].cancel():
+                    results[i] = self._jobs[i]()
+            for i, future in enumerate(self._futures):
+                if not future.cancelled():
+                    results[i] = future.result()
+        finally:
+            self.drop()  # after an exception: what has not started does not run
+        return results  # type: ignore[return-value]
+
+    def drop(self) -> None:
+        """Not needed after all: the jobs no pool thread has started never run (started ones finish unseen)."""
+        for future in self._futures:
+            future.cancel()

@@ -76,3 +76,66 @@ def test_a_failing_job_raises_in_the_caller_and_the_pool_stays_usable():
         threads.close()
     with pytest.raises(ValueError, match="at least 1"):
         QueryThreads(0)
+
+
+def test_jobs_started_ahead_run_while_the_caller_works_and_come_back_in_order():
+    """The mirrored pass's descriptions start while the first pass verifies: a pool thread runs one while the
+    caller is still busy, and the results come back in the jobs' order (the rest run on the caller's thread)."""
+    threads = QueryThreads(2)
+    started = threading.Event()
+
+    def first() -> str:
+        started.set()
+        return threading.current_thread().name
+
+    try:
+        ahead = threads.ahead([first, lambda: "second", lambda: "third"])
+        assert started.wait(30)  # the caller has not asked for anything yet
+        name, *rest = ahead.results()
+        assert name.startswith("kar-image-query") and rest == ["second", "third"]
+    finally:
+        threads.close()
+    one = QueryThreads(1)
+    ran: list[int] = []
+    ahead = one.ahead([lambda: ran.append(1) or 1, lambda: ran.append(2) or 2])
+    assert ran == []  # one thread: nothing runs before it is needed, then all on the caller's thread
+    assert ahead.results() == [1, 2] and ran == [1, 2]
+
+
+def test_jobs_started_ahead_and_dropped_do_not_run_unless_a_thread_had_started_them():
+    threads = QueryThreads(2)
+    release, started = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    def busy() -> None:
+        started.set()
+        release.wait(30)
+
+    try:
+        ahead = threads.ahead([busy, lambda: ran.append(1), lambda: ran.append(2)])
+        assert started.wait(30)  # the one pool thread is held by the first job: the others wait in its queue
+        ahead.drop()
+        release.set()
+        threads.close()  # waits for the pool's queue to drain
+        assert ran == []  # dropped before any thread took them: never run
+        assert threads.run([lambda: "after", lambda: "again"]) == ["after", "again"]  # a new pool after close
+    finally:
+        release.set()
+        threads.close()
+    QueryThreads(1).ahead([lambda: ran.append(3)]).drop()
+    assert ran == []
+
+
+def test_a_job_started_ahead_that_fails_raises_when_its_results_are_taken():
+    threads = QueryThreads(2)
+
+    def fail() -> None:
+        raise ValueError("flipped region 1: no pixels")
+
+    try:
+        ahead = threads.ahead([fail, lambda: 2])
+        with pytest.raises(ValueError, match="flipped region 1"):
+            ahead.results()
+        assert threads.run([lambda: 1, lambda: 2]) == [1, 2]
+    finally:
+        threads.close()
