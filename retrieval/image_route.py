@@ -44,7 +44,7 @@ import dataclasses
 import hashlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,12 +53,12 @@ from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval import image_features as feats
-from retrieval.descriptor_index import DescriptorIndex, ImageKey
+from retrieval.descriptor_index import CODE_BYTES, DescriptorIndex, ImageKey
 from retrieval.image_hash import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
     trim_borders,
 )
-from retrieval.query_threads import QueryThreads
+from retrieval.query_threads import Ahead, QueryThreads
 
 import numpy as np
 
@@ -110,6 +110,10 @@ FULL_VOTERS_WITH_REGIONS = 150
 #: it; all of them, up to 1,000, before the thread round: the same top-1 on the tuning seed, 700 fewer lookups
 #: for every query without regions where nothing verified, a plain meme not in the KB among them)
 MIRROR_WHOLE_VOTERS = 300
+#: the mirrored pass's descriptions start on the query's other threads while the first pass verifies, unless a
+#: candidate has this many votes (bench/templates.py, tuning seed: every query that verified nothing in the first pass
+#: had at most 5; 41 of the 266 that verified had fewer than 8, and their early descriptions are dropped unused)
+SPECULATE_BELOW_VOTES = 8
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -524,15 +528,20 @@ class ImageRoute:
         vote (default: all of them, :data:`FULL_VOTERS_WITH_REGIONS` when there are regions)."""
         self._ensure_descriptors()
         full = next((f for part, f in features if part == "full"), None)
-        if full is None or full.count < feats.MIN_KEYPOINTS or not self.descriptors.size:
+        if not self.descriptors.size:
             return {}
+        if (full is None or full.count < feats.MIN_KEYPOINTS) and not (regions and whole_voters == 0):
+            return {}  # (the whole picture need not be described when only its regions vote)
         from retrieval.descriptor_index import spread
 
         voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
-        n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
-        whole = spread(full.points, n_whole, full.width, full.height) if n_whole else np.zeros(0, np.int64)
-        lists = self.descriptors.vote_many([full.descriptors[whole], *voters], top=4 * self.vote, language=language,
-                                           threads=self.threads)
+        if full is None:
+            n_whole = 0
+        else:
+            n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
+        whole = spread(full.points, n_whole, full.width, full.height) if full is not None and n_whole else np.zeros(0, np.int64)
+        whole_rows = full.descriptors[whole] if full is not None else np.zeros((0, CODE_BYTES), np.uint8)
+        lists = self.descriptors.vote_many([whole_rows, *voters], top=4 * self.vote, language=language, threads=self.threads)
         lists[0] = [dataclasses.replace(v, voters=tuple(whole[list(v.voters)].tolist())) for v in lists[0]]
         out: dict[str, _Voted] = {}
         for v in lists[0]:
@@ -540,7 +549,7 @@ class ImageRoute:
             if c is None and len(out) >= self.vote:
                 continue
             c = out.setdefault(v.key.entity_id, _Voted())
-            if v.votes > c.votes and len(v.voters) >= 4:
+            if v.votes > c.votes and len(v.voters) >= 4 and full is not None:
                 pts = full.points[list(v.voters)]
                 lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
                 c.box = (lo / [full.width, full.height], hi / [full.width, full.height])
@@ -592,12 +601,20 @@ class ImageRoute:
         self, features: Sequence[tuple[str, feats.Features]], best: dict[str, ImageMatch], frames: dict[str, list[dict[str, Any]]],
         language: str | None, mirrored: bool = False, picture: Any = None,
         regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]] = (), whole_voters: int | None = None,
+        on_voted: "Callable[[int], None] | None" = None,
+        whole_later: "Callable[[], feats.Features] | None" = None, query_keypoints: int | None = None,
     ) -> dict[str, ImageMatch]:
         """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist (of the whole
         picture and of each picture region); returns the checked entities' matches (the hash-only ones
-        unchanged).  A candidate is verified first in the regions that voted for it, then in the whole picture."""
-        query_keypoints = max(f.count for _, f in features)
+        unchanged).  A candidate is verified first in the regions that voted for it, then in the whole picture.
+        ``on_voted`` hears the most votes a candidate got, before any is verified; ``whole_later`` (with no
+        ``features``, ``query_keypoints`` given) describes the whole picture when a candidate first needs it."""
+        whole = list(features)
+        if query_keypoints is None:
+            query_keypoints = max(f.count for _, f in features)
         voted = self._voted(features, language, [f for _, f in regions], whole_voters) if self.vote else {}
+        if on_voted is not None:
+            on_voted(max((c.votes for c in voted.values()), default=0))
         payloads = self._payloads([k for c in voted.values() for k in c.keys])
         nearest = [] if mirrored else [
             m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
@@ -625,7 +642,15 @@ class ImageRoute:
             if not hits:
                 continue
             own = [(f"region{j}", regions[j][1]) for j in sorted(cand.regions, key=lambda j: -cand.regions[j])]
-            v = self._verify([*own, *features], hits)
+            v = self._verify([*own, *whole], hits)
+            if v["coverage"] is None and not whole and whole_later is not None:  # not in its own regions: the whole picture
+                whole.append(("full", whole_later()))
+                again = self._verify(whole, hits)
+                if again["coverage"] is not None:
+                    v = again
+                elif again["inliers"] is not None:  # neither verified: the most inliers either found
+                    v["inliers"] = max(v["inliers"] or 0, again["inliers"])
+                    v["keypoints"] = max(v["keypoints"] or 0, again["keypoints"] or 0)
             focus = None
             if v["coverage"] is None and box is not None and picture is not None:
                 # not verified in the whole picture: the part where its votes sit, described at full resolution
@@ -715,26 +740,38 @@ class ImageRoute:
         if features:
             picture = getattr(query, "picture", None)
             regions = tuple(getattr(query, "regions", ()) or ())
-            best.update(self._geometric(features, best, frames, language, picture=picture, regions=regions))
-            if self.mirror and picture is not None and not any(m.verified for m in best.values()):
-                from PIL import ImageOps
+            ahead: list[Ahead[Any]] = []
 
-                flipped = ImageOps.mirror(picture)
-                full = next((f for part, f in features if part == "full"), None)
-                # the whole picture's and each region's keypoints mirrored and described in the flipped picture, and
-                # the flipped picture hashed: side by side
-                done = self.threads.run([
-                    lambda: feats.mirrored_query(full, picture) if full is not None else feats.describe_query(flipped),
-                    lambda: hash_image(flipped),
-                    *[lambda f=f: feats.mirrored_query(f) for _, f in regions],
-                ])
-                described, flipped_hash = done[0], done[1]
-                search("mirrored", flipped_hash.vector())
-                flipped_regions = tuple(((1.0 - x1, y0, 1.0 - x0, y1), f) for ((x0, y0, x1, y1), _), f in zip(regions, done[2:]))
-                # the flipped regions vote for what the picture shows; the whole flipped picture then only verifies
-                again = self._geometric((("full", described),), best, frames, language, mirrored=True, picture=flipped,
-                                        regions=flipped_regions, whole_voters=0 if flipped_regions else MIRROR_WHOLE_VOTERS)
-                best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
+            def mirror_ahead(top_votes: int) -> None:
+                # the first pass's votes are in and its candidates are verified on this thread: the mirrored pass's
+                # descriptions start on the pool threads meanwhile, unless a candidate has the votes that verify
+                if self.mirror and picture is not None and top_votes < SPECULATE_BELOW_VOTES:
+                    ahead.append(self.threads.ahead(self._mirrored_jobs(picture, features, regions)))
+
+            try:
+                best.update(self._geometric(features, best, frames, language, picture=picture, regions=regions,
+                                            on_voted=mirror_ahead))
+                if self.mirror and picture is not None and not any(m.verified for m in best.values()):
+                    from PIL import ImageOps
+
+                    flipped = ImageOps.mirror(picture)
+                    done = ahead[0].results() if ahead else self.threads.run(self._mirrored_jobs(picture, features, regions))
+                    search("mirrored", done[0].vector())
+                    if regions:
+                        # the flipped regions vote for what the picture shows; the whole flipped picture only verifies,
+                        # described when a candidate is not verified in its own regions
+                        flipped_regions = tuple(((1.0 - x1, y0, 1.0 - x0, y1), f) for ((x0, y0, x1, y1), _), f in zip(regions, done[1:]))
+                        again = self._geometric(
+                            (), best, frames, language, mirrored=True, picture=flipped, regions=flipped_regions, whole_voters=0,
+                            whole_later=lambda: self._mirrored_whole(picture, features), query_keypoints=max(f.count for _, f in features),
+                        )
+                    else:
+                        again = self._geometric((("full", done[1]),), best, frames, language, mirrored=True, picture=flipped,
+                                                whole_voters=MIRROR_WHOLE_VOTERS)
+                    best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
+            finally:
+                for started in ahead:
+                    started.drop()  # not needed (the first pass verified), or an error: what has not started never runs
             best = self._contest(best)
         learned: dict[str, tuple[float, str, dict[str, Any]]] = {}
         if self.learned is not None:
@@ -751,6 +788,29 @@ class ImageRoute:
             else:
                 best[eid] = dataclasses.replace(m, similarity=sim, learned_crop=crop, embed_tau=self.embed_tau)
         return sorted(best.values(), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
+
+    @staticmethod
+    def _mirrored_jobs(
+        picture: Any, features: Sequence[tuple[str, feats.Features]], regions: Sequence[tuple[Any, feats.Features]],
+    ) -> list[Callable[[], Any]]:
+        """The mirrored pass's work, side by side: the flipped picture hashed, then each region's keypoints mirrored
+        and described in the flipped picture, or the whole picture's when it has no regions (with regions it is
+        described only when a candidate needs it: :meth:`_mirrored_whole`)."""
+        from PIL import ImageOps
+
+        return [
+            lambda: hash_image(ImageOps.mirror(picture)),
+            *([lambda f=f: feats.mirrored_query(f) for _, f in regions] if regions
+              else [lambda: ImageRoute._mirrored_whole(picture, features)]),
+        ]
+
+    @staticmethod
+    def _mirrored_whole(picture: Any, features: Sequence[tuple[str, feats.Features]]) -> feats.Features:
+        """The whole picture's keypoints mirrored and described in the flipped picture."""
+        from PIL import ImageOps
+
+        full = next((f for part, f in features if part == "full"), None)
+        return feats.mirrored_query(full, picture) if full is not None else feats.describe_query(ImageOps.mirror(picture))
 
     def match_many(self, queries: Sequence[QueryHashes], language: str | None = None, limit: int | None = None) -> list[ImageMatch]:
         """Several images of one item (a clip's sampled frames, a post's pictures) in one call: each

@@ -258,3 +258,45 @@ def test_an_exif_rotated_upload_is_read_upright_for_every_crop(kb):
     assert "picture_region" in crops_a and "picture_region" in crops_b
     # the crop of the post's picture is cut from the upright picture: the same hash within JPEG noise
     assert crops_a["picture_region"].distance(crops_b["picture_region"]) <= 8
+
+
+def test_the_mirrored_pass_starts_while_the_first_verifies_and_describes_the_whole_only_when_needed(kb, monkeypatch):
+    """A grid of templates not in the KB: its mirrored pass is described ahead on the other thread while the first
+    pass verifies (unless a candidate has :data:`SPECULATE_BELOW_VOTES` votes), with the same matches either way; the
+    whole flipped picture is described once at most, for a candidate its own flipped region did not verify.  A grid
+    with a mirrored template in one cell: found in its flipped region, as one thread finds it."""
+    from retrieval import image_route
+    from retrieval.query_threads import QueryThreads
+
+    ent = _add(kb, "Mirrored Cell", to_bytes(textured(132)))
+    _add(kb, "Mirrored Cell Other", to_bytes(textured(133)))
+    route = kb.image_route
+    serial = ImageRoute(kb.store, route.images, features=route.features, descriptors=route.descriptors, threads=1)
+    started: list[int] = []
+    whole: list[int] = []
+    ahead, mirrored_whole = QueryThreads.ahead, ImageRoute._mirrored_whole
+    monkeypatch.setattr(QueryThreads, "ahead", lambda self, jobs: started.append(len(jobs)) or ahead(self, jobs))
+    monkeypatch.setattr(ImageRoute, "_mirrored_whole", staticmethod(lambda *a: whole.append(1) or mirrored_whole(*a)))
+
+    def seen(matches) -> list[tuple]:
+        return [(m.entity_id, m.inliers, m.crop, m.votes, m.mirrored) for m in matches]
+
+    query = route.prepare(grid_post([textured(134), textured(135), textured(136), textured(137)], cols=2))
+    assert len(query.regions) >= 4
+    mirrored_jobs = 1 + len(query.regions)  # the flipped hash and each flipped region (run() hands its pool one fewer)
+    answers = {}
+    for gate in (10**6, 0):  # whatever the votes; never
+        monkeypatch.setattr(image_route, "SPECULATE_BELOW_VOTES", gate)
+        started.clear()
+        whole.clear()
+        answers[gate] = seen(route.match(query))
+        assert (mirrored_jobs in started) == bool(gate) and len(whole) <= 1  # described once at most, when needed
+    assert answers[0] == answers[10**6] == seen(serial.match(query))
+    assert not [m for m in route.match(query) if m.signal(route.tau)]
+    monkeypatch.setattr(image_route, "SPECULATE_BELOW_VOTES", 10**6)
+    cell = grid_post([textured(138), ImageOps.mirror(textured(132)), textured(139), textured(140)], cols=2)
+    whole.clear()
+    split = route.match(route.prepare(cell))
+    (hit,) = [m for m in split if m.signal(route.tau)]
+    assert hit.entity_id == ent.id and hit.mirrored and hit.crop.startswith("region") and len(whole) <= 1
+    assert seen(split) == seen(serial.match(serial.prepare(cell)))
