@@ -9,7 +9,9 @@ whose requests already keep every core busy gains nothing (set 1 there).
 threads shared by every query of the route.  The calling thread runs the first job, then takes back
 every job no pool thread has started (newest first, so a pool thread busy with another request's
 job never makes this one wait in its queue), then waits for the started ones.  A job's exception
-reaches the caller as if the jobs had run one after another.
+reaches the caller as if the jobs had run one after another.  :meth:`QueryThreads.ahead` starts jobs
+before they are needed (the mirrored pass's descriptions while the first pass verifies): the caller
+takes their results later the same way, or drops them, and what has not started never runs.
 """
 
 from __future__ import annotations
