@@ -535,12 +535,10 @@ class ImageRoute:
         from retrieval.descriptor_index import spread
 
         voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
-        if full is None:
-            n_whole = 0
-        else:
-            n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
-        whole = spread(full.points, n_whole, full.width, full.height) if full is not None and n_whole else np.zeros(0, np.int64)
-        whole_rows = full.descriptors[whole] if full is not None else np.zeros((0, CODE_BYTES), np.uint8)
+        # (no whole picture only when whole_voters is 0: see above)
+        n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
+        whole = spread(full.points, n_whole, full.width, full.height) if n_whole else np.zeros(0, np.int64)
+        whole_rows = full.descriptors[whole] if n_whole else np.zeros((0, CODE_BYTES), np.uint8)
         lists = self.descriptors.vote_many([whole_rows, *voters], top=4 * self.vote, language=language, threads=self.threads)
         lists[0] = [dataclasses.replace(v, voters=tuple(whole[list(v.voters)].tolist())) for v in lists[0]]
         out: dict[str, _Voted] = {}
@@ -549,7 +547,7 @@ class ImageRoute:
             if c is None and len(out) >= self.vote:
                 continue
             c = out.setdefault(v.key.entity_id, _Voted())
-            if v.votes > c.votes and len(v.voters) >= 4 and full is not None:
+            if v.votes > c.votes and len(v.voters) >= 4:  # (whole-picture votes: there is a whole picture)
                 pts = full.points[list(v.voters)]
                 lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
                 c.box = (lo / [full.width, full.height], hi / [full.width, full.height])
@@ -650,7 +648,6 @@ class ImageRoute:
                     v = again
                 elif again["inliers"] is not None:  # neither verified: the most inliers either found
                     v["inliers"] = max(v["inliers"] or 0, again["inliers"])
-                    v["keypoints"] = max(v["keypoints"] or 0, again["keypoints"] or 0)
             focus = None
             if v["coverage"] is None and box is not None and picture is not None:
                 # not verified in the whole picture: the part where its votes sit, described at full resolution
