@@ -620,6 +620,7 @@ def main() -> None:
             total += 1
         points = route.index.count()
         desc_kind, desc_size, desc_frames, desc_mem = route.descriptors.kind, route.descriptors.size, route.descriptors.images, route.descriptors.memory_bytes()
+        desc_mirrored = route.descriptors.mirrored_frames
         desc_lists = int(route.descriptors._index.nlist) if desc_kind == "ivf" else 0
         desc_retrains = list(route.descriptors.retrains)
         # index time per image without any cache: decode, sample frames, hash and describe each
@@ -631,9 +632,9 @@ def main() -> None:
         for tid in sorted(indexed):
             frames = hash_frames(blobs[tid]).frames  # what ImageRoute.index_entities does with each image
             for n, _, grey, _ in frames:
-                f = feats.describe_entity(grey)
+                f, mirrored = feats.describe_entity_mirrored(grey)
                 scratch.add(ImageKey(tid, tid, n), f.points, f.descriptors, f.width, f.height, scratch.per_frame(len(frames)),
-                            coarse=f.coarse, coarse_limit=scratch.coarse_per_frame(len(frames)))
+                            coarse=f.coarse, coarse_limit=scratch.coarse_per_frame(len(frames)), mirrored=mirrored)
         index_s = (time.perf_counter() - t0) / max(1, len(indexed))
         index_cpu_s = (time.thread_time() - c0) / max(1, len(indexed))
         kb.close()
@@ -720,7 +721,8 @@ def main() -> None:
             "strength_ratios_right_first": sorted(c["ratio"] for c in contests if c["right"] is not None and c["ratio"] is not None),
             "strength_ratios_wrong_first": sorted(c["ratio"] for c in contests if c["right"] is None and c["ratio"] is not None),
         },
-        "descriptor_index": {"kind": desc_kind, "descriptors": desc_size, "frames": desc_frames, "memory_mb": round(desc_mem / 2**20, 1),
+        "descriptor_index": {"kind": desc_kind, "descriptors": desc_size, "frames": desc_frames, "mirrored_frames": desc_mirrored,
+                             "memory_mb": round(desc_mem / 2**20, 1),
                              "lists": desc_lists, "nprobe": route.descriptors.probes(), "retrains": desc_retrains},
         "grounder_agrees_on_sample": f"{agree}/{total}",
         "latency_ms": {

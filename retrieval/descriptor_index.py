@@ -5,7 +5,10 @@ screenshot, one cell of a grid or a quote post inside a post is not near any has
 descriptors are: each entity image frame gives up to :data:`PER_IMAGE` ORB descriptors (256-bit,
 the ones :mod:`retrieval.image_features` stores for verification, spread over the picture by a
 grid) and up to :data:`PER_IMAGE_COARSE` of its coarse ones (found in a 200 px copy, for a template
-shown small), all held in one faiss binary index (Hamming distance).  A query's descriptors, taken
+shown small), all held in one faiss binary index (Hamming distance), each beside its *mirrored code*
+(the keypoint mirrored and described in the flipped picture: what a mirrored repost of the frame gives,
+under the frame's id | :data:`MIRRORED`).  One search serves both: :meth:`DescriptorIndex.vote_both`
+counts the votes for each kind apart.  A query's descriptors, taken
 over the whole picture with no layout detection in front, each look up their nearest
 neighbours; a neighbour within :data:`MAX_HAMMING` bits is one vote for its image (a query
 descriptor votes at most once, for the image of its nearest neighbour, when that neighbour is
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from retrieval.image_features import MirroredCodes
     from retrieval.query_threads import QueryThreads
 
 log = logging.getLogger(__name__)
@@ -62,7 +66,9 @@ COARSE_FRAME_MIN = 32
 MMAP_FROM = 1_000_000
 #: a query descriptor votes for an image when a descriptor of it is within this many bits (of 256)
 MAX_HAMMING = 64
-#: neighbours looked up per query descriptor (the nearest one of another image is the ratio test's reference)
+#: neighbours looked up per query descriptor (the nearest one of another image is the ratio test's reference); both
+#: kinds of code (a frame's own, its mirrored ones) share them: 16, about 8 of each kind, found the same grid cells
+#: less 2 narrow ones on the tuning seed at the same CPU (bench/templates.py, the mirrored-codes round)
 NEIGHBOURS = 8
 #: a vote counts when the nearest neighbour is nearer than this share of the nearest one of another image
 RATIO = 0.75
@@ -97,8 +103,10 @@ SEARCH_THREADS = 1
 #: this many descriptors (fewer are not worth a thread switch)
 SPLIT_ROWS = 256
 CODE_BYTES = 32
-#: 2: coarse keypoints indexed beside the fine ones
-FORMAT = 2
+#: the id bit of a frame's mirrored codes (its slot's id | MIRRORED): what a mirrored repost of the frame votes for
+MIRRORED = 1 << 40
+#: 2: coarse keypoints indexed beside the fine ones; 3: each frame's mirrored codes beside its own
+FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -186,6 +194,8 @@ class DescriptorIndex:
         self._index = None
         self._slots: list[ImageKey | None] = []  # slot -> key (None: a freed slot)
         self._counts: list[int] = []  # slot -> descriptors indexed
+        self._mirror_counts: list[int] = []  # slot -> mirrored codes indexed (0: described before they were stored)
+        self._mirror_total = 0
         self._slot_of: dict[tuple[str, str, int], int] = {}
         self._free: list[int] = []
         self._trained_at = 0
@@ -225,6 +235,11 @@ class DescriptorIndex:
             extra = int(self._index.nlist) * CODE_BYTES
         return (0 if self.mapped else self.size * (CODE_BYTES + 8)) + extra
 
+    @property
+    def mirrored_frames(self) -> int:
+        """Frames indexed with their mirrored codes (the others are found only as they are, until re-described)."""
+        return sum(1 for k, c in zip(self._slots, self._mirror_counts) if k is not None and c)
+
     def per_frame(self, frames: int) -> int:
         """Descriptors indexed for each of an image's ``frames`` frames."""
         return max(PER_FRAME_MIN, self.per_image // max(1, frames))
@@ -259,11 +274,12 @@ class DescriptorIndex:
     # -- add / remove ---------------------------------------------------------------------
     def add(
         self, key: ImageKey, points: np.ndarray, descriptors: np.ndarray, width: int, height: int, limit: int | None = None,
-        coarse: int = 0, coarse_limit: int | None = None,
+        coarse: int = 0, coarse_limit: int | None = None, mirrored: "MirroredCodes | None" = None,
     ) -> int:
         """Index up to ``limit`` (default :attr:`per_image`) of one frame's fine descriptors and up to
         ``coarse_limit`` (default :attr:`per_image_coarse`) of its ``coarse`` ones (the last ``coarse`` rows),
-        each set spread over the picture (replacing what the frame had); returns how many."""
+        each set spread over the picture (replacing what the frame had), and the same keypoints' ``mirrored``
+        codes (row-aligned with ``descriptors``; under the slot's id | :data:`MIRRORED`); returns how many of its own."""
         with self._lock:
             self._ensure()
             self._writable()
@@ -274,16 +290,23 @@ class DescriptorIndex:
             if coarse > 0 and budget > 0:
                 chosen = np.concatenate([chosen, fine + spread(points[fine:], budget, width, height)])
             codes = np.ascontiguousarray(descriptors[chosen], dtype=np.uint8) if len(chosen) else np.zeros((0, CODE_BYTES), np.uint8)
+            flipped = np.zeros((0, CODE_BYTES), np.uint8)
+            if mirrored is not None and len(chosen):
+                rows = chosen[mirrored.ok[chosen]]
+                flipped = np.ascontiguousarray(mirrored.descriptors[rows], dtype=np.uint8)
             slot = self._free.pop() if self._free else len(self._slots)
             if slot == len(self._slots):
                 self._slots.append(key)
                 self._counts.append(len(codes))
+                self._mirror_counts.append(len(flipped))
             else:
-                self._slots[slot], self._counts[slot] = key, len(codes)
+                self._slots[slot], self._counts[slot], self._mirror_counts[slot] = key, len(codes), len(flipped)
+            self._mirror_total += len(flipped)
             self._slot_of[(key.entity_id, key.sha256, key.frame)] = slot
-            if len(codes):
+            if len(codes) or len(flipped):
                 _single_threaded()
-                self._index.add_with_ids(codes, np.full(len(codes), slot, dtype=np.int64))
+                self._index.add_with_ids(np.concatenate([codes, flipped]),
+                                         np.concatenate([np.full(len(codes), slot, np.int64), np.full(len(flipped), slot | MIRRORED, np.int64)]))
             self._dirty = True
             self._generation += 1
             due = self._retrain_due()
@@ -313,13 +336,16 @@ class DescriptorIndex:
         self._writable()
         if self._index is not None and self._index.ntotal:
             _single_threaded()
-            self._index.remove_ids(faiss.IDSelectorBatch(np.array(slots, dtype=np.int64)))
+            ids = np.array(slots, dtype=np.int64)
+            self._index.remove_ids(faiss.IDSelectorBatch(np.concatenate([ids, ids | MIRRORED])))
         for s in slots:
             key = self._slots[s]
             if key is not None:
                 self._slot_of.pop((key.entity_id, key.sha256, key.frame), None)
             self._slots[s] = None
             self._counts[s] = 0
+            self._mirror_total -= self._mirror_counts[s]
+            self._mirror_counts[s] = 0
             self._free.append(s)
         self._dirty = True
         self._generation += 1
@@ -355,7 +381,7 @@ class DescriptorIndex:
         on the lists a previous training put it in: by a 64-bit mix of the code's bits, then by the frame's key
         (entity id, image, frame; not its slot, which depends on the order of adds).  A retrain samples from
         this order and fills its lists in it, so an index rebuilt or grown another way trains the same
-        centroids and breaks distance ties the same way."""
+        centroids and breaks distance ties the same way (a frame's mirrored codes after its own)."""
         if not len(codes):
             return codes, ids
         words = np.ascontiguousarray(codes).view("<u8").reshape(len(codes), CODE_BYTES // 8)
@@ -366,7 +392,7 @@ class DescriptorIndex:
         keyed = sorted((k.entity_id, k.sha256, k.frame, s) for s, k in enumerate(slots) if k is not None)
         rank = np.full(len(slots) + 1, len(keyed), dtype=np.int64)
         rank[[s for *_, s in keyed]] = np.arange(len(keyed))
-        of_id = rank[np.clip(ids, 0, len(slots))]
+        of_id = 2 * rank[np.clip(ids & (MIRRORED - 1), 0, len(slots))] + (ids >= MIRRORED)
         order = np.lexsort((of_id, mixed))
         return codes[order], ids[order]
 
@@ -446,24 +472,34 @@ class DescriptorIndex:
 
     # -- query ------------------------------------------------------------------------------
     def vote(
-        self, descriptors: np.ndarray, top: int = 8, language: str | None = None, neighbours: int = NEIGHBOURS,
+        self, descriptors: np.ndarray, top: int = 8, language: str | None = None, neighbours: int | None = None,
         max_hamming: int = MAX_HAMMING, ratio: float = RATIO,
     ) -> list[Vote]:
         """The ``top`` image frames with the most votes from these query descriptors (best first)."""
         return self.vote_many([descriptors], top, language, neighbours, max_hamming, ratio)[0]
 
     def vote_many(
-        self, parts: Sequence[np.ndarray], top: int = 8, language: str | None = None, neighbours: int = NEIGHBOURS,
+        self, parts: Sequence[np.ndarray], top: int = 8, language: str | None = None, neighbours: int | None = None,
         max_hamming: int = MAX_HAMMING, ratio: float = RATIO, threads: "QueryThreads | None" = None,
     ) -> list[list[Vote]]:
         """:meth:`vote` for several descriptor sets of one query (the whole picture, each picture region) in
         one faiss search; each set's votes are counted apart (``voters`` index into that set).  With
         ``threads``, the search's rows are split over them (at least :data:`SPLIT_ROWS` a part): the same
         neighbours, found side by side."""
+        return self.vote_both(parts, top, language, neighbours, max_hamming, ratio, threads)[0]
+
+    def vote_both(
+        self, parts: Sequence[np.ndarray], top: int = 8, language: str | None = None, neighbours: int | None = None,
+        max_hamming: int = MAX_HAMMING, ratio: float = RATIO, threads: "QueryThreads | None" = None,
+    ) -> tuple[list[list[Vote]], list[list[Vote]]]:
+        """:meth:`vote_many`, and from the same search each set's votes for the frames' *mirrored* codes (what
+        the query shows mirrored). Each kind is counted among its own codes only: a query descriptor votes for
+        the frame of its nearest code of that kind, against the nearest code of that kind of any other frame."""
         sizes = [len(p) for p in parts]
+        neighbours = NEIGHBOURS if neighbours is None else neighbours  # (read at call time: the bench's variants set it)
         with self._lock:
             if self._index is None or not self._index.ntotal or not sum(sizes):
-                return [[] for _ in parts]
+                return [[] for _ in parts], [[] for _ in parts]
             q = np.ascontiguousarray(np.concatenate([p for p in parts if len(p)]), dtype=np.uint8)
             if self.kind == "ivf":
                 self._index.nprobe = self.probes(self._index)
@@ -479,27 +515,47 @@ class DescriptorIndex:
                 dist, ids = np.concatenate([d for d, _ in found]), np.concatenate([i for _, i in found])
             else:
                 dist, ids = search(q)
-            slots, counts = self._slots, self._counts
-        out, start = [], 0
+            slots, counts, mirror_counts = self._slots, self._counts, self._mirror_counts
+            any_mirrored = self._mirror_total > 0
+        flipped = ids >= MIRRORED if any_mirrored else None
+        if flipped is not None:
+            ids = np.where(flipped, ids & (MIRRORED - 1), ids)  # slots again (-1 stays -1)
+        out: list[list[Vote]] = []
+        out_mirrored: list[list[Vote]] = []
+        start = 0
         for n in sizes:
-            out.append(self._tally(dist[start : start + n], ids[start : start + n], slots, counts, top, language, max_hamming, ratio)
-                       if n else [])
+            part = slice(start, start + n)
+            d, i = dist[part], ids[part]
+            if flipped is None:
+                out.append(self._tally(d, i, None, slots, counts, top, language, max_hamming, ratio) if n else [])
+                out_mirrored.append([])
+            else:
+                kind = flipped[part]
+                out.append(self._tally(d, i, (i >= 0) & ~kind, slots, counts, top, language, max_hamming, ratio) if n else [])
+                out_mirrored.append(self._tally(d, i, kind, slots, mirror_counts, top, language, max_hamming, ratio) if n else [])
             start += n
-        return out
+        return out, out_mirrored
 
     @staticmethod
     def _tally(
-        dist: np.ndarray, ids: np.ndarray, slots: list[ImageKey | None], counts: list[int], top: int, language: str | None,
-        max_hamming: int, ratio: float,
+        dist: np.ndarray, ids: np.ndarray, kind: np.ndarray | None, slots: list[ImageKey | None], counts: list[int], top: int,
+        language: str | None, max_hamming: int, ratio: float,
     ) -> list[Vote]:
         # one vote per query descriptor, for the image of its nearest neighbour, when that neighbour is near
         # (≤ max_hamming) and distinctive: nearer than RATIO × the nearest descriptor of any *other* image
-        # (Lowe's ratio test across images: texture every picture has votes for none)
-        first = ids[:, 0]
-        other = (ids != first[:, None]) & (ids >= 0)
+        # (Lowe's ratio test across images: texture every picture has votes for none). ``kind``: the neighbours
+        # of the kind counted (a frame's own codes or its mirrored ones; None: every found one), nearest first
+        n = np.arange(len(ids))
+        if kind is None:
+            first, d1, has = ids[:, 0], dist[:, 0], ids[:, 0] >= 0
+            other = (ids != first[:, None]) & (ids >= 0)
+        else:
+            at = kind.argmax(axis=1)  # the nearest of the kind (neighbours come nearest first)
+            first, d1, has = ids[n, at], dist[n, at], kind[n, at]
+            other = (ids != first[:, None]) & kind
         has_other = other.any(axis=1)
-        d2 = np.where(has_other, dist[np.arange(len(ids)), other.argmax(axis=1)], 256)
-        ok = (first >= 0) & (dist[:, 0] <= max_hamming) & (dist[:, 0] < ratio * d2)
+        d2 = np.where(has_other, dist[n, other.argmax(axis=1)], 256)
+        ok = has & (d1 <= max_hamming) & (d1 < ratio * d2)
         hit = first[ok].astype(np.int64)
         if not len(hit):
             return []
@@ -546,7 +602,8 @@ class DescriptorIndex:
             table = {
                 "format": FORMAT, "per_image": self.per_image, "per_image_coarse": self.per_image_coarse, "ntotal": int(self._index.ntotal), "trained_at": self._trained_at,
                 "kind": self.kind,
-                "slots": [None if k is None else [k.entity_id, k.sha256, k.frame, k.language, c] for k, c in zip(self._slots, self._counts)],
+                "slots": [None if k is None else [k.entity_id, k.sha256, k.frame, k.language, c, m]
+                          for k, c, m in zip(self._slots, self._counts, self._mirror_counts)],
             }
             tmp_slots.write_text(json.dumps(table), "utf-8")
             tmp_index.replace(index_path)
@@ -579,17 +636,20 @@ class DescriptorIndex:
             self.mapped = big
             if isinstance(index, faiss.IndexBinaryIVF):
                 index.nprobe = self.probes(index)
-            self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
+            self._slots, self._counts, self._mirror_counts, self._slot_of, self._free = [], [], [], {}, []
             for s, row in enumerate(table["slots"]):
                 if row is None:
                     self._slots.append(None)
                     self._counts.append(0)
+                    self._mirror_counts.append(0)
                     self._free.append(s)
                     continue
                 key = ImageKey(str(row[0]), str(row[1]), int(row[2]), str(row[3]))
                 self._slots.append(key)
                 self._counts.append(int(row[4]))
+                self._mirror_counts.append(int(row[5]))
                 self._slot_of[(key.entity_id, key.sha256, key.frame)] = s
+            self._mirror_total = sum(self._mirror_counts)
             self._trained_at = int(table.get("trained_at") or 0)
             self._dirty = False
             self._generation += 1
@@ -600,7 +660,8 @@ class DescriptorIndex:
         with self._lock:
             self._index = None
             self.mapped = False
-            self._slots, self._counts, self._slot_of, self._free = [], [], {}, []
+            self._slots, self._counts, self._mirror_counts, self._slot_of, self._free = [], [], [], {}, []
+            self._mirror_total = 0
             self._trained_at = 0
             self._dirty = True
             self._generation += 1

@@ -29,6 +29,9 @@ METHOD = "orb3"
 #: the method before coarse keypoints (:data:`COARSE_SIDE`): read when an image has no ``orb3`` file yet
 #: (a KB indexed before; ``kar kb reindex-images`` describes it again), with its fine keypoints only
 PREVIOUS_METHOD = "orb2"
+#: the :data:`METHOD` keypoints' mirrored codes (:class:`MirroredCodes`), stored beside them for the descriptor index
+#: (an image described before they were has none until it is indexed again)
+MIRRORED_METHOD = "orb3m"
 #: longest side at which an entity image is described
 INDEX_SIDE = 480
 #: an entity image is described a second time at this longest side, with :data:`COARSE_FEATURES` keypoints
@@ -188,36 +191,82 @@ def describe(img: Image.Image, side: int = INDEX_SIDE, n_features: int = INDEX_F
     return Features(points, descriptors.astype(np.uint8), w, h)
 
 
+@dataclass(frozen=True)
+class MirroredCodes:
+    """An entity image's descriptors as its mirror image gives them: row ``i`` is keypoint ``i`` mirrored (FAST
+    corners are mirror-symmetric) and described in the flipped picture, for the descriptor index's mirrored codes
+    (a mirrored repost votes for them); ``ok`` is False where ORB dropped the mirrored keypoint (at the border)."""
+
+    descriptors: np.ndarray
+    ok: np.ndarray
+
+
 def describe_entity(img: Image.Image) -> Features:
     """An entity image's features: :data:`INDEX_FEATURES` keypoints at :data:`INDEX_SIDE`, then up to
     :data:`COARSE_FEATURES` found in a :data:`COARSE_SIDE` copy (their positions scaled to the first copy),
     so that the template shown small in a query still meets keypoints of its own scale."""
+    return _describe_entity(img, False)[0]
+
+
+def describe_entity_mirrored(img: Image.Image) -> tuple[Features, MirroredCodes]:
+    """:func:`describe_entity` and the same keypoints' :class:`MirroredCodes` (one detection)."""
+    features, mirrored = _describe_entity(img, True)
+    assert mirrored is not None
+    return features, mirrored
+
+
+def _mirrored_codes(cv2, arr: np.ndarray, keypoints: list) -> MirroredCodes:
+    """``keypoints`` of ``arr`` mirrored and described in the flipped copy, row-aligned with them."""
+    n = len(keypoints)
+    codes, ok = np.zeros((n, 32), np.uint8), np.zeros(n, bool)
+    if not n:
+        return MirroredCodes(codes, ok)
+    w = arr.shape[1]
+    mirrored = [cv2.KeyPoint(w - 1 - k.pt[0], k.pt[1], k.size, (180.0 - k.angle) % 360.0, k.response, k.octave, i)
+                for i, k in enumerate(keypoints)]
+    orb = cv2.ORB_create(nfeatures=n, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    kept, descriptors = orb.compute(np.ascontiguousarray(arr[:, ::-1]), mirrored)
+    if descriptors is not None and kept:
+        rows = np.array([k.class_id for k in kept], np.int64)  # ORB keeps class_id: each kept row's keypoint
+        codes[rows], ok[rows] = descriptors.astype(np.uint8), True
+    return MirroredCodes(codes, ok)
+
+
+def _describe_entity(img: Image.Image, mirrored: bool) -> tuple[Features, MirroredCodes | None]:
     cv2 = _cv2()
+
+    def out(f: Features, *parts: MirroredCodes) -> tuple[Features, MirroredCodes | None]:
+        if not mirrored:
+            return f, None
+        return f, MirroredCodes(np.concatenate([p.descriptors for p in parts] or [np.zeros((0, 32), np.uint8)]),
+                                np.concatenate([p.ok for p in parts] or [np.zeros(0, bool)]))
 
     arr = _grey_array(img, INDEX_SIDE)
     h, w = arr.shape
     if min(h, w) < 32:
-        return Features.empty(w, h)
+        return out(Features.empty(w, h))
     orb = cv2.ORB_create(nfeatures=INDEX_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
     keypoints, descriptors = orb.detectAndCompute(arr, None)
     if descriptors is None or not keypoints:
-        return Features.empty(w, h)
+        return out(Features.empty(w, h))
     points = np.array([k.pt for k in keypoints], dtype=np.float32)
     descriptors = descriptors.astype(np.uint8)
+    fine = _mirrored_codes(cv2, arr, keypoints) if mirrored else None
     scale = COARSE_SIDE / max(h, w)
     if scale > 0.75:  # a small image: its one description is already at the coarse scale
-        return Features(points, descriptors, w, h)
+        return out(Features(points, descriptors, w, h), *[p for p in [fine] if p])
     sw, sh = max(1, int(round(w * scale))), max(1, int(round(h * scale)))
     if min(sw, sh) < 48:  # a strip: too thin at the coarse size for ORB's patch
-        return Features(points, descriptors, w, h)
+        return out(Features(points, descriptors, w, h), *[p for p in [fine] if p])
     small = cv2.resize(arr, (sw, sh), interpolation=cv2.INTER_AREA)
     coarse_orb = cv2.ORB_create(nfeatures=COARSE_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
     small_kp, small_desc = coarse_orb.detectAndCompute(small, None)
     if small_desc is None or not small_kp:
-        return Features(points, descriptors, w, h)
+        return out(Features(points, descriptors, w, h), *[p for p in [fine] if p])
     small_pts = np.array([k.pt for k in small_kp], dtype=np.float32) * np.array([w / sw, h / sh], np.float32)
-    return Features(np.concatenate([points, small_pts]), np.concatenate([descriptors, small_desc.astype(np.uint8)]), w, h,
-                    coarse=len(small_kp))
+    coarse = _mirrored_codes(cv2, small, small_kp) if mirrored else None
+    return out(Features(np.concatenate([points, small_pts]), np.concatenate([descriptors, small_desc.astype(np.uint8)]), w, h,
+                        coarse=len(small_kp)), *[p for p in [fine, coarse] if p])
 
 
 def _tiled_keypoints(cv2, arr: np.ndarray, margin: int = 24, detect: int = QUERY_DETECT) -> list:

@@ -14,7 +14,9 @@ the rest are indexed.
 crops (caption bands removed, borders trimmed, the picture inside a screenshot) and described
 by local features, the whole picture and each picture region it shows (a post's meme, each
 cell of an image grid: :func:`retrieval.image_features.picture_regions`) apart, a small region
-enlarged; the whole picture's and every region's descriptors vote in one faiss search.  Stage 1: each crop is one nearest-neighbour search in the store; per
+enlarged; the whole picture's and every region's descriptors vote in one faiss search, for each frame's
+own codes and, apart, for its mirrored codes (what a mirrored repost shows: checked in the flipped picture
+when nothing verifies as it is).  Stage 1: each crop is one nearest-neighbour search in the store; per
 entity the smallest Hamming distance wins.  Stage 2: the :attr:`ImageRoute.verify` nearest
 entities are verified geometrically against their stored features (ratio-tested matches,
 RANSAC homography, :func:`retrieval.image_features.verify`).  The accept rule::
@@ -53,7 +55,7 @@ from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval import image_features as feats
-from retrieval.descriptor_index import CODE_BYTES, DescriptorIndex, ImageKey
+from retrieval.descriptor_index import DescriptorIndex, ImageKey, Vote
 from retrieval.image_hash import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
     trim_borders,
@@ -106,13 +108,9 @@ REGION_VOTERS = 300
 #: over it; the regions vote for what it shows): the faiss search is the largest cost of a query (150, not 300:
 #: the same top-1 and misses on the tuning seed at 5,000 images, 6 % less CPU at p95; bench/templates.py)
 FULL_VOTERS_WITH_REGIONS = 150
-#: the mirrored pass over a picture without regions votes with this many of its flipped descriptors (spread over
-#: it; all of them, up to 1,000, before the thread round: the same top-1 on the tuning seed, 700 fewer lookups
-#: for every query without regions where nothing verified, a plain meme not in the KB among them)
-MIRROR_WHOLE_VOTERS = 300
-#: the mirrored pass's descriptions start on the query's other threads while the first pass verifies, unless a
-#: candidate has this many votes (bench/templates.py, tuning seed: every query that verified nothing in the first pass
-#: had at most 5; 41 of the 266 that verified had fewer than 8, and their early descriptions are dropped unused)
+#: the flipped picture is hashed on the query's other threads while the first pass verifies, unless a candidate
+#: has this many votes (bench/templates.py, tuning seed: every query that verified nothing in the first pass had at
+#: most 5; 41 of the 266 that verified had fewer than 8, and their early hashes are dropped unused)
 SPECULATE_BELOW_VOTES = 8
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
@@ -317,7 +315,7 @@ class ImageRoute:
         pictures = []  # decoded first frames of the images in ``rows``, for the learned embedder
         learned_rows = []
         counts = {"hashed": 0, "frames": 0, "missing": 0, "unreadable": 0}
-        voters: list[tuple[ImageKey, feats.Features, int]] = []
+        voters: list[tuple[ImageKey, feats.Features, feats.MirroredCodes, int]] = []
         self._ensure_descriptors()
         for entity in entities:
             for image in entity.images:
@@ -336,13 +334,15 @@ class ImageRoute:
                 described, trimmed_vec = hashed.frames, hashed.trimmed
                 for n, frame, grey, vec in described:
                     f = self._stored_features({"sha256": image.sha256, "frame": n}, previous=False)
-                    if f is None:
-                        f = feats.describe_entity(grey)
+                    mirrored = self._stored_mirrored(image.sha256, n, f)
+                    if f is None or mirrored is None:  # (one detection gives both: described before mirrored codes were kept)
+                        f, mirrored = feats.describe_entity_mirrored(grey)
                         self.features.put(image.sha256, n, feats.METHOD, {
                             "points": f.points, "descriptors": f.descriptors, "size": np.array([f.width, f.height]),
                             "coarse": np.array([f.coarse]),
                         })
-                    voters.append((ImageKey(entity.id, image.sha256, n, entity.language or ""), f, len(described)))
+                        self.features.put(image.sha256, n, feats.MIRRORED_METHOD, {"descriptors": mirrored.descriptors, "ok": mirrored.ok})
+                    voters.append((ImageKey(entity.id, image.sha256, n, entity.language or ""), f, mirrored, len(described)))
                     rows.append((entity.id, entity.language, image, vec, n))
                 if trimmed_vec is not None:
                     rows.append((entity.id, entity.language, image, trimmed_vec, 0, "trimmed"))
@@ -355,9 +355,9 @@ class ImageRoute:
         if rows or (has_any or self.index.exists):
             self.index.replace_for(rows, [e.id for e in entities])
         self.descriptors.remove_entities([e.id for e in entities])
-        for key, f, frames in voters:
+        for key, f, mirrored, frames in voters:
             self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames),
-                                 coarse=f.coarse, coarse_limit=self.descriptors.coarse_per_frame(frames))
+                                 coarse=f.coarse, coarse_limit=self.descriptors.coarse_per_frame(frames), mirrored=mirrored)
         self.descriptors.save()
         if self.learned is not None and self.embedder is not None and (learned_rows or has_any or self.learned.exists):
             vectors = self.embedder.embed(pictures) if pictures else []
@@ -410,9 +410,10 @@ class ImageRoute:
 
     def rebuild_descriptors(self) -> dict[str, int]:
         """Index the stored features of every frame in the hash index again (no image is decoded);
-        returns ``frames`` indexed and ``missing`` feature files (re-described by ``kar kb reindex-images``)."""
+        returns ``frames`` indexed, ``missing`` feature files and frames ``unmirrored`` (described before their
+        mirrored codes were kept: found only as they are, not mirrored; both re-described by ``kar kb reindex-images``)."""
         self.descriptors.clear()
-        counts = {"frames": 0, "missing": 0}
+        counts = {"frames": 0, "missing": 0, "unmirrored": 0}
         payloads = [p for p in self.index.payloads() if not p.get("part")]
         frames_of: dict[tuple[str, str], int] = {}
         for p in payloads:
@@ -424,12 +425,17 @@ class ImageRoute:
                 continue
             key = ImageKey(str(p["entity_id"]), str(p["sha256"]), int(p.get("frame") or 0), str(p.get("language") or ""))
             frames = frames_of[(p["entity_id"], p["sha256"])]
+            mirrored = self._stored_mirrored(key.sha256, key.frame, f)
+            counts["unmirrored"] += mirrored is None
             self.descriptors.add(key, f.points, f.descriptors, f.width, f.height, self.descriptors.per_frame(frames),
-                                 coarse=f.coarse, coarse_limit=self.descriptors.coarse_per_frame(frames))
+                                 coarse=f.coarse, coarse_limit=self.descriptors.coarse_per_frame(frames), mirrored=mirrored)
             counts["frames"] += 1
         self.descriptors.save()
         self._descriptors_ready = True
         log.info("descriptor index rebuilt from stored features: %s", counts)
+        if counts["unmirrored"]:
+            log.warning("%d image frames were described before their mirrored codes were kept: a mirrored repost of them "
+                        "is not found until `kar kb reindex-images` describes them again", counts["unmirrored"])
         return counts
 
     # -- query --------------------------------------------------------------------------
@@ -485,10 +491,22 @@ class ImageRoute:
         coarse = int(arrays["coarse"][0]) if "coarse" in arrays else 0
         return feats.Features(arrays["points"], arrays["descriptors"], w, h, coarse)
 
-    def _verify(self, queries: Sequence[tuple[str, feats.Features]], hits: list[dict[str, Any]]) -> dict[str, Any]:
+    def _stored_mirrored(self, sha256: str, frame: int, features: feats.Features | None) -> feats.MirroredCodes | None:
+        """The stored mirrored codes of a frame's stored ``features`` (None when not kept, or not of these keypoints)."""
+        if features is None:
+            return None
+        arrays = self.features.get(sha256, frame, feats.MIRRORED_METHOD)
+        if arrays is None or len(arrays["descriptors"]) != features.count:
+            return None
+        return feats.MirroredCodes(arrays["descriptors"], arrays["ok"].astype(bool))
+
+    def _verify(
+        self, queries: Sequence[tuple[str, "feats.Features | Callable[[], feats.Features]"]], hits: list[dict[str, Any]],
+    ) -> dict[str, Any]:
         """Verify an entity's candidate images (frames) with the query's feature sets (in order; the
-        first that verifies an image counts for it): the strongest verified frame (inliers × share of
-        its own area), its stored keypoints, outline coverage and share, image and query part."""
+        first that verifies an image counts for it; a set given as a function is read when reached): the
+        strongest verified frame (inliers × share of its own area), its stored keypoints, outline coverage
+        and share, image and query part."""
         out: dict[str, Any] = {"inliers": None, "keypoints": None, "coverage": None, "share": None, "quad": None, "image": None, "part": None}
         best = -1.0
         for image in hits:
@@ -499,6 +517,8 @@ class ImageRoute:
             if stored.fine < feats.MIN_KEYPOINTS:
                 continue
             for part, query in queries:
+                if callable(query):
+                    query = query()
                 if query.count < feats.MIN_KEYPOINTS:
                     continue
                 v = feats.verify(query, stored)
@@ -520,37 +540,44 @@ class ImageRoute:
     def _voted(
         self, features: Sequence[tuple[str, feats.Features]], language: str | None, regions: Sequence[feats.Features] = (),
         whole_voters: int | None = None,
-    ) -> dict[str, "_Voted"]:
+    ) -> tuple[dict[str, "_Voted"], dict[str, "_Voted"]]:
         """Entities shortlisted by descriptor votes: the :attr:`vote` best of the whole picture's features and
         the :data:`REGION_VOTE` best of each picture region's, from one faiss search; entity id → its best
         frame's votes, voted frames, where its whole-picture voters sit (a box in fractions) and the regions
         that voted for it (region index → votes).  ``whole_voters``: how many of the whole picture's descriptors
-        vote (default: all of them, :data:`FULL_VOTERS_WITH_REGIONS` when there are regions)."""
+        vote (default: all of them, :data:`FULL_VOTERS_WITH_REGIONS` when there are regions).  Second, from the
+        same search, the entities the picture shows *mirrored* (votes for the frames' mirrored codes; the box
+        flipped, in the flipped picture's fractions); with regions only the regions' votes count there, as the
+        flipped regions alone voted when the mirrored pass described them."""
         self._ensure_descriptors()
         full = next((f for part, f in features if part == "full"), None)
-        if not self.descriptors.size:
-            return {}
-        if (full is None or full.count < feats.MIN_KEYPOINTS) and not (regions and whole_voters == 0):
-            return {}  # (the whole picture need not be described when only its regions vote)
+        if not self.descriptors.size or full is None or full.count < feats.MIN_KEYPOINTS:
+            return {}, {}
         from retrieval.descriptor_index import spread
 
         voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
-        # (no whole picture only when whole_voters is 0: see above)
         n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
-        whole = spread(full.points, n_whole, full.width, full.height) if n_whole else np.zeros(0, np.int64)
-        whole_rows = full.descriptors[whole] if n_whole else np.zeros((0, CODE_BYTES), np.uint8)
-        lists = self.descriptors.vote_many([whole_rows, *voters], top=4 * self.vote, language=language, threads=self.threads)
-        lists[0] = [dataclasses.replace(v, voters=tuple(whole[list(v.voters)].tolist())) for v in lists[0]]
+        whole = spread(full.points, n_whole, full.width, full.height)
+        own, flipped = self.descriptors.vote_both([full.descriptors[whole], *voters], top=4 * self.vote, language=language,
+                                                  threads=self.threads)
+        if regions:
+            flipped[0] = []
+        return self._shortlist(own, whole, full, False), self._shortlist(flipped, whole, full, True)
+
+    def _shortlist(self, lists: list[list[Vote]], whole: np.ndarray, full: feats.Features, mirrored: bool) -> dict[str, "_Voted"]:
+        """:meth:`_voted`'s shortlist from one kind of votes (the whole picture's, then each region's)."""
         out: dict[str, _Voted] = {}
         for v in lists[0]:
             c = out.get(v.key.entity_id)
             if c is None and len(out) >= self.vote:
                 continue
             c = out.setdefault(v.key.entity_id, _Voted())
-            if v.votes > c.votes and len(v.voters) >= 4:  # (whole-picture votes: there is a whole picture)
-                pts = full.points[list(v.voters)]
-                lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
-                c.box = (lo / [full.width, full.height], hi / [full.width, full.height])
+            if v.votes > c.votes and len(v.voters) >= 4:
+                pts = full.points[whole[list(v.voters)]]
+                lo, hi = np.percentile(pts, 5, axis=0) / [full.width, full.height], np.percentile(pts, 95, axis=0) / [full.width, full.height]
+                if mirrored:  # where they sit in the flipped picture
+                    lo, hi = np.array([1.0 - hi[0], lo[1]]), np.array([1.0 - lo[0], hi[1]])
+                c.box = (lo, hi)
             c.votes = max(c.votes, v.votes)
             c.keys.append(v.key)
         for j, votes in enumerate(lists[1:]):
@@ -597,22 +624,18 @@ class ImageRoute:
 
     def _geometric(
         self, features: Sequence[tuple[str, feats.Features]], best: dict[str, ImageMatch], frames: dict[str, list[dict[str, Any]]],
-        language: str | None, mirrored: bool = False, picture: Any = None,
-        regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]] = (), whole_voters: int | None = None,
-        on_voted: "Callable[[int], None] | None" = None,
+        language: str | None, voted: dict[str, "_Voted"], mirrored: bool = False, picture: Any = None,
+        regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]] = (),
         whole_later: "Callable[[], feats.Features] | None" = None, query_keypoints: int | None = None,
     ) -> dict[str, ImageMatch]:
-        """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist (of the whole
-        picture and of each picture region); returns the checked entities' matches (the hash-only ones
-        unchanged).  A candidate is verified first in the regions that voted for it, then in the whole picture.
-        ``on_voted`` hears the most votes a candidate got, before any is verified; ``whole_later`` (with no
-        ``features``, ``query_keypoints`` given) describes the whole picture when a candidate first needs it."""
+        """Stage 2 over the union of the hash neighbours and the descriptor-vote shortlist ``voted`` (of the whole
+        picture and of each picture region: :meth:`_voted`); returns the checked entities' matches (the hash-only
+        ones unchanged).  A candidate is verified first in the regions that voted for it, then in the whole picture.
+        ``whole_later`` (with no ``features``, ``query_keypoints`` given) describes the whole picture when a
+        candidate first needs it; ``regions`` may be described as they are read (:class:`_FlippedRegions`)."""
         whole = list(features)
         if query_keypoints is None:
             query_keypoints = max(f.count for _, f in features)
-        voted = self._voted(features, language, [f for _, f in regions], whole_voters) if self.vote else {}
-        if on_voted is not None:
-            on_voted(max((c.votes for c in voted.values()), default=0))
         payloads = self._payloads([k for c in voted.values() for k in c.keys])
         nearest = [] if mirrored else [
             m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
@@ -639,7 +662,8 @@ class ImageRoute:
                     hits.insert(0, image)
             if not hits:
                 continue
-            own = [(f"region{j}", regions[j][1]) for j in sorted(cand.regions, key=lambda j: -cand.regions[j])]
+            # (each region read when it is reached: a flipped one is described then)
+            own = [(f"region{j}", lambda j=j: regions[j][1]) for j in sorted(cand.regions, key=lambda j: -cand.regions[j])]
             v = self._verify([*own, *whole], hits)
             if v["coverage"] is None and not whole and whole_later is not None:  # not in its own regions: the whole picture
                 whole.append(("full", whole_later()))
@@ -735,36 +759,27 @@ class ImageRoute:
             search(crop, h.vector())
         features = tuple(getattr(query, "features", ()) or ())
         if features:
+            from PIL import ImageOps
+
             picture = getattr(query, "picture", None)
             regions = tuple(getattr(query, "regions", ()) or ())
             ahead: list[Ahead[Any]] = []
-
-            def mirror_ahead(top_votes: int) -> None:
-                # the first pass's votes are in and its candidates are verified on this thread: the mirrored pass's
-                # descriptions start on the pool threads meanwhile, unless a candidate has the votes that verify
-                if self.mirror and picture is not None and top_votes < SPECULATE_BELOW_VOTES:
-                    ahead.append(self.threads.ahead(self._mirrored_jobs(picture, features, regions)))
-
+            voted, voted_mirrored = self._voted(features, language, [f for _, f in regions]) if self.vote else ({}, {})
+            if self.mirror and picture is not None and max((c.votes for c in voted.values()), default=0) < SPECULATE_BELOW_VOTES:
+                # the first pass's candidates are verified on this thread: the flipped picture is hashed on a pool
+                # thread meanwhile, unless a candidate has the votes that verify
+                ahead.append(self.threads.ahead([lambda: hash_image(ImageOps.mirror(picture))]))
             try:
-                best.update(self._geometric(features, best, frames, language, picture=picture, regions=regions,
-                                            on_voted=mirror_ahead))
+                best.update(self._geometric(features, best, frames, language, voted, picture=picture, regions=regions))
                 if self.mirror and picture is not None and not any(m.verified for m in best.values()):
-                    from PIL import ImageOps
-
                     flipped = ImageOps.mirror(picture)
-                    done = ahead[0].results() if ahead else self.threads.run(self._mirrored_jobs(picture, features, regions))
-                    search("mirrored", done[0].vector())
-                    if regions:
-                        # the flipped regions vote for what the picture shows; the whole flipped picture only verifies,
-                        # described when a candidate is not verified in its own regions
-                        flipped_regions = tuple(((1.0 - x1, y0, 1.0 - x0, y1), f) for ((x0, y0, x1, y1), _), f in zip(regions, done[1:]))
-                        again = self._geometric(
-                            (), best, frames, language, mirrored=True, picture=flipped, regions=flipped_regions, whole_voters=0,
-                            whole_later=lambda: self._mirrored_whole(picture, features), query_keypoints=max(f.count for _, f in features),
-                        )
-                    else:
-                        again = self._geometric((("full", done[1]),), best, frames, language, mirrored=True, picture=flipped,
-                                                whole_voters=MIRROR_WHOLE_VOTERS)
+                    search("mirrored", (ahead[0].results()[0] if ahead else hash_image(flipped)).vector())
+                    # what the same search found mirrored, verified in the flipped picture: each voting region's keypoints
+                    # mirrored and described there when a candidate first needs it, the whole picture's likewise
+                    again = self._geometric(
+                        (), best, frames, language, voted_mirrored, mirrored=True, picture=flipped, regions=_FlippedRegions(regions),
+                        whole_later=lambda: self._mirrored_whole(picture, features), query_keypoints=max(f.count for _, f in features),
+                    )
                     best.update({eid: m for eid, m in again.items() if m.verified or eid not in best or best[eid].inliers is None})
             finally:
                 for started in ahead:
@@ -787,21 +802,6 @@ class ImageRoute:
         return sorted(best.values(), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
 
     @staticmethod
-    def _mirrored_jobs(
-        picture: Any, features: Sequence[tuple[str, feats.Features]], regions: Sequence[tuple[Any, feats.Features]],
-    ) -> list[Callable[[], Any]]:
-        """The mirrored pass's work, side by side: the flipped picture hashed, then each region's keypoints mirrored
-        and described in the flipped picture, or the whole picture's when it has no regions (with regions it is
-        described only when a candidate needs it: :meth:`_mirrored_whole`)."""
-        from PIL import ImageOps
-
-        return [
-            lambda: hash_image(ImageOps.mirror(picture)),
-            *([lambda f=f: feats.mirrored_query(f) for _, f in regions] if regions
-              else [lambda: ImageRoute._mirrored_whole(picture, features)]),
-        ]
-
-    @staticmethod
     def _mirrored_whole(picture: Any, features: Sequence[tuple[str, feats.Features]]) -> feats.Features:
         """The whole picture's keypoints mirrored and described in the flipped picture."""
         from PIL import ImageOps
@@ -821,6 +821,25 @@ class ImageRoute:
                 if m.entity_id not in best or rank > best[m.entity_id][0]:
                     best[m.entity_id] = (rank, m)
         return sorted((m for _, m in best.values()), key=lambda m: (m.distance is None, m.distance or 0, -(m.similarity or 0.0), m.entity_id))
+
+
+class _FlippedRegions(Sequence):
+    """The query's picture regions as the flipped picture shows them, each described (its keypoints mirrored:
+    :func:`~retrieval.image_features.mirrored_query`) when first read: a mirrored candidate needs only the
+    regions that voted for it."""
+
+    def __init__(self, regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]]) -> None:
+        self._regions = regions
+        self._done: dict[int, tuple[tuple[float, float, float, float], feats.Features]] = {}
+
+    def __len__(self) -> int:
+        return len(self._regions)
+
+    def __getitem__(self, j):  # type: ignore[override]
+        if j not in self._done:
+            (x0, y0, x1, y1), f = self._regions[j]
+            self._done[j] = ((1.0 - x1, y0, 1.0 - x0, y1), feats.mirrored_query(f))
+        return self._done[j]
 
 
 @dataclass

@@ -86,6 +86,42 @@ def test_saved_index_loads_back_and_a_torn_one_is_refused(tmp_path):
     assert DescriptorIndex(tmp_path / "missing").load() is False
 
 
+def test_a_frames_mirrored_codes_get_the_votes_of_a_mirrored_copy_and_go_with_the_frame(tmp_path):
+    """Each frame's mirrored codes sit beside its own (id | MIRRORED): one search gives a flipped copy's votes to the
+    frame's mirrored codes and an upright copy's to its own, each kind counted among its own codes; removing the
+    frame removes both; the mirrored counts load back; an index saved before them (format 2) is rebuilt."""
+    import json
+
+    from PIL import ImageOps
+
+    from retrieval.descriptor_index import FORMAT
+
+    index = DescriptorIndex(tmp_path / "desc")
+    for seed in range(1, 7):
+        f, m = feats.describe_entity_mirrored(textured(seed, (400, 300)))
+        assert m.descriptors.shape == f.descriptors.shape and m.ok.mean() > 0.9
+        index.add(ImageKey(f"e{seed}", f"sha{seed}", 0, "en"), f.points, f.descriptors, f.width, f.height, mirrored=m)
+    assert index.mirrored_frames == 6 and index.size > 6 * 300  # own and mirrored codes
+    upright = feats.describe_query(textured(4, (400, 300))).descriptors
+    flipped = feats.describe_query(ImageOps.mirror(textured(4, (400, 300)))).descriptors
+    (own,), (mirrored,) = index.vote_both([flipped], top=3)
+    # (a generated picture's round and square shapes look alike mirrored: the upright codes get some votes too)
+    assert mirrored[0].key.entity_id == "e4" and mirrored[0].votes > 1.5 * max([v.votes for v in own if v.key.entity_id == "e4"] or [0])
+    (own,), (mirrored,) = index.vote_both([upright], top=3)
+    assert own[0].key.entity_id == "e4" and own[0].votes > 1.5 * max([v.votes for v in mirrored if v.key.entity_id == "e4"] or [0])
+    assert index.vote(upright, top=3) == own  # vote() counts a frame's own codes only
+    assert index.save()
+    again = DescriptorIndex(tmp_path / "desc")
+    assert again.load() and again.mirrored_frames == 6 and again.vote_both([flipped], top=3)[1][0] == index.vote_both([flipped], top=3)[1][0]
+    size = index.size
+    index.remove_entities(["e4"])
+    assert index.size < size - 300 and index.mirrored_frames == 5
+    assert all(v.key.entity_id != "e4" for kind in index.vote_both([flipped], top=6) for v in kind[0])
+    table = json.loads((tmp_path / "desc" / "slots.json").read_text("utf-8"))
+    (tmp_path / "desc" / "slots.json").write_text(json.dumps({**table, "format": FORMAT - 1}), "utf-8")
+    assert DescriptorIndex(tmp_path / "desc").load() is False
+
+
 @pytest.mark.parametrize("n", [0, 1])
 def test_empty_inputs_vote_for_nothing(tmp_path, n):
     index = _index(tmp_path, seeds=range(1, 1 + n))

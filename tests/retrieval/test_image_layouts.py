@@ -143,6 +143,27 @@ def test_the_descriptor_index_is_rebuilt_from_stored_features_when_missing(kb):
     assert (folder / "index.faissb").is_file()
 
 
+def test_frames_described_before_mirrored_codes_were_kept_get_them_when_indexed_again(kb):
+    """A KB whose features were stored before their mirrored codes: rebuilt from the stored features, its frames are
+    indexed without them (counted ``unmirrored``) and a mirrored cell is not found; indexing the entity again
+    describes them, and it is."""
+    from retrieval import image_features as feats
+
+    ent = _add(kb, "Old Mirror", to_bytes(textured(141)))
+    _add(kb, "Old Mirror Other", to_bytes(textured(142)))
+    stored = list(kb.image_route.features.root.rglob(f"*.{feats.MIRRORED_METHOD}.npz"))
+    assert len(stored) == 2
+    for f in stored:
+        f.unlink()
+    old = ImageRoute(kb.store, kb.image_route.images)
+    assert old.rebuild_descriptors() == {"frames": 2, "missing": 0, "unmirrored": 2} and old.descriptors.mirrored_frames == 0
+    cell = grid_post([textured(143), ImageOps.mirror(textured(141)), textured(144), textured(145)], cols=2)
+    assert not [m for m in old.match(old.prepare(cell)) if m.signal(old.tau)]
+    assert old.index_entities([ent])["frames"] == 1 and old.descriptors.mirrored_frames == 1
+    (hit,) = [m for m in old.match(old.prepare(cell)) if m.signal(old.tau)]
+    assert hit.entity_id == ent.id and hit.mirrored
+
+
 def test_deleting_an_entity_removes_its_descriptors(kb: KnowledgeBase):
     ent = _add(kb, "Deleted", to_bytes(textured(110)))
     before = kb.image_route.descriptors.images
@@ -260,43 +281,47 @@ def test_an_exif_rotated_upload_is_read_upright_for_every_crop(kb):
     assert crops_a["picture_region"].distance(crops_b["picture_region"]) <= 8
 
 
-def test_the_mirrored_pass_starts_while_the_first_verifies_and_describes_the_whole_only_when_needed(kb, monkeypatch):
-    """A grid of templates not in the KB: its mirrored pass is described ahead on the other thread while the first
-    pass verifies (unless a candidate has :data:`SPECULATE_BELOW_VOTES` votes), with the same matches either way; the
-    whole flipped picture is described once at most, for a candidate its own flipped region did not verify.  A grid
-    with a mirrored template in one cell: found in its flipped region, as one thread finds it."""
-    from retrieval import image_route
+def test_a_mirrored_cell_is_named_by_the_first_search_and_its_region_described_flipped_when_reached(kb, monkeypatch):
+    """The first search's votes for the frames' mirrored codes name a template shown mirrored: in a grid it is verified
+    in its cell's flipped region, as one thread finds it; regions are described flipped only when a mirrored candidate
+    reaches them, each once (the whole flipped picture too), and not at all when the first pass verifies.  A grid of templates not in the KB claims nothing;
+    its flipped picture is hashed ahead on the other thread while the first pass verifies (unless a candidate has
+    :data:`SPECULATE_BELOW_VOTES` votes), with the same matches either way."""
+    from retrieval import image_features, image_route
     from retrieval.query_threads import QueryThreads
 
     ent = _add(kb, "Mirrored Cell", to_bytes(textured(132)))
     _add(kb, "Mirrored Cell Other", to_bytes(textured(133)))
     route = kb.image_route
+    assert route.descriptors.mirrored_frames == route.descriptors.images == 2
     serial = ImageRoute(kb.store, route.images, features=route.features, descriptors=route.descriptors, threads=1)
-    started: list[int] = []
-    whole: list[int] = []
-    ahead, mirrored_whole = QueryThreads.ahead, ImageRoute._mirrored_whole
-    monkeypatch.setattr(QueryThreads, "ahead", lambda self, jobs: started.append(len(jobs)) or ahead(self, jobs))
-    monkeypatch.setattr(ImageRoute, "_mirrored_whole", staticmethod(lambda *a: whole.append(1) or mirrored_whole(*a)))
+    started: list[str] = []  # the jobs started ahead, by where they were made
+    flipped: list[int] = []
+    ahead, mirrored_query = QueryThreads.ahead, image_features.mirrored_query
+    monkeypatch.setattr(QueryThreads, "ahead", lambda self, jobs: started.extend(j.__qualname__ for j in jobs) or ahead(self, jobs))
+    monkeypatch.setattr(image_features, "mirrored_query", lambda f, *a: flipped.append(f.count) or mirrored_query(f, *a))
 
     def seen(matches) -> list[tuple]:
         return [(m.entity_id, m.inliers, m.crop, m.votes, m.mirrored) for m in matches]
 
     query = route.prepare(grid_post([textured(134), textured(135), textured(136), textured(137)], cols=2))
     assert len(query.regions) >= 4
-    mirrored_jobs = 1 + len(query.regions)  # the flipped hash and each flipped region (run() hands its pool one fewer)
     answers = {}
     for gate in (10**6, 0):  # whatever the votes; never
         monkeypatch.setattr(image_route, "SPECULATE_BELOW_VOTES", gate)
         started.clear()
-        whole.clear()
         answers[gate] = seen(route.match(query))
-        assert (mirrored_jobs in started) == bool(gate) and len(whole) <= 1  # described once at most, when needed
+        assert ("ImageRoute.match.<locals>.<lambda>" in started) == bool(gate)  # the flipped hash
     assert answers[0] == answers[10**6] == seen(serial.match(query))
     assert not [m for m in route.match(query) if m.signal(route.tau)]
-    monkeypatch.setattr(image_route, "SPECULATE_BELOW_VOTES", 10**6)
-    cell = grid_post([textured(138), ImageOps.mirror(textured(132)), textured(139), textured(140)], cols=2)
-    whole.clear()
-    split = route.match(route.prepare(cell))
+    cell = route.prepare(grid_post([textured(138), ImageOps.mirror(textured(132)), textured(139), textured(140)], cols=2))
+    flipped.clear()
+    split = route.match(cell)
     (hit,) = [m for m in split if m.signal(route.tau)]
-    assert hit.entity_id == ent.id and hit.mirrored and hit.crop.startswith("region") and len(whole) <= 1
-    assert seen(split) == seen(serial.match(serial.prepare(cell)))
+    assert hit.entity_id == ent.id and hit.mirrored and hit.crop.startswith("region")
+    # each region described flipped once at most (when a mirrored candidate reaches it), the whole picture likewise
+    assert 1 <= len(flipped) <= len(cell.regions) + 1 and flipped.count(cell.features[0][1].count) <= 1
+    assert seen(split) == seen(serial.match(cell))
+    upright = route.prepare(grid_post([textured(138), textured(132), textured(139), textured(140)], cols=2))
+    flipped.clear()
+    assert [m.entity_id for m in route.match(upright) if m.signal(route.tau)] == [ent.id] and flipped == []  # nothing flipped
