@@ -454,10 +454,10 @@ class ImageRoute:
             return variants, tuple((name, hash_image(v)) for name, v in variants)
 
         # side by side on the route's threads: the crops (caption bands, borders, a screenshot's picture) found and
-        # hashed while the pictures it shows (a post's meme, the cells of a grid) are found; then each of those
-        # described apart (small ones enlarged) while the whole picture is, its keypoints spread tile by tile (at a
-        # smaller budget when there are regions)
-        (variants, hashes), boxes = self.threads.run([hashed, lambda: feats.picture_regions(grey)])
+        # hashed on a pool thread while the pictures it shows (a post's meme, the cells of a grid) are found here; then
+        # each of those described apart (small ones enlarged) while the whole picture is, its keypoints spread tile by
+        # tile (at a smaller budget when there are regions), the pool taking regions as soon as the hashes are done
+        hashing = self.threads.ahead([hashed])
 
         def whole(with_regions: bool) -> feats.Features:
             if with_regions:
@@ -465,7 +465,12 @@ class ImageRoute:
                                             feats.QUERY_DETECT_WITH_REGIONS)
             return feats.describe_query(grey_img)
 
-        done = self.threads.run([lambda: whole(bool(boxes)), *[lambda box=box: feats.describe_region(grey, box) for box in boxes]])
+        try:
+            boxes = feats.picture_regions(grey)
+            done = self.threads.run([lambda: whole(bool(boxes)), *[lambda box=box: feats.describe_region(grey, box) for box in boxes]])
+            ((variants, hashes),) = hashing.results()
+        finally:
+            hashing.drop()  # (after an error: the hashes are not started)
         full = done[0]
         regions = tuple(r for r in done[1:] if r[0].count >= feats.MIN_KEYPOINTS)
         if boxes and not regions:  # no region kept keypoints enough: the whole picture at the full budget after all
