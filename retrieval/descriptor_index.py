@@ -67,8 +67,8 @@ MMAP_FROM = 1_000_000
 #: a query descriptor votes for an image when a descriptor of it is within this many bits (of 256)
 MAX_HAMMING = 64
 #: neighbours looked up per query descriptor (the nearest one of another image is the ratio test's reference); both
-#: kinds of code (a frame's own, its mirrored ones) share them: 16, about 8 of each kind, found the same grid cells
-#: less 2 narrow ones on the tuning seed at the same CPU (bench/templates.py, the mirrored-codes round)
+#: kinds of code (a frame's own, its mirrored ones) share them: 16, about 8 of each kind, found two narrow-grid
+#: cells fewer on the tuning seed at the same CPU (bench/templates.py, the mirrored-codes round)
 NEIGHBOURS = 8
 #: a vote counts when the nearest neighbour is nearer than this share of the nearest one of another image
 RATIO = 0.75

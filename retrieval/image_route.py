@@ -544,13 +544,12 @@ class ImageRoute:
 
     def _voted(
         self, features: Sequence[tuple[str, feats.Features]], language: str | None, regions: Sequence[feats.Features] = (),
-        whole_voters: int | None = None,
     ) -> tuple[dict[str, "_Voted"], dict[str, "_Voted"]]:
         """Entities shortlisted by descriptor votes: the :attr:`vote` best of the whole picture's features and
         the :data:`REGION_VOTE` best of each picture region's, from one faiss search; entity id → its best
         frame's votes, voted frames, where its whole-picture voters sit (a box in fractions) and the regions
-        that voted for it (region index → votes).  ``whole_voters``: how many of the whole picture's descriptors
-        vote (default: all of them, :data:`FULL_VOTERS_WITH_REGIONS` when there are regions).  Second, from the
+        that voted for it (region index → votes).  The whole picture votes with all of its descriptors,
+        :data:`FULL_VOTERS_WITH_REGIONS` of them when there are regions.  Second, from the
         same search, the entities the picture shows *mirrored* (votes for the frames' mirrored codes; the box
         flipped, in the flipped picture's fractions); with regions only the regions' votes count there, as the
         flipped regions alone voted when the mirrored pass described them."""
@@ -561,8 +560,7 @@ class ImageRoute:
         from retrieval.descriptor_index import spread
 
         voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
-        n_whole = (FULL_VOTERS_WITH_REGIONS if regions else full.count) if whole_voters is None else whole_voters
-        whole = spread(full.points, n_whole, full.width, full.height)
+        whole = spread(full.points, FULL_VOTERS_WITH_REGIONS if regions else full.count, full.width, full.height)
         own, flipped = self.descriptors.vote_both([full.descriptors[whole], *voters], top=4 * self.vote, language=language,
                                                   threads=self.threads)
         if regions:
