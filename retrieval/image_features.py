@@ -215,17 +215,23 @@ def describe_entity_mirrored(img: Image.Image) -> tuple[Features, MirroredCodes]
     return features, mirrored
 
 
+def _described_mirrored(cv2, arr: np.ndarray, keypoints: list) -> tuple[list, np.ndarray | None]:
+    """``keypoints`` of ``arr`` mirrored (FAST corners are mirror-symmetric: no second detection) and described in
+    the flipped copy: the keypoints ORB kept (each one's ``class_id`` its index in ``keypoints``) and their codes."""
+    w = arr.shape[1]
+    mirrored = [cv2.KeyPoint(w - 1 - k.pt[0], k.pt[1], k.size, (180.0 - k.angle) % 360.0, k.response, k.octave, i)
+                for i, k in enumerate(keypoints)]
+    orb = cv2.ORB_create(nfeatures=max(1, len(mirrored)), fastThreshold=7, edgeThreshold=15, patchSize=15)
+    return orb.compute(np.ascontiguousarray(arr[:, ::-1]), mirrored)
+
+
 def _mirrored_codes(cv2, arr: np.ndarray, keypoints: list) -> MirroredCodes:
     """``keypoints`` of ``arr`` mirrored and described in the flipped copy, row-aligned with them."""
     n = len(keypoints)
     codes, ok = np.zeros((n, 32), np.uint8), np.zeros(n, bool)
     if not n:
         return MirroredCodes(codes, ok)
-    w = arr.shape[1]
-    mirrored = [cv2.KeyPoint(w - 1 - k.pt[0], k.pt[1], k.size, (180.0 - k.angle) % 360.0, k.response, k.octave, i)
-                for i, k in enumerate(keypoints)]
-    orb = cv2.ORB_create(nfeatures=n, fastThreshold=7, edgeThreshold=15, patchSize=15)
-    kept, descriptors = orb.compute(np.ascontiguousarray(arr[:, ::-1]), mirrored)
+    kept, descriptors = _described_mirrored(cv2, arr, keypoints)
     if descriptors is not None and kept:
         rows = np.array([k.class_id for k in kept], np.int64)  # ORB keeps class_id: each kept row's keypoint
         codes[rows], ok[rows] = descriptors.astype(np.uint8), True
@@ -234,8 +240,9 @@ def _mirrored_codes(cv2, arr: np.ndarray, keypoints: list) -> MirroredCodes:
 
 def _describe_entity(img: Image.Image, mirrored: bool) -> tuple[Features, MirroredCodes | None]:
     cv2 = _cv2()
+    parts: list[MirroredCodes] = []  # (with ``mirrored``) the mirrored codes of the keypoints kept so far
 
-    def out(f: Features, *parts: MirroredCodes) -> tuple[Features, MirroredCodes | None]:
+    def out(f: Features) -> tuple[Features, MirroredCodes | None]:
         if not mirrored:
             return f, None
         return f, MirroredCodes(np.concatenate([p.descriptors for p in parts] or [np.zeros((0, 32), np.uint8)]),
@@ -251,22 +258,24 @@ def _describe_entity(img: Image.Image, mirrored: bool) -> tuple[Features, Mirror
         return out(Features.empty(w, h))
     points = np.array([k.pt for k in keypoints], dtype=np.float32)
     descriptors = descriptors.astype(np.uint8)
-    fine = _mirrored_codes(cv2, arr, keypoints) if mirrored else None
+    if mirrored:
+        parts.append(_mirrored_codes(cv2, arr, keypoints))
     scale = COARSE_SIDE / max(h, w)
     if scale > 0.75:  # a small image: its one description is already at the coarse scale
-        return out(Features(points, descriptors, w, h), *[p for p in [fine] if p])
+        return out(Features(points, descriptors, w, h))
     sw, sh = max(1, int(round(w * scale))), max(1, int(round(h * scale)))
     if min(sw, sh) < 48:  # a strip: too thin at the coarse size for ORB's patch
-        return out(Features(points, descriptors, w, h), *[p for p in [fine] if p])
+        return out(Features(points, descriptors, w, h))
     small = cv2.resize(arr, (sw, sh), interpolation=cv2.INTER_AREA)
     coarse_orb = cv2.ORB_create(nfeatures=COARSE_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
     small_kp, small_desc = coarse_orb.detectAndCompute(small, None)
     if small_desc is None or not small_kp:
-        return out(Features(points, descriptors, w, h), *[p for p in [fine] if p])
+        return out(Features(points, descriptors, w, h))
     small_pts = np.array([k.pt for k in small_kp], dtype=np.float32) * np.array([w / sw, h / sh], np.float32)
-    coarse = _mirrored_codes(cv2, small, small_kp) if mirrored else None
+    if mirrored:
+        parts.append(_mirrored_codes(cv2, small, small_kp))
     return out(Features(np.concatenate([points, small_pts]), np.concatenate([descriptors, small_desc.astype(np.uint8)]), w, h,
-                        coarse=len(small_kp)), *[p for p in [fine, coarse] if p])
+                        coarse=len(small_kp)))
 
 
 def _tiled_keypoints(cv2, arr: np.ndarray, margin: int = 24, detect: int = QUERY_DETECT) -> list:
@@ -347,11 +356,7 @@ def mirrored_query(query: Features, img: Image.Image | None = None) -> Features:
         return describe_query(ImageOps.mirror(img))
     arr, keypoints = source
     h, w = arr.shape
-    flipped = np.ascontiguousarray(arr[:, ::-1])
-    mirrored = [cv2.KeyPoint(w - 1 - k.pt[0], k.pt[1], k.size, (180.0 - k.angle) % 360.0, k.response, k.octave, k.class_id)
-                for k in keypoints]
-    orb = cv2.ORB_create(nfeatures=max(1, len(mirrored)), fastThreshold=7, edgeThreshold=15, patchSize=15)
-    mirrored, descriptors = orb.compute(flipped, mirrored)
+    mirrored, descriptors = _described_mirrored(cv2, arr, keypoints)
     if descriptors is None or not mirrored:
         return Features.empty(w, h)
     return Features(np.array([k.pt for k in mirrored], dtype=np.float32), descriptors.astype(np.uint8), w, h)
