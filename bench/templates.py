@@ -255,6 +255,7 @@ def _index_copy(index, nprobe: int | None):
     copy = di.DescriptorIndex(None, per_image=index.per_image, ivf_from=index.ivf_from, nprobe=nprobe,
                               per_image_coarse=index.per_image_coarse)
     copy._slots, copy._counts, copy._slot_of = list(index._slots), list(index._counts), dict(index._slot_of)
+    copy._mirror_counts, copy._mirror_total = list(index._mirror_counts), index._mirror_total
     return copy
 
 
