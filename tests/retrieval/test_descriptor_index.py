@@ -368,3 +368,55 @@ def test_probes_follow_the_index_lists_unless_given(tmp_path, monkeypatch):
     assert again.load() and again._index.nprobe == di.NPROBE_LARGE
     fixed = DescriptorIndex(tmp_path / "desc", ivf_from=1000, nprobe=5)
     assert fixed.load() and fixed._index.nprobe == 5 and fixed.vote(_features(5).descriptors)[0].key.entity_id == "e5"
+
+
+def test_a_large_retrain_fills_its_lists_through_a_coarse_quantizer_and_queries_probe_the_exact_one(tmp_path, monkeypatch):
+    """From FILL_COARSE_FROM lists a retrain assigns codes through a coarse IVF over its centroids: nearly every
+    code still goes to a centroid at the least distance, every code is kept, and the index that queries search
+    probes through the exact quantizer (each indexed code finds itself)."""
+    import faiss
+
+    from retrieval import descriptor_index as di
+
+    rng = np.random.default_rng(5)
+    prototypes = rng.integers(0, 256, (300, di.CODE_BYTES), dtype=np.uint8)
+
+    def codes(n: int) -> np.ndarray:  # clustered like real descriptors: a prototype with ~25 of 256 bits flipped
+        flips = np.packbits(rng.random((n, di.CODE_BYTES * 8)) < 0.1, axis=1)
+        return prototypes[rng.integers(0, len(prototypes), n)] ^ flips
+
+    def build(coarse_from: int) -> tuple[DescriptorIndex, list[int]]:
+        built = []
+        real = di._coarse_over
+        monkeypatch.setattr(di, "FILL_COARSE_FROM", coarse_from)
+        monkeypatch.setattr(di, "_coarse_over", lambda exact, nlist: built.append(nlist) or real(exact, nlist))
+        index = DescriptorIndex(None, ivf_from=10**9, per_image_coarse=0)
+        local = np.random.default_rng(9)
+        for i in range(80):
+            points = local.random((256, 2)) * (400, 300)
+            index.add(ImageKey(f"e{i}", f"sha{i}", 0, "en"), points.astype(np.float32), all_codes[i], 400, 300)
+        assert index.retrain()
+        return index, built
+
+    all_codes = [codes(256) for _ in range(80)]
+    index, built = build(100)
+    nlist = int(index._index.nlist)
+    assert built == [nlist] and nlist >= 100 and index.size == 80 * 256
+    quantizer = faiss.downcast_IndexBinary(index._index.quantizer)
+    assert isinstance(quantizer, faiss.IndexBinaryFlat) and quantizer.ntotal == nlist  # queries probe exactly
+    held, _ = index._all_codes()
+    inv, at_least = index._index.invlists, []
+    for lst in range(nlist):
+        n = inv.list_size(lst)
+        if n:
+            rows = faiss.rev_swig_ptr(inv.get_codes(lst), n * di.CODE_BYTES).copy().reshape(n, di.CODE_BYTES)
+            nearest, _ = quantizer.search(rows, 1)
+            own = quantizer.reconstruct(lst)
+            at_least.append(np.unpackbits(rows ^ own, axis=1).sum(axis=1) == nearest[:, 0])
+    assert len(held) == 80 * 256 and np.mean(np.concatenate(at_least)) >= 0.95
+    sample = np.concatenate(all_codes)[::41]
+    dist, _ = index._index.search(sample, 1)
+    assert np.mean(dist[:, 0] == 0) >= 0.98
+    # below FILL_COARSE_FROM the fill compares every centroid, as before
+    exact_index, built = build(10**6)
+    assert built == [] and int(exact_index._index.nlist) == nlist
