@@ -207,6 +207,18 @@ def _coarse_over(exact, nlist: int):
     return coarse
 
 
+def _fill(ivf, codes: np.ndarray, ids: np.ndarray, coarse) -> None:
+    """Fill a trained IVF's lists with these (code, id) rows, each code's list named by ``coarse``
+    (:func:`_coarse_over`) when given, else by the IVF's exact quantizer, which stays the one queries probe."""
+    exact = ivf.quantizer
+    if coarse is not None:
+        ivf.quantizer = coarse
+    try:
+        ivf.add_with_ids(np.ascontiguousarray(codes), ids)
+    finally:
+        ivf.quantizer = exact
+
+
 class DescriptorIndex:
     """Binary descriptors of entity image frames in faiss; :meth:`vote` shortlists frames for a query."""
 
@@ -477,21 +489,15 @@ class DescriptorIndex:
             ivf.cp.niter = TRAIN_ITERATIONS
             ivf.train(np.ascontiguousarray(sample))
             t1, c1 = time.perf_counter(), time.thread_time()
-            exact = ivf.quantizer
-            coarse = _coarse_over(exact, nlist) if FILL_COARSE_FROM and nlist >= FILL_COARSE_FROM else None
-            if coarse is not None:  # the fill assigns through the coarse quantizer; queries probe by the exact one
-                ivf.quantizer = coarse
-            try:
-                ivf.add_with_ids(np.ascontiguousarray(codes), ids)
-            finally:
-                ivf.quantizer = exact
+            coarse = _coarse_over(ivf.quantizer, nlist) if FILL_COARSE_FROM and nlist >= FILL_COARSE_FROM else None
+            _fill(ivf, codes, ids, coarse)
             ivf.nprobe = self.probes(ivf)
             t2, c2 = time.perf_counter(), time.thread_time()
             with self._lock:
                 if self._generation != generation:  # written meanwhile: the lists are filled again from what is held now
                     codes, ids = self._canonical(*self._all_codes(), self._slots)
                     ivf.reset()
-                    ivf.add_with_ids(np.ascontiguousarray(codes), ids)
+                    _fill(ivf, codes, ids, coarse)
                 self._index = ivf
                 self.mapped = False
                 self._trained_at = len(codes)

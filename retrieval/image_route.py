@@ -767,16 +767,21 @@ class ImageRoute:
             picture = getattr(query, "picture", None)
             regions = tuple(getattr(query, "regions", ()) or ())
             ahead: list[Ahead[Any]] = []
+
+            def flipped_and_hashed() -> tuple[Any, Any]:
+                flipped = ImageOps.mirror(picture)
+                return flipped, hash_image(flipped)
+
             voted, voted_mirrored = self._voted(features, language, [f for _, f in regions]) if self.vote else ({}, {})
             if self.mirror and picture is not None and max((c.votes for c in voted.values()), default=0) < SPECULATE_BELOW_VOTES:
                 # the first pass's candidates are verified on this thread: the flipped picture is hashed on a pool
                 # thread meanwhile, unless a candidate has the votes that verify
-                ahead.append(self.threads.ahead([lambda: hash_image(ImageOps.mirror(picture))]))
+                ahead.append(self.threads.ahead([flipped_and_hashed]))
             try:
                 best.update(self._geometric(features, best, frames, language, voted, picture=picture, regions=regions))
                 if self.mirror and picture is not None and not any(m.verified for m in best.values()):
-                    flipped = ImageOps.mirror(picture)
-                    search("mirrored", (ahead[0].results()[0] if ahead else hash_image(flipped)).vector())
+                    flipped, flipped_hashes = ahead[0].results()[0] if ahead else flipped_and_hashed()
+                    search("mirrored", flipped_hashes.vector())
                     # what the same search found mirrored, verified in the flipped picture: each voting region's keypoints
                     # mirrored and described there when a candidate first needs it, the whole picture's likewise
                     again = self._geometric(

@@ -311,7 +311,7 @@ def test_a_mirrored_cell_is_named_by_the_first_search_and_its_region_described_f
         monkeypatch.setattr(image_route, "SPECULATE_BELOW_VOTES", gate)
         started.clear()
         answers[gate] = seen(route.match(query))
-        assert ("ImageRoute.match.<locals>.<lambda>" in started) == bool(gate)  # the flipped hash
+        assert ("ImageRoute.match.<locals>.flipped_and_hashed" in started) == bool(gate)  # the flipped hash
     assert answers[0] == answers[10**6] == seen(serial.match(query))
     assert not [m for m in route.match(query) if m.signal(route.tau)]
     cell = route.prepare(grid_post([textured(138), ImageOps.mirror(textured(132)), textured(139), textured(140)], cols=2))
