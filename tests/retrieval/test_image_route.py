@@ -200,3 +200,46 @@ def test_a_blank_background_template_stored_rotated_by_exif_is_trimmed_where_it_
     expected = hash_image(upright.crop((40, 30, 240, 190))).vector()
     assert int((hashed.trimmed != expected).sum()) <= 8  # JPEG edges aside, the upright picture alone
     assert int((hashed.frames[0][3] != hash_image(upright).vector()).sum()) == 0
+
+
+def test_only_the_nearest_hash_neighbours_within_reach_are_verified(tmp_path, monkeypatch):
+    """Stage 2 checks the :attr:`ImageRoute.verify` nearest hash neighbours no farther than ``HASH_VERIFY_MAX``
+    (a farther one only when votes shortlist it): the hash's candidates, nearest first, cut at both limits."""
+    import dataclasses
+
+    from retrieval import image_route
+
+    kb = _kb("embedded", tmp_path)
+    try:
+        kb.import_file(_import_file(tmp_path))
+        route = kb.image_route
+        seen: dict = {}
+        real_geometric = route._geometric
+
+        def capture(features, best, frames, *args, **kwargs):
+            seen.setdefault("call", (features, dict(best), frames))
+            return real_geometric(features, best, frames, *args, **kwargs)
+
+        monkeypatch.setattr(route, "_geometric", capture)
+        route.match(route.prepare(meme_of(template_image(1), 1)))
+        features, best, frames = seen["call"]
+        assert len(best) == len(INDEXED)  # every indexed template is a hash neighbour of the query
+        verified: list[str] = []
+        real_verify = route._verify
+
+        def record(queries, hits):
+            verified.append(next(eid for eid, images in frames.items() if any(i is hits[-1] for i in images)))
+            return real_verify(queries, hits)
+
+        monkeypatch.setattr(route, "_verify", record)
+        by_distance = dict(zip(sorted(best), (5, image_route.HASH_VERIFY_MAX, image_route.HASH_VERIFY_MAX + 1, 20)))
+        placed = {eid: dataclasses.replace(m, distance=by_distance[eid]) for eid, m in best.items()}
+        ordered = sorted((eid for eid in placed if by_distance[eid] <= image_route.HASH_VERIFY_MAX), key=by_distance.get)
+        assert len(ordered) == 3
+        for limit in (4, 3, 2, 1):  # 4: room for the one past HASH_VERIFY_MAX, which is still not checked
+            verified.clear()
+            route.verify = limit
+            route._geometric(features, placed, frames, None, {})  # no votes: the hash's candidates only
+            assert verified == ordered[:limit], limit
+    finally:
+        kb.close()
