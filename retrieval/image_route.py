@@ -73,7 +73,7 @@ HASHER = EmbedderInfo(HASHER_NAME, VECTOR_DIM)
 DEFAULT_IMAGE_TAU = 32
 DEFAULT_EMBED_TAU = 0.9
 #: hash neighbours verified geometrically per query (bench/templates.py: 6 found nothing 3 did not, on every
-#: seed; none lost a plain meme a report seed that only the hash finds)
+#: seed; verifying none lost, on each report seed, a plain meme that only the hash finds)
 DEFAULT_VERIFY = 3
 #: a hash distance this small (of 128 bits) is a near-duplicate: accepted without verification
 NEAR_DUPLICATE = 16
