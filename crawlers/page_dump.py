@@ -8,9 +8,14 @@ crawl pipeline does (:func:`crawlers.text.chunk_text`, :meth:`KnowledgeBase.repl
 - **scrapy -o**: JSON Lines (``.jl``) or the JSON array Scrapy writes (one item per line between
   ``[`` and ``]``, two arrays back to back when a run appended); an item's text is ``page_text``
   (our spiders), ``text``, or its ``content`` sections (``{section: {text: [...]}}``);
-- **WARC / WARC.gz** (read with warcio): ``response`` records whose HTTP content type is HTML; the
-  HTML goes through the crawler's own extraction (a KnowYourMeme entry body by its sections,
-  any other page as its visible ``main``/``article``/``body`` text).
+- **WARC / WARC.gz** (read with warcio): ``response`` records whose HTTP content type is HTML.
+
+HTML (a WARC response, or a JSONL / scrapy record with ``html`` and no text) is read as
+:func:`html_page` says: a KnowYourMeme entry body by its sections (the spider's selectors), any other
+page by its main text (:mod:`crawlers.main_text`: trafilatura, menus, banners, sidebars, footers and
+"related" lists left out), with its title and, where the page's markup gives one, its date (ISO,
+stored on each chunk as ``date``); a page with no main text is read as its visible text and counted
+(``fallback`` in the report).
 
 Streamed: one page at a time, stored in batches; a JSONL line is read up to
 :data:`MAX_LINE_BYTES` and a longer one is skipped to its end without being held in memory.
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from crawlers.main_text import PageText, extract_page, page_title
 from crawlers.text import chunk_text, clean_ws
 from culturebase.importers.base import json_line
 from retrieval.knowledge_base import ImportFileError
@@ -58,6 +64,11 @@ class Page:
     text: str
     site: str
     entity: str | None = None
+    #: the page's date (``YYYY-MM-DD``) where its HTML gives one
+    date: str | None = None
+    #: how the text was read: ``text`` (given), ``sections`` (a KnowYourMeme entry), ``main`` (main text),
+    #: ``visible`` (no main text found: the page's visible text)
+    extraction: str = "text"
 
 
 @dataclass
@@ -76,6 +87,8 @@ class CorpusImportReport:
     pages: int = 0
     chunks: int = 0
     linked: int = 0
+    #: pages read from HTML where no main text was found, stored with their visible text instead
+    fallback: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     dry_run: bool = False
     seconds: float = 0.0
@@ -170,16 +183,25 @@ def record_to_page(rec: Any, where: str) -> Page | str:
     text: Any = rec.get("text") or rec.get("page_text")
     if not text and rec.get("content") is not None:
         text = _content_text(rec.get("content"))
+    read: PageText | None = None
+    if not text and rec.get("html") is not None:
+        if not isinstance(rec["html"], str):
+            return f"field 'html' is {type(rec['html']).__name__}, expected a string"
+        read = html_page(url, rec["html"].encode("utf-8"), "text/html; charset=utf-8")
+        text = read.text
     if text is not None and not isinstance(text, str):
         return f"field 'text' is {type(text).__name__}, expected a string"
     text = clean_ws(_CONTROL.sub(" ", text or ""))
     if not text:
-        return "empty page: no 'text' (nor 'page_text' or 'content')"
+        return "empty page: no 'text' (nor 'page_text', 'content' or text in 'html')"
     title = rec.get("title")
     title = clean_ws(title) if isinstance(title, str) else ""
-    title = title or text.splitlines()[0][:120]  # a page with no title is named by its first line
+    title = title or (read.title if read else "") or text.splitlines()[0][:120]  # else named by its first line
     entity = rec.get("entity") or rec.get("entity_id")
-    return Page(where, url, title[:300], text[:MAX_PAGE_CHARS], _site(url, rec.get("site")), str(entity) if entity else None)
+    page = Page(where, url, title[:300], text[:MAX_PAGE_CHARS], _site(url, rec.get("site")), str(entity) if entity else None)
+    if read is not None:
+        page.date, page.extraction = read.date, read.method
+    return page
 
 
 def _json_lines(fh: IO[bytes], array: bool) -> Iterator[tuple[int, Any, str | None]]:
@@ -213,21 +235,20 @@ def _json_lines(fh: IO[bytes], array: bool) -> Iterator[tuple[int, Any, str | No
         yield lineno, *json_line(raw, byte_of="")
 
 
-def html_page(url: str, body: bytes, content_type: str) -> tuple[str, str]:
-    """Title and text of an HTML page through the crawler's own extraction."""
+def html_page(url: str, body: bytes, content_type: str) -> PageText:
+    """Title, text and date of an HTML page: a KnowYourMeme entry body by its sections (the spider's own
+    selectors, ``method`` "sections"), any other page by :func:`crawlers.main_text.extract_page` (its main
+    text, else its visible text)."""
     from scrapy.http import HtmlResponse
 
-    from crawlers.spiders.knowyourmeme import node_text, parse_sections
+    from crawlers.spiders.knowyourmeme import parse_sections
 
     response = HtmlResponse(url=url, body=body, headers={"Content-Type": content_type or "text/html"})
-    title = response.css('meta[property="og:title"]::attr(content)').get() or response.css("title::text").get() or ""
     sections = parse_sections(response)
     if sections:
         text = "\n".join(f"{h}\n{t}" if h else t for h, t in sections)
-    else:
-        main = response.css("main") or response.css("article") or response.css("body")
-        text = node_text(main[0]) if main else ""
-    return clean_ws(title), text
+        return PageText(page_title(response), text, None, "sections")
+    return extract_page(response.text, url, content_type)
 
 
 def _warc_pages(fh: IO[bytes], name: str) -> Iterator[tuple[str, Page | None, str | None]]:
@@ -257,11 +278,12 @@ def _warc_pages(fh: IO[bytes], name: str) -> Iterator[tuple[str, Page | None, st
             if b"\x00" in body[:65536]:
                 yield where, None, f"{url}: binary data (NUL bytes) sent as {ctype}, not an HTML page"
                 continue
-            title, text = html_page(url, body, ctype)
-            page = record_to_page({"url": url, "title": title, "text": text}, where)
+            read = html_page(url, body, ctype)
+            page = record_to_page({"url": url, "title": read.title, "text": read.text}, where)
             if isinstance(page, str):
                 yield where, None, f"{url}: {page}"
             else:
+                page.date, page.extraction = read.date, read.method
                 yield where, page, None
     except ArchiveLoadFailed as exc:
         yield f"record {n + 1}", None, f"not a WARC record ({exc}): the rest of {name} is unreadable"
@@ -297,6 +319,8 @@ def page_chunks(page: Page, entity_id: str | None) -> list[dict[str, Any]]:
         chunk = {"id": f"{canon}#{n}", "text": text, "url": page.url, "title": page.title, "site": page.site, "chunk": n, "page": canon}
         if entity_id:
             chunk["entity_id"] = entity_id
+        if page.date:
+            chunk["date"] = page.date
         out.append(chunk)
     return out
 
@@ -355,6 +379,7 @@ def import_pages(kb: Any, path: Path, dry_run: bool = False, progress: Any = Non
             seen.add(key)
             report.pages += 1
             report.linked += 1 if entity_id else 0
+            report.fallback += 1 if page.extraction == "visible" else 0
             if dry_run:
                 report.chunks += len(chunks)
             else:

@@ -70,7 +70,7 @@ def test_bad_records_are_named_by_line_and_the_rest_is_stored(kb, tmp_path):
     reasons = {s.where: s.reason for s in report.skipped}
     assert reasons == {
         "line 2": reasons["line 2"],
-        "line 3": "empty page: no 'text' (nor 'page_text' or 'content')",
+        "line 3": "empty page: no 'text' (nor 'page_text', 'content' or text in 'html')",
         "line 4": "field 'url' is missing or empty",
         "line 5": "field 'url': 'ftp://x.org/a' is not an http(s) URL",
         "line 7": "expected a JSON object, got list",
