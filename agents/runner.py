@@ -5,6 +5,9 @@ Output folder::
     OUT/manifest.json                   config, models, prompt hashes, KB, search backend, git commit
     OUT/traces/{condition}.jsonl        one ExplainResult per line, appended as items finish
     OUT/predictions/{condition}.json    MemeBench predictions [{id, image_path, response}], dataset order
+    OUT/predictions/{condition}.prompts.jsonl   what each VLM call was sent, one line per item and call, dataset
+                                        order: {id, condition, stage, replied, max_chars, messages, sections?}
+                                        (agents.vlm.record; read from the traces, which hold the same)
 
 A run killed at any point (even SIGKILL) and restarted finishes with every item exactly
 once: finished ids are read back from the traces, a torn last line is cut off, and only
@@ -124,6 +127,28 @@ def read_done(path: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
+def prompts_path(predictions: Path) -> Path:
+    """``NAME.prompts.jsonl`` beside the predictions file ``NAME.json``."""
+    return predictions.with_name(f"{predictions.stem}.prompts.jsonl")
+
+
+def prompt_lines(output_id: Any, condition: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One line per VLM call of a trace record: what it was sent (none for a record made before prompts were
+    recorded, nor for an item that made no call)."""
+    trace = record.get("trace") if isinstance(record.get("trace"), dict) else {}
+    return [{"id": output_id, "condition": condition, **call} for call in trace.get("prompts") or [] if isinstance(call, dict)]
+
+
+def write_prompts(path: Path, condition: str, records: list[tuple[Any, dict[str, Any]]]) -> None:
+    """Write the prompts file of one condition (atomically): every call of every ``(output id, trace record)``."""
+    tmp = path.with_suffix(".jsonl.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for output_id, record in records:
+            for line in prompt_lines(output_id, condition, record):
+                fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
 @dataclass
 class RunSummary:
     out_dir: str
@@ -167,6 +192,9 @@ class AblationRunner:
     def prediction_path(self, condition: str) -> Path:
         return self.out_dir / "predictions" / f"{condition}.json"
 
+    def prompts_path(self, condition: str) -> Path:
+        return prompts_path(self.prediction_path(condition))
+
     def write_manifest(self, items: list[RunItem], done_before: int, dataset: str | None) -> None:
         path = self.out_dir / "manifest.json"
         previous = json.loads(path.read_text("utf-8")) if path.exists() else {}
@@ -202,6 +230,7 @@ class AblationRunner:
             tmp = path.with_suffix(".json.tmp")
             tmp.write_text(json.dumps(preds, ensure_ascii=False, indent=1), "utf-8")
             os.replace(tmp, path)
+            write_prompts(self.prompts_path(condition), condition, [(it.output_id, done[it.id]) for it in items if it.id in done])
 
     async def _run_one(self, item: RunItem, condition: str) -> ExplainResult:
         try:

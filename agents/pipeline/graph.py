@@ -8,7 +8,10 @@
                                                                         (2 VLM calls)
 
 Any node that fails records ``error`` and the graph stops there (the response stays None);
-a condition is never swapped for another.  KAR with no entity ≥ τ builds exactly the
+a condition is never swapped for another.  Every VLM call records what it was sent in ``prompts``
+(:mod:`agents.vlm.record`: texts verbatim up to ``PipelineConfig.prompt_record_max_chars``, media by
+hash, size and dimensions), a failed call too; the reasoning call's record names where its
+CultureBase block and its evidence block lie in the text (``sections``), for the diagnostics.  KAR with no entity ≥ τ builds exactly the
 Search-CoT queries (the CultureBase part of the query list is empty).
 """
 
@@ -28,6 +31,7 @@ from agents.pipeline.prompts import load_prompt
 from agents.pipeline.queries import build_queries
 from agents.pipeline.state import PipelineState
 from agents.vlm.base import AudioInput, ChatMessage, ImageInput, SamplingParams, VisionLanguageModel
+from agents.vlm.record import record_messages
 from culturebase.cpu import cpu_pool
 from retrieval.grounding import EntityCue, GroundingCues
 from retrieval.websearch import SearchResult, WebSearch
@@ -38,6 +42,9 @@ CONTEXT_LABELS = {
     "zh": {"post_text": "帖子正文", "top_comment": "热门评论", "context_note": "文化背景说明",
            "media": "媒体", "transcript": "音频转写", "frame_text": "视频帧中的文字"},
 }
+#: a CultureBase entry in the reasoning prompt: each text field cut to this many characters, the first this many aliases
+KB_FIELD_CHARS = 600
+KB_ALIASES = 6
 
 
 class Grounder(Protocol):
@@ -61,6 +68,10 @@ class PipelineConfig:
     default_language: str = "en"
     extract_json_mode: bool = False
     grounding_language: str | None = None  # restrict grounding to one language (None: all)
+    # a recorded prompt's text parts are kept whole up to this many characters (cut beyond, marked, with the
+    # original length): twice the longest default reasoning prompt (template ~1.5k, five CultureBase entries of
+    # three 600-character fields, evidence at the 3,000-token budget ~12k), so a default run records them whole
+    prompt_record_max_chars: int = 32_000
 
 
 @dataclass
@@ -115,10 +126,10 @@ def _knowledge_block(hits: list[Any]) -> str:
         e = h.entity
         parts = [f"{i}. {e.name}" + (f" — {e.source_work}" if e.source_work else "") + f" (score {h.score:.2f})"]
         if e.aliases:
-            parts.append(f"   aliases: {', '.join(e.aliases[:6])}")
+            parts.append(f"   aliases: {', '.join(e.aliases[:KB_ALIASES])}")
         for label, value in (("description", e.description), ("visual", e.visual_desc), ("usage", e.cultural_usage)):
             if value:
-                parts.append(f"   {label}: {value[:600]}")
+                parts.append(f"   {label}: {value[:KB_FIELD_CHARS]}")
         entries.append("\n".join(parts))
     return load_prompt("knowledge").render(entries="\n".join(entries))
 
@@ -135,6 +146,18 @@ def _media_parts(state: PipelineState) -> tuple[tuple[ImageInput, ...], tuple[Au
     else:
         images = (ImageInput(state["image"], state.get("image_name") or "image"),)
     return images, audio
+
+
+def _sections(text: str, blocks: dict[str, str]) -> dict[str, list[int]]:
+    """Where each non-empty block lies in the rendered ``text`` (``[start, end)``, in the order given)."""
+    found: dict[str, list[int]] = {}
+    start = 0
+    for name, block in blocks.items():
+        at = text.find(block, start) if block else -1
+        if at >= 0:
+            found[name] = [at, at + len(block)]
+            start = at + len(block)
+    return found
 
 
 def _ocr_frames(engine: OCREngine, frames: list[bytes]) -> dict[str, Any]:
@@ -154,7 +177,13 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
     """Compile the pipeline graph over ``deps`` (tests build a fresh one per case)."""
     cfg = deps.config
 
-    async def call_vlm(stage: str, state: PipelineState, text: str, sampling: SamplingParams | None = None):
+    def record(stage: str, messages: list[ChatMessage], media: Any, sections: dict[str, list[int]] | None, replied: bool) -> dict[str, Any]:
+        return {"stage": stage, "replied": replied, "max_chars": cfg.prompt_record_max_chars,
+                "messages": record_messages(messages, media, cfg.prompt_record_max_chars), **({"sections": sections} if sections else {})}
+
+    async def call_vlm(stage: str, state: PipelineState, text: str, sent: list[dict[str, Any]], sampling: SamplingParams | None = None,
+                       sections: dict[str, list[int]] | None = None):
+        """One VLM call; what it was sent is appended to ``sent`` (a failed call's too)."""
         if deps.vlm is None:
             from agents.vlm.base import VLMNotConfiguredError
 
@@ -162,7 +191,13 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
                 "no VLM configured: set KAR_VLM_BASE_URLS and KAR_VLM_MODEL to generate explanations"
             )
         images, audio = _media_parts(state)
-        result = await deps.vlm.chat([ChatMessage("user", text, images, audio)], sampling)
+        messages = [ChatMessage("user", text, images, audio)]
+        try:
+            result = await deps.vlm.chat(messages, sampling)
+        except Exception:
+            sent.append(record(stage, messages, None, sections, False))
+            raise
+        sent.append(record(stage, messages, getattr(result, "sent_media", None), sections, True))
         call = {
             "stage": stage,
             "model": result.model,
@@ -178,6 +213,7 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         condition = state["condition"]
         language = _lang(state, cfg)
         context = state.get("context") or {}
+        sent: list[dict[str, Any]] = []
         try:
             if condition == "context_note" and not context.get("context_note"):
                 raise ValueError("condition context_note needs a cultural context note for the item")
@@ -190,12 +226,13 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
             else:
                 prompt = load_prompt("cot" if condition == "cot" else "explain", language)
                 text = prompt.render(context=context_block(context, language))
-            result, call = await call_vlm("answer", state, text)
+            result, call = await call_vlm("answer", state, text, sent)
         except Exception as exc:
-            return {"error": _error("answer", exc), "timings": {"answer": time.perf_counter() - started}}
+            return {"error": _error("answer", exc), "prompts": sent, "timings": {"answer": time.perf_counter() - started}}
         return {
             "response": result.text,
             "vlm_calls": [call],
+            "prompts": sent,
             "prompt_hashes": {prompt.key: prompt.sha},
             "timings": {"answer": time.perf_counter() - started},
         }
@@ -228,8 +265,10 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         prompt = load_prompt("extract")
         hint = f"\nAn OCR engine read this text in the image (it may contain errors):\n{ocr_text}\n" if ocr_text else ""
         text = prompt.render(ocr_hint=hint, context=context_block(state.get("context") or {}, language))
+        sent: list[dict[str, Any]] = []
+        update["prompts"] = sent
         try:
-            result, call = await call_vlm("extract", state, text, SamplingParams(json_mode=cfg.extract_json_mode))
+            result, call = await call_vlm("extract", state, text, sent, SamplingParams(json_mode=cfg.extract_json_mode))
         except Exception as exc:
             update["error"] = _error("extract", exc)
             update["timings"]["extract"] = time.perf_counter() - started
@@ -375,20 +414,24 @@ def build_graph(deps: PipelineDeps):  # noqa: C901 - one closure per node reads 
         task = state.get("task")
         prompt = load_prompt("task_reason" if task else "reason", language)
         hits = state.get("hits") if state["condition"] == "kar" else None
+        knowledge = _knowledge_block(hits or [])
+        evidence = (state.get("evidence") or {}).get("text") or format_evidence([], cfg.evidence_token_budget).text
         text = prompt.render(
             extraction=_extraction_summary(state.get("extraction") or {}),
-            knowledge=_knowledge_block(hits or []),
+            knowledge=knowledge,
             context=context_block(state.get("context") or {}, language),
-            evidence=(state.get("evidence") or {}).get("text") or format_evidence([], cfg.evidence_token_budget).text,
+            evidence=evidence,
             **({"instruction": task["instruction"]} if task else {}),
         )
+        sent: list[dict[str, Any]] = []
         try:
-            result, call = await call_vlm("reason", state, text)
+            result, call = await call_vlm("reason", state, text, sent, sections=_sections(text, {"knowledge": knowledge, "evidence": evidence}))
         except Exception as exc:
-            return {"error": _error("reason", exc), "timings": {"reason": time.perf_counter() - started}}
+            return {"error": _error("reason", exc), "prompts": sent, "timings": {"reason": time.perf_counter() - started}}
         return {
             "response": result.text,
             "vlm_calls": [call],
+            "prompts": sent,
             "prompt_hashes": {prompt.key: prompt.sha},
             "timings": {"reason": time.perf_counter() - started},
         }

@@ -79,6 +79,7 @@ class KARPipeline:
             "timings": {},
             "prompt_hashes": {},
             "vlm_calls": [],
+            "prompts": [],
             "notes": [],
         }
         state.update(extras)  # type: ignore[typeddict-item]
@@ -168,6 +169,7 @@ class KARPipeline:
             "searches": state.get("searches") or [],
             "evidence": evidence,
             "vlm_calls": calls,
+            "prompts": list(state.get("prompts") or []),
             "search_calls": len(state.get("searches") or []),
             "usage": usage,
             "timings": timings,

@@ -63,6 +63,7 @@ class PipelineState(TypedDict, total=False):
     timings: Annotated[dict[str, float], merge_dicts]
     prompt_hashes: Annotated[dict[str, str], merge_dicts]
     vlm_calls: Annotated[list[dict[str, Any]], operator.add]
+    prompts: Annotated[list[dict[str, Any]], operator.add]  # what each VLM call was sent (agents.vlm.record)
     notes: Annotated[list[str], operator.add]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,9 @@ class ChatResult:
     usage: TokenUsage = field(default_factory=TokenUsage)
     latency_s: float = 0.0
     endpoint: str | None = None
+    #: the media parts the request carried, in order, as :mod:`agents.vlm.record` describes them (the copies
+    #: sent, after any re-encoding); None when the backend does not say (the trace then describes its inputs)
+    sent_media: list[dict[str, Any]] | None = None
 
 
 class VLMError(RuntimeError):

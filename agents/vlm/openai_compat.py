@@ -13,7 +13,9 @@ moves on to the next base URL, so a dead replica costs one attempt.
 Images are down-scaled and encoded in the process-wide CPU pool (:mod:`culturebase.cpu`),
 never on the event loop, and once per image: the two calls of a two-stage condition send
 the same picture, so the data URL is kept in a small LRU (:class:`EncodedImages`) keyed by
-a digest of the bytes.
+a digest of the bytes, with the description of the copy it carries (SHA-256, byte size,
+dimensions: :func:`agents.vlm.record.describe_image`), which each reply reports in
+``ChatResult.sent_media`` for the trace.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from agents.vlm.base import (
     VLMError,
     VLMNotConfiguredError,
 )
+from agents.vlm.record import describe_audio, describe_image
 
 if TYPE_CHECKING:  # pragma: no cover
     from openai import AsyncOpenAI
@@ -111,32 +114,38 @@ def encode_image(image: ImageInput, max_side: int) -> str:
 
 
 class EncodedImages:
-    """A bounded LRU of data URLs by (digest of the image bytes, max side): each picture is
-    down-scaled and encoded once however many calls send it (thread-safe)."""
+    """A bounded LRU of data URLs by (digest of the image bytes, max side), each with the description of the
+    copy it carries: each picture is down-scaled, encoded and described once however many calls send it
+    (thread-safe)."""
 
     def __init__(self, entries: int = 32) -> None:
         self.entries = entries
-        self._urls: OrderedDict[tuple[bytes, int], str] = OrderedDict()
+        self._urls: OrderedDict[tuple[bytes, int], tuple[str, dict[str, Any]]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def get(self, image: ImageInput, max_side: int) -> str:
         """The image's data URL (:func:`encode_image`), from the cache when it was encoded before."""
+        return self.sent(image, max_side)[0]
+
+    def sent(self, image: ImageInput, max_side: int) -> tuple[str, dict[str, Any]]:
+        """The image's data URL and the description of the bytes it carries (:func:`describe_image`)."""
         key = (hashlib.blake2b(image.data, digest_size=16).digest(), max_side)
         with self._lock:
-            url = self._urls.get(key)
-            if url is not None:
+            found = self._urls.get(key)
+            if found is not None:
                 self._urls.move_to_end(key)
                 self.hits += 1
-                return url
+                return found
         url = encode_image(image, max_side)
+        found = (url, describe_image(base64.b64decode(url.split(",", 1)[1])))
         with self._lock:
             self.misses += 1
-            self._urls[key] = url
+            self._urls[key] = found
             while len(self._urls) > self.entries:
                 self._urls.popitem(last=False)
-        return url
+        return found
 
 
 class OpenAICompatibleVLM:
@@ -248,7 +257,12 @@ class OpenAICompatibleVLM:
     # -- request building -----------------------------------------------------------------
     def build_messages(self, messages: list[ChatMessage]) -> list[dict[str, Any]]:
         """OpenAI chat messages: images (data URLs) before the text of each turn."""
+        return self.build_request(messages)[0]
+
+    def build_request(self, messages: list[ChatMessage]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The OpenAI chat messages and the description of every media part they carry, in order."""
         out: list[dict[str, Any]] = []
+        media: list[dict[str, Any]] = []
         for message in messages:
             audio = getattr(message, "audio", ())
             if not message.images and not audio:
@@ -256,10 +270,12 @@ class OpenAICompatibleVLM:
                 continue
             if message.role != "user":
                 raise VLMError(f"images are only allowed in user messages, not {message.role!r}")
-            parts: list[dict[str, Any]] = [
-                {"type": "image_url", "image_url": {"url": self.encoded.get(image, self.max_image_side)}}
-                for image in message.images
-            ]
+            parts: list[dict[str, Any]] = []
+            for image in message.images:
+                url, described = self.encoded.sent(image, self.max_image_side)
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+                media.append(described)
+            media += [describe_audio(clip.data, clip.format) for clip in audio]
             # audio as vLLM / OpenAI serve it to audio models: base64 in an input_audio part
             parts += [
                 {"type": "input_audio", "input_audio": {"data": base64.b64encode(clip.data).decode(), "format": clip.format}}
@@ -267,7 +283,7 @@ class OpenAICompatibleVLM:
             ]
             parts.append({"type": "text", "text": message.text})
             out.append({"role": "user", "content": parts})
-        return out
+        return out, media
 
     def sampling_kwargs(self, sampling: SamplingParams | None) -> dict[str, Any]:
         """Per-call sampling merged over the defaults (per-call non-None fields win)."""
@@ -295,7 +311,7 @@ class OpenAICompatibleVLM:
         """Send the conversation; retry transient failures; raise :class:`VLMError` after that."""
         from culturebase.cpu import cpu_pool
 
-        payload = await cpu_pool().run(self.build_messages, messages)  # decode/scale/encode: CPU work, off the event loop
+        payload, media = await cpu_pool().run(self.build_request, messages)  # decode/scale/encode: CPU work, off the event loop
         kwargs = self.sampling_kwargs(sampling)
         limiter = self._limiter()
         endpoint = self.base_urls[0]
@@ -326,6 +342,7 @@ class OpenAICompatibleVLM:
             usage=usage,
             latency_s=time.perf_counter() - started,
             endpoint=endpoint,
+            sent_media=media,
         )
 
     async def aclose(self) -> None:
