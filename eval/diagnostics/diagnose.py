@@ -11,7 +11,13 @@ No VLM is called (unless a knowledge judge is given: :mod:`eval.diagnostics.know
 * ``knowledge_in_prompt``: the share of the item's knowledge units the reasoning prompt's material
   (KAR's CultureBase entries and the evidence) states, with ``knowledge_method`` ``proxy`` or ``judge``;
 * ``evidence_off_entity``: the share of the evidence (by characters) in pieces that name no gold entity;
-* ``evidence_status``: ``n/a``, ``none`` or the search backend.
+* ``evidence_status``: ``n/a``, ``none`` or the search backend;
+* ``prompts``: how the reasoning prompt was read: ``recorded`` (the trace holds what each VLM call was sent:
+  the CultureBase block and the evidence block are read off the recorded reasoning prompt, so a fact past a
+  field's cut or a page's text past the trace's snippet count as what they were) or ``reconstructed`` (a run
+  recorded before prompts were: rebuilt from the trace's grounded entities' full fields and its evidence,
+  which can count a fact the prompt cut off); ``prompt_cut``: the record itself was cut (see
+  :mod:`agents.vlm.record`).
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from typing import Any
 from eval.diagnostics.gold import Gold, KBNames, gold_of, knowledge_units, mentions, named_entities, normalized_name
 from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, Material, Materials, judge_many, proxy_decide
 from eval.diagnostics.traces import (
+    RECONSTRUCTED,
+    RECORDED,
     SEARCH_CONDITIONS,
     Piece,
+    SentPrompt,
     evidence_status,
     evidence_text,
     grounded_hits,
@@ -33,6 +42,8 @@ from eval.diagnostics.traces import (
     kb_text,
     listed_pieces,
     parse_evidence_block,
+    prompts_recorded,
+    sent_prompt,
     trace_of,
 )
 
@@ -59,7 +70,11 @@ def _is_gold(hit: Mapping[str, Any], gold: Gold) -> bool:
 
 
 def material(trace: Mapping[str, Any], condition: str) -> str:
-    """What the reasoning prompt carried besides the image: KAR's KB entries and the evidence block."""
+    """What the reasoning prompt carried besides the image: KAR's KB entries and the evidence block, as the trace
+    recorded them sent (empty when no reasoning prompt was sent), else rebuilt from the trace's fields."""
+    if prompts_recorded(dict(trace)):
+        sent = sent_prompt(dict(trace))
+        return "" if sent is None else "\n".join(p for p in ("\n".join(sent.kb_entries()), sent.evidence) if p)
     parts = [kb_text(dict(trace), condition)]
     if condition in SEARCH_CONDITIONS:
         parts.append(evidence_text(dict(trace)))
@@ -78,11 +93,13 @@ class Shared:
         self.entries: dict[str, Material] = {}
         self.blocks: dict[str, Material] = {}
         self.parsed: dict[str, list[Piece]] = {}
+        self.sent: dict[str, list[Piece]] = {}
         self.named: dict[Piece, bool] = {}
 
     def item(self) -> None:
         self.blocks.clear()
         self.parsed.clear()
+        self.sent.clear()
         self.named.clear()
         if len(self.entries) > self.ENTRIES:
             self.entries.clear()
@@ -124,6 +141,16 @@ def _evidence(trace: dict[str, Any], shared: Shared) -> tuple[Material | None, l
     return (shared.block(text) if text else None), pieces
 
 
+def _sent_evidence(sent: SentPrompt | None, shared: Shared) -> tuple[Material | None, list[Piece]]:
+    """The recorded reasoning prompt's evidence block (None: it carried none) and its pages as sent."""
+    if sent is None or not sent.evidence:
+        return None, []
+    found = shared.sent.get(sent.evidence)
+    if found is None:
+        found = shared.sent[sent.evidence] = sent.evidence_pieces()
+    return shared.block(sent.evidence), found
+
+
 def item_row(item: Any, gold: Gold, gold_in_kb: bool | None, name: str, record: Mapping[str, Any] | None,
              manifest: Mapping[str, Any] | None = None, shared: Shared | None = None) -> dict[str, Any]:
     """One item's diagnostics under one condition (``name``: condition or model/condition); knowledge by the proxy.
@@ -151,6 +178,8 @@ def item_row(item: Any, gold: Gold, gold_in_kb: bool | None, name: str, record: 
         "evidence_status": "n/a" if condition not in SEARCH_CONDITIONS else "unknown",
         "evidence_pieces": 0,
         "evidence_off_entity": None,
+        "prompts": None,
+        "prompt_cut": False,
     }
     if record is None:
         return row
@@ -162,17 +191,27 @@ def item_row(item: Any, gold: Gold, gold_in_kb: bool | None, name: str, record: 
     row["error"] = f"{error.get('stage', '?')}: {error.get('message', '')}" if isinstance(error, dict) else (str(error) if error else None)
     hits = grounded_hits(trace)
     row["grounded"] = [str(h["name"]) for h in hits]
+    recorded = prompts_recorded(trace)
+    sent = sent_prompt(trace) if recorded else None
+    row["prompts"] = RECORDED if recorded else RECONSTRUCTED
+    row["prompt_cut"] = bool(sent and sent.cut)
     if row["grounds"] and gold.entities:
         ranks = [i for i, h in enumerate(hits, 1) if _is_gold(h, gold)]
         row["identity_grounded"] = bool(ranks)
         row["gold_rank"] = ranks[0] if ranks else None
-        row["extra_entities"] = [str(h["name"]) for h in hits if not _is_gold(h, gold)]
+        # injected: what the reasoning prompt carried (recorded), or every entity that passed τ (reconstructed)
+        injected = [h for i, h in enumerate(hits, 1) if not recorded or (sent is not None and sent.carries_entity(i, str(h["name"])))]
+        row["extra_entities"] = [str(h["name"]) for h in injected if not _is_gold(h, gold)]
         row["n_extra"] = len(row["extra_entities"])
     searched = condition in SEARCH_CONDITIONS
-    held, pieces = _evidence(trace, shared) if searched else (None, [])
+    if recorded:
+        held, pieces = _sent_evidence(sent, shared)
+    else:
+        held, pieces = _evidence(trace, shared) if searched else (None, [])
     if gold.knowledge:
         # the prompt's material: KAR's KB entries, then the evidence block (material() joins them by line breaks)
-        parts = [shared.entry(text) for text in kb_entries(trace, condition)]
+        entries = (sent.kb_entries() if sent is not None else []) if recorded else kb_entries(trace, condition)
+        parts = [shared.entry(text) for text in entries]
         if held is not None:
             parts.append(held)
         stated = proxy_decide(gold.knowledge, Materials(parts))
@@ -206,6 +245,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], condition: str) -> dict[str, An
     knowledge = [r["knowledge_in_prompt"] for r in traced if r["knowledge_in_prompt"] is not None]
     off = [r["evidence_off_entity"] for r in traced if r["evidence_off_entity"] is not None]
     methods = sorted({r["knowledge_method"] for r in traced if r["knowledge_in_prompt"] is not None})
+    ways = Counter(r.get("prompts") or RECONSTRUCTED for r in traced)
     return {
         "condition": condition,
         "grounds": condition in GROUNDING_CONDITIONS,
@@ -219,11 +259,15 @@ def summarize(rows: Sequence[Mapping[str, Any]], condition: str) -> dict[str, An
         "knowledge_reached": _share([k >= KNOWLEDGE_REACHED for k in knowledge]),
         "evidence_off_entity": _mean(off),
         "evidence_status": dict(sorted(Counter(r["evidence_status"] for r in traced).items())),
+        # recorded, reconstructed, or both (a run resumed across the change): "recorded+reconstructed"
+        "prompts": "+".join(sorted(ways)) if ways else None,
         "counts": {
             "items": len(rows), "traced": len(traced), "with_gold": sum(1 for r in rows if r["gold"]),
             "gold_in_kb_known": len(kb_known), "grounding_scored": len(grounded), "knowledge_scored": len(knowledge),
             "knowledge_undecided": sum(1 for r in traced if r["knowledge_units"] and r["knowledge_in_prompt"] is None),
             "with_evidence": len(off), "failed": sum(1 for r in traced if r["error"]),
+            "prompts_recorded": ways.get(RECORDED, 0), "prompts_reconstructed": ways.get(RECONSTRUCTED, 0),
+            "prompts_cut": sum(1 for r in traced if r.get("prompt_cut")),
         },
         "thresholds": {"knowledge_reached": KNOWLEDGE_REACHED, "off_entity": OFF_ENTITY, "proxy_containment": PROXY_THRESHOLD},
         "rows": list(rows),

@@ -248,3 +248,69 @@ def read_manifest(trace_file: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+# -- what was sent: the prompts a run recorded (agents.vlm.record) -------------------------------------------
+
+#: how a row's reasoning prompt was read: from the trace's recorded prompts, or rebuilt from its fields
+RECORDED = "recorded"
+RECONSTRUCTED = "reconstructed"
+#: as the report names each way, per run
+PROMPTS_LABELS = {RECORDED: "recorded", RECONSTRUCTED: "reconstructed (run predates prompt recording)"}
+_KB_ENTRY_START = re.compile(r"\n(?=\d+\. )")
+_SENT_ENTRY = re.compile(r"^\d+\.[ \t]+(.*)\n[ \t]+URL:[ \t]*(.*)\n(?:[ \t]+\((?:[^\n]*)\)\n)?[ \t]+(.*)$", re.M)
+
+
+@dataclass(frozen=True)
+class SentPrompt:
+    """The reasoning prompt a run recorded, read as the diagnostics need it: its CultureBase block and its evidence
+    block exactly as sent (``""``: the prompt carried none), and whether the record cut either (it keeps a text part
+    whole up to a cap: what lies past it is unknown here)."""
+
+    knowledge: str
+    evidence: str
+    cut: bool
+
+    def kb_entries(self) -> list[str]:
+        """The CultureBase entries the prompt carried, one text each (``N. name — source (score)`` and its lines)."""
+        return [part for part in _KB_ENTRY_START.split(self.knowledge)[1:] if part.strip()]
+
+    def carries_entity(self, rank: int, name: str) -> bool:
+        """Whether the CultureBase block holds the entry of the ``rank``-th grounded entity (its header line)."""
+        return any(entry.startswith(f"{rank}. {name}") for entry in self.kb_entries())
+
+    def evidence_pieces(self) -> list[Piece]:
+        """The evidence pages as sent: title, URL and the content (the line saying why a page is there left out)."""
+        return [Piece(m.group(1).strip(), m.group(2).strip(), m.group(3).strip()) for m in _SENT_ENTRY.finditer(self.evidence)]
+
+
+def prompts_recorded(trace: dict[str, Any]) -> bool:
+    """Whether the run recorded what its VLM calls were sent (a trace made before that has no ``prompts``)."""
+    return isinstance(trace.get("prompts"), list)
+
+
+def _last_text(call: dict[str, Any]) -> dict[str, Any]:
+    for message in reversed(call.get("messages") or []):
+        for part in reversed(message.get("content") or [] if isinstance(message, dict) else []):
+            if isinstance(part, dict) and part.get("type") == "text":
+                return part
+    return {}
+
+
+def sent_prompt(trace: dict[str, Any], stage: str = "reason") -> SentPrompt | None:
+    """The last recorded call of ``stage`` (the reasoning call by default) as :class:`SentPrompt`; None when the
+    run recorded none (the pipeline stopped before it, or the condition makes no such call)."""
+    calls = [c for c in trace.get("prompts") or [] if isinstance(c, dict) and c.get("stage") == stage]
+    if not calls:
+        return None
+    part = _last_text(calls[-1])
+    text = str(part.get("text") or "")
+    sections = calls[-1].get("sections") if isinstance(calls[-1].get("sections"), dict) else {}
+    cut = False
+    found = {}
+    for name in ("knowledge", "evidence"):
+        span = sections.get(name)
+        if isinstance(span, list) and len(span) == 2:
+            found[name] = text[span[0]:span[1]]
+            cut |= span[1] > len(text)
+    return SentPrompt(found.get("knowledge", ""), found.get("evidence", ""), cut)

@@ -14,6 +14,7 @@ from typing import Any
 
 from eval.diagnostics.cache import write_entry
 from eval.diagnostics.joined import CELLS, DAMAGE_CELLS, JOIN_LAYERS, REPAIR_CELLS
+from eval.diagnostics.traces import PROMPTS_LABELS
 
 CELL_LABELS = {
     "repair.grounded.knowledge": "grounded + knowledge",
@@ -67,7 +68,27 @@ def diagnostics_markdown(diagnostics: Mapping[str, Any]) -> str:
     if "proxy" in method:
         note += (f"knowledge in prompt ({method}): decided by lexical containment, a PROXY for a judge's reading "
                  "(no paraphrase or translation is seen).")
-    return note + "\n\n" + "\n".join(lines) + "\n"
+    return note + "\n\n" + "\n".join(lines) + "\n\n" + prompts_lines(diagnostics)
+
+
+def prompts_label(entry: Mapping[str, Any]) -> str:
+    """How a run's reasoning prompts were read: ``recorded``, ``reconstructed (run predates prompt recording)``,
+    or both with their item counts (a run resumed across the change); ``–`` when nothing is traced."""
+    ways = [w for w in (entry.get("prompts") or "").split("+") if w]
+    if not ways:
+        return "–"
+    if len(ways) == 1:
+        label = PROMPTS_LABELS.get(ways[0], ways[0])
+    else:
+        counts = entry.get("counts") or {}
+        label = "; ".join(f"{PROMPTS_LABELS.get(w, w)} for {counts.get(f'prompts_{w}', '?')} item(s)" for w in ways)
+    cut = (entry.get("counts") or {}).get("prompts_cut")
+    return label + (f" ({cut} recorded prompt(s) cut by the record's cap)" if cut else "")
+
+
+def prompts_lines(diagnostics: Mapping[str, Any]) -> str:
+    """One line per run: ``NAME: prompts: recorded`` or ``... reconstructed (run predates prompt recording)``."""
+    return "".join(f"- {name}: prompts: {prompts_label(e)}\n" for name, e in diagnostics.items())
 
 
 def causes_markdown(diagnostics: Mapping[str, Any], layers: tuple[str, ...] = JOIN_LAYERS) -> str:
@@ -132,6 +153,7 @@ def items_markdown(rows: list[Mapping[str, Any]], name: str, layer: str, cell: s
             f"{', '.join(r['grounded']) or '(none)'}; extra {', '.join(r['extra_entities'] or []) or '(none)'}; "
             f"knowledge in prompt {_pct(r['knowledge_in_prompt'])}% ({r['knowledge_method']}); "
             f"off-entity evidence {_pct(r['evidence_off_entity'])}%; evidence {r['evidence_status']}"
+            + (f"; prompt {r['prompts']}" if r.get("prompts") else "")
             + (f"; error {r['error']}" if r.get("error") else "")
         )
     return "\n".join(lines) + "\n"

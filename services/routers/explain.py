@@ -11,6 +11,10 @@ With ``stream=true`` (query or body) the stages arrive as server-sent events as 
 finish: ``extraction``, ``entities``, ``queries``, ``evidence``, ``explanation``, then
 ``final`` with the whole result (``error`` if the run fails mid-way).  Every input is
 checked before the pipeline starts, so bad input is always a JSON 4xx, never a stream.
+
+With ``include_prompts=true`` (query) the trace also carries ``prompts``: what each VLM call was sent
+(:mod:`agents.vlm.record`: texts verbatim up to a cap, images by SHA-256, byte size and dimensions);
+without it the reply leaves them out.
 """
 
 from __future__ import annotations
@@ -265,9 +269,11 @@ async def _image(data: bytes, services: KarServices) -> Any:
     return await cpu_pool().run_decode(megapixels, validate_image, data, max_bytes, settings.max_image_pixels, work_side)
 
 
-def _public(result: Any, image: ExplainInput, services: KarServices) -> dict[str, Any]:
+def _public(result: Any, image: ExplainInput, services: KarServices, include_prompts: bool = False) -> dict[str, Any]:
     payload = result.to_dict()
     payload.pop("image_path", None)
+    if not include_prompts:
+        payload["trace"] = {k: v for k, v in payload["trace"].items() if k != "prompts"}
     payload["image"] = image.image
     if image.media is not None:
         payload["media"] = image.media
@@ -350,6 +356,7 @@ async def explain(
     services: Services,
     caller: ExplainCaller,
     stream: bool | None = Query(None, description="Stream the stages as server-sent events."),
+    include_prompts: bool = Query(False, description="Add trace.prompts: what each VLM call was sent (texts, images by hash and size)."),
 ) -> Any:
     from services.admission import DeadlineExceeded
 
@@ -381,14 +388,16 @@ async def explain(
             streaming = True
             # the generator's finally frees the slot; the background task too, should the client leave before it starts
             leave = BackgroundTask(admission.leave, ticket)
-            return EventSourceResponse(_stream(services, services.pipeline, image, body, context, ticket), ping=15, background=leave)
-        return await _run(request, services, image, body, context, ticket)
+            return EventSourceResponse(_stream(services, services.pipeline, image, body, context, ticket, include_prompts),
+                                       ping=15, background=leave)
+        return await _run(request, services, image, body, context, ticket, include_prompts)
     finally:
         if not streaming:
             admission.leave(ticket)
 
 
-async def _run(request: Request, services: KarServices, image: ExplainInput, body: ExplainCreate, context: Any, ticket: Any) -> Any:
+async def _run(request: Request, services: KarServices, image: ExplainInput, body: ExplainCreate, context: Any, ticket: Any,
+               include_prompts: bool = False) -> Any:
     metrics = services.metrics
     timeout_s = services.settings.request_timeout_s
     events: list[Any] = []
@@ -409,7 +418,7 @@ async def _run(request: Request, services: KarServices, image: ExplainInput, bod
         metrics.in_flight.dec()
     assert result is not None
     metrics.observe_result(body.condition, result.trace, result.error is None)
-    payload = _public(result, image, services)
+    payload = _public(result, image, services, include_prompts)
     if result.error is not None:
         request.state.error_code = "pipeline_failed"
         err = result.error
@@ -418,7 +427,8 @@ async def _run(request: Request, services: KarServices, image: ExplainInput, bod
     return payload
 
 
-async def _stream(services: KarServices, pipeline: Any, image: ExplainInput, body: ExplainCreate, context: Any, ticket: Any) -> AsyncIterator[dict[str, Any]]:
+async def _stream(services: KarServices, pipeline: Any, image: ExplainInput, body: ExplainCreate, context: Any, ticket: Any,
+                  include_prompts: bool = False) -> AsyncIterator[dict[str, Any]]:
     metrics = services.metrics
     timeout_s = services.settings.request_timeout_s
     events: list[Any] = []
@@ -438,7 +448,7 @@ async def _stream(services: KarServices, pipeline: Any, image: ExplainInput, bod
                         if event.result is not None:
                             result = event.result
                             metrics.observe_result(body.condition, result.trace, result.error is None)
-                            yield {"event": "final", "data": json.dumps(_public(result, image, services), ensure_ascii=False, default=str)}
+                            yield {"event": "final", "data": json.dumps(_public(result, image, services, include_prompts), ensure_ascii=False, default=str)}
                             continue
                         events.append(event)
                         for name, data in _stage_events(event):
