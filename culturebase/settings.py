@@ -267,6 +267,13 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(
         120.0, gt=0, description="Deadline of one explain request (queue wait included); past it the answer is 504 with the partial trace."
     )
+    api_max_import_mb: float = Field(
+        1024.0, gt=0,
+        description="Largest body of POST /v1/corpus/import and POST /v1/kb/import (streamed to disk, then imported by a job); bigger ones are refused with 413.",
+    )
+    api_warmup: bool = Field(
+        True, description="Warm grounding and the corpus search when the API starts; /readyz answers 503 until it is done.",
+    )
 
     @field_validator("vlm_base_urls", "judge_base_urls", "embedder_urls", "api_keys", "cors_origins", "hnsw_vectors", mode="before")
     @classmethod

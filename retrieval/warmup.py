@@ -72,3 +72,52 @@ def start_warmup(grounder: Any) -> threading.Thread:
     thread = threading.Thread(target=warm_grounding, args=args, name="kar-grounding-warmup", daemon=True)
     thread.start()
     return thread
+
+
+#: the text a warm-up grounds and searches: CJK and Latin, so both tokenizers' paths load
+WARMUP_TEXTS = ("诸葛亮 骂死王朗 梗", "doge meme such wow")
+
+
+def warm_grounder(grounder: Any) -> dict[str, float]:
+    """Load what :func:`warm_grounding` loads, then run one grounding call per :data:`WARMUP_TEXTS` (every cue
+    route; with an image route, a small generated picture too) so that what grounding builds on its first
+    call is built; returns seconds per part.  Nothing is stored and no result is kept."""
+    from retrieval.grounding import EntityCue, GroundingCues
+
+    embedder = getattr(grounder, "embedder", None)
+    load_engine = getattr(embedder, "load_engine", None)
+    if load_engine is not None:
+        load_engine()
+    seconds = warm_grounding(embedder, getattr(grounder, "image_route", None) is not None)
+    image = _warmup_png() if getattr(grounder, "image_route", None) is not None else None
+    for n, text in enumerate(WARMUP_TEXTS):
+        started = time.perf_counter()
+        cues = GroundingCues(ocr_text=text, visual_handle=text, entities=[EntityCue(name=text.split()[0], confidence="high")],
+                             image_bytes=image if n == 0 else None)
+        grounder.ground(cues)
+        seconds[f"ground_{n + 1}"] = time.perf_counter() - started
+    return seconds
+
+
+def warm_corpus_search(search: Any, names: tuple[str, ...] = ()) -> dict[str, float]:
+    """Run one search per :data:`WARMUP_TEXTS` on ``search`` (a blocking ``search_sync``, e.g.
+    :class:`~retrieval.websearch.local.LocalCorpusSearch`; not the disk cache in front of it, which would keep
+    the answers) so that what the corpus search loads on its first call is loaded; returns seconds per query."""
+    seconds: dict[str, float] = {}
+    for n, text in enumerate(WARMUP_TEXTS):
+        started = time.perf_counter()
+        search.search_sync(text, 5, names=list(names) or None)
+        seconds[f"search_{n + 1}"] = time.perf_counter() - started
+    return seconds
+
+
+def _warmup_png() -> bytes:
+    import io
+
+    from PIL import Image, ImageDraw
+
+    picture = Image.new("RGB", (256, 192), "white")
+    ImageDraw.Draw(picture).rectangle((40, 30, 200, 150), outline="black", width=4)
+    buf = io.BytesIO()
+    picture.save(buf, format="PNG")
+    return buf.getvalue()

@@ -29,6 +29,8 @@ STATIC = Path(__file__).resolve().parent / "static"
 #: bodies larger than this (beyond the image limit) are refused while being read
 BODY_SLACK = 64 * 1024
 IMPORT_MAX_BYTES = 64 * 1024 * 1024
+#: the routes that stream their body to disk, under KAR_API_MAX_IMPORT_MB (services.import_jobs)
+STREAMED_IMPORTS = ("/v1/corpus/import", "/v1/kb/import")
 
 
 class BodyLimitMiddleware:
@@ -43,8 +45,12 @@ class BodyLimitMiddleware:
         self.upload_limit = image + BODY_SLACK
         self.json_limit = image * 4 // 3 + BODY_SLACK
         self.default_limit = 4 * 1024 * 1024
+        self.import_limit = int(settings.api_max_import_mb * 1024 * 1024)
+        self.import_mb = settings.api_max_import_mb
 
     def limit_for(self, path: str, ctype: bytes) -> int:
+        if path in STREAMED_IMPORTS:
+            return self.import_limit
         if path.startswith("/v1/explain"):
             return self.upload_limit if ctype.lower().startswith(b"multipart/") else self.json_limit
         if path.startswith("/v1/entities/import"):
@@ -57,9 +63,10 @@ class BodyLimitMiddleware:
             return
         headers = dict(scope.get("headers") or [])
         limit = self.limit_for(scope["path"], headers.get(b"content-type", b""))
+        named = f" ({self.import_setting()})" if scope["path"] in STREAMED_IMPORTS else ""
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            response = error_response(413, "upload_too_large", f"request body is {int(length)} bytes; the limit here is {limit} bytes")
+            response = error_response(413, "upload_too_large", f"request body is {int(length)} bytes; the limit here is {limit} bytes{named}")
             await response(scope, receive, send)
             return
         seen = 0
@@ -70,10 +77,15 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise ApiError(413, "upload_too_large", f"request body exceeds the limit of {limit} bytes")
+                    raise ApiError(413, "upload_too_large", f"request body exceeds the limit of {limit} bytes{named}")
             return message
 
         await self.app(scope, limited_receive, send)
+
+    def import_setting(self) -> str:
+        from services.import_jobs import LIMIT_SETTING
+
+        return f"{LIMIT_SETTING}={self.import_mb:g}"
 
 
 def create_app(
@@ -85,8 +97,11 @@ def create_app(
     search: Any = "settings",
     ocr: Any = "settings",
     fetcher: UrlFetcher | None = None,
+    warmup: Any = "settings",
 ) -> FastAPI:
-    """Build the API (parts may be passed in: an open KnowledgeBase, a VLM double, a search double)."""
+    """Build the API (parts may be passed in: an open KnowledgeBase, a VLM double, a search double; ``warmup``:
+    the warm-up steps, ``[(name, blocking call), ...]``, or "settings": grounding and the corpus search when
+    KAR_API_WARMUP is on, see :mod:`services.warming`)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -102,6 +117,11 @@ def create_app(
         app.state.kar = services
         for note in services.notes:
             log.warning("%s", note)
+        from services.warming import Warmup, default_steps
+
+        steps = (default_steps(services) if settings.api_warmup else []) if warmup == "settings" else list(warmup or [])
+        services.warmup = Warmup(steps)
+        services.warmup.start()  # /healthz serves meanwhile; /readyz says what is still warming
         try:
             yield
         finally:

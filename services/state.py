@@ -10,6 +10,7 @@ from typing import Any
 from culturebase.settings import Settings
 from services.ablations import AblationManager
 from services.images import UrlFetcher
+from services.import_jobs import ImportJobManager
 from services.metrics import Metrics
 from services.security import KeyRing, RateLimiter
 
@@ -36,6 +37,8 @@ class KarServices:
     owns_kb: bool = True
     _crawl: Any = None
     admission: Any = None  # services.admission.Admission (bound to the app's metrics in the lifespan)
+    imports: Any = None  # services.import_jobs.ImportJobManager
+    warmup: Any = None  # services.warming.Warmup (started by the app's lifespan)
 
     def bind_admission(self) -> None:
         """The bounded queue and pipeline slots, reporting to this app's metrics; the CPU pool sized from settings."""
@@ -70,6 +73,10 @@ class KarServices:
         return self._crawl
 
     async def aclose(self) -> None:
+        if self.warmup is not None:
+            await self.warmup.aclose()
+        if self.imports is not None:
+            await self.imports.aclose()
         await self.ablations.aclose()
         for part in (self.vlm, self.search):
             closer = getattr(part, "aclose", None)
@@ -126,6 +133,7 @@ def build_services(
             ablations=AblationManager(settings.data_dir, pipeline, vlm_configured=vlm is not None),
             notes=notes,
             owns_kb=owns_kb,
+            imports=ImportJobManager(settings.data_dir, settings.api_max_import_mb),
         )
         services.bind_admission()
         return services

@@ -1,18 +1,18 @@
 """The search corpus: ``POST /v1/corpus/import`` (write key) and ``GET /v1/corpus/search`` / ``stats`` (read key).
 
 The import reads the same formats as ``kar corpus import`` (JSONL pages, WARC / WARC.gz, ``scrapy
-crawl -o`` output): the body is streamed to a temporary file, then read page by page; skipped
-records come back named by line (or WARC record) with their reason.  The search runs the same
-hybrid search KAR's local web search runs, floor included.
+crawl -o`` output) and takes dumps of any size up to ``KAR_API_MAX_IMPORT_MB``: the body is streamed
+to disk and imported by a job (:mod:`services.import_jobs`), answered 202 at once; ``GET
+/v1/corpus/import/{id}`` shows the pages done and, at the end, the report with every skipped record
+named by line (or WARC record) with its reason.  The search runs the same hybrid search KAR's local
+web search runs, floor included.
 """
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path as PathParam, Query, Request, Response
 
 from services.deps import Services, WriteKey
 from services.errors import ApiError
@@ -20,7 +20,8 @@ from services.schemas import ErrorPublic
 from services.security import Principal, authenticate
 
 router = APIRouter(tags=["corpus"])
-ERR = {code: {"model": ErrorPublic} for code in (400, 401, 403, 413, 415, 422)}
+ERR = {code: {"model": ErrorPublic} for code in (400, 401, 403, 404, 413, 415, 422, 507)}
+JobId = Annotated[str, PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 CONTENT_TYPES = (
     "application/x-ndjson", "application/jsonl", "application/json", "text/plain",
     "application/warc", "application/gzip", "application/x-gzip", "application/octet-stream",
@@ -35,15 +36,18 @@ def require_read_key(request: Request, services: Services) -> Principal:
 ReadKey = Annotated[Principal, Depends(require_read_key)]
 
 
-@router.post("/v1/corpus/import", responses=ERR)
+@router.post("/v1/corpus/import", status_code=202, responses=ERR)
 async def import_corpus(
     request: Request,
     services: Services,
     key: WriteKey,
+    response: Response,
     dry_run: Annotated[bool, Query(description="Read and check every record; store nothing.")] = False,
 ) -> dict[str, Any]:
-    """Import pages into the search corpus (a page already there is replaced, by URL)."""
-    from crawlers.page_dump import import_pages
+    """Import pages into the search corpus (a page already there is replaced, by URL): the body is streamed to
+    disk (413 beyond KAR_API_MAX_IMPORT_MB) and imported by a job; 202 with the job, GET its ``url`` for progress
+    and the report."""
+    from services.import_runners import corpus_runner
 
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype not in CONTENT_TYPES:
@@ -51,20 +55,18 @@ async def import_corpus(
             415, "unsupported_content_type",
             "send JSONL pages as application/x-ndjson, scrapy -o output as application/json, a WARC as application/warc (or application/gzip)",
         )
-    with tempfile.TemporaryDirectory(prefix="kar-corpus-") as tmp:
-        body = Path(tmp) / "body.dump"
-        size = 0
-        with body.open("wb") as fh:
-            async for part in request.stream():
-                size += len(part)
-                fh.write(part)
-        if size == 0:
-            raise ApiError(400, "empty_import", "the import body is empty")
-        report = await services.kb_call(import_pages, services.kb, body, dry_run=dry_run)
-    stats = await services.kb_call(services.kb.store.corpus_stats)
-    data = report.to_dict()
-    data["paths"] = []
-    return {**data, "corpus": stats}
+    manager = services.imports
+    job = await manager.receive(request, "corpus", dry_run, {"content_type": ctype})
+    manager.start(job, corpus_runner(services.kb), services.kb_call)
+    response.headers["Location"] = job.public()["url"]
+    return job.public()
+
+
+@router.get("/v1/corpus/import/{job_id}", responses=ERR)
+async def corpus_import_job(job_id: JobId, services: Services, key: ReadKey) -> dict[str, Any]:
+    """An import job: status, pages done, and when it has ended the report (counts, skipped records by line or
+    WARC record with their reasons, the corpus's size) or the error."""
+    return services.imports.get("corpus", job_id).public()
 
 
 @router.get("/v1/corpus/search", responses=ERR)

@@ -1,4 +1,8 @@
-"""``/healthz`` (liveness), ``/readyz`` (store open; VLM and search reachable or not configured), ``/metrics``."""
+"""``/healthz`` (liveness), ``/readyz`` (warm-up done, store open; VLM and search reachable or not configured), ``/metrics``.
+
+``/healthz`` answers 200 as soon as the process serves, warm-up or not; ``/readyz`` answers 503 with
+``"status": "warming"`` and the parts still warming (:mod:`services.warming`) until the warm-up is done.
+"""
 
 from __future__ import annotations
 
@@ -60,8 +64,14 @@ async def readyz(request: Request) -> JSONResponse:
         if search is None
         else {"status": "ok", "backend": services.settings.search_backend}
     )
+    warmup = services.warmup
+    warming = warmup.warming() if warmup is not None else []
+    if warmup is not None:
+        checks["warmup"] = warmup.report()
     ready = checks["store"]["status"] == "ok" and checks["vlm"]["status"] in ("ok", "not_configured")
-    return JSONResponse({"status": "ready" if ready else "not_ready", "checks": checks}, status_code=200 if ready else 503)
+    status = "warming" if warming and ready else "ready" if ready else "not_ready"
+    body = {"status": status, "checks": checks, **({"warming": warming} if warming else {})}
+    return JSONResponse(body, status_code=200 if status == "ready" else 503)
 
 
 @router.get("/metrics")

@@ -70,6 +70,7 @@ def settings_factory(tmp_path: Path, sample_kb_copy: Path) -> Callable[..., Any]
             ocr_enabled=False,
             search_backend="none",
             api_rate_limit_per_min=1000,
+            api_warmup=False,  # tests/services/test_warmup.py turns it on
         )
         base.update(overrides)
         return Settings(**base)
@@ -124,3 +125,17 @@ def rw() -> dict[str, str]:
 
 def ro() -> dict[str, str]:
     return {"X-API-Key": RO_KEY}
+
+
+async def finished_job(client: httpx.AsyncClient, url: str, headers: dict[str, str], polls: int = 2000) -> dict[str, Any]:
+    """GET an import job until it has ended (succeeded, failed or interrupted); its last state."""
+    import asyncio
+
+    for _ in range(polls):
+        r = await client.get(url, headers=headers)
+        assert r.status_code == 200, r.text
+        job = r.json()
+        if job["status"] not in ("queued", "running"):
+            return job
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the job at {url} did not end: {job}")

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from services.cli import app
 from tests.fakes.pages import PAGES, write_pages
-from tests.services.conftest import ro, rw
+from tests.services.conftest import finished_job, ro, rw
 
 runner = CliRunner()
 
@@ -68,8 +68,10 @@ async def test_api_import_needs_a_write_key_and_search_a_read_key(make_client, t
         assert (await client.post("/v1/corpus/import", content=body, headers=ndjson)).status_code == 401
         assert (await client.post("/v1/corpus/import", content=body, headers={**ndjson, **ro()})).status_code == 403
         r = await client.post("/v1/corpus/import", content=body, headers={**ndjson, **rw()})
-        assert r.status_code == 200, r.text
-        data = r.json()
+        assert r.status_code == 202, r.text
+        job = await finished_job(client, r.json()["url"], ro())
+        assert job["status"] == "succeeded", job
+        data = job["report"]
         assert data["pages"] == 14 and not data["complete"] and data["skipped"][0]["where"] == "line 15"
         assert data["corpus"]["pages"] == 14
         assert (await client.get("/v1/corpus/search", params={"q": "doge"})).status_code == 401
