@@ -68,8 +68,18 @@ chunks' vectors with their spread around the corpus centroid put back (see :func
 ``--rows-out DIR`` pickles every searched row (candidates from 200 chunks per route, narrowed to the
 search's own pool for the figures) so other fusions can be tried without searching again.
 
+``--shell``: instead, the pages rendered inside a realistic page shell (:mod:`page_shell`: a cookie banner, a
+navigation menu, a sidebar, a footer, previous/next links and "related" / "popular" lists of OTHER pages'
+titles; two layouts) and read before (the visible text, as every HTML page was read) and after (imported as a
+WARC through ``kar corpus import``'s code: trafilatura's main text), with the pages' own text as a third corpus:
+per corpus, the share of stored chunks that are boilerplate (defined in the printed JSON), Search-CoT's
+evidence hit@1 and share of other pages' pieces per query kind (the local hybrid search with its shipped floor,
+as the pipeline runs it: nothing is tuned here), the ordinary captions given evidence, and per extraction
+setting the article and shell kept.
+
     python bench/evidence.py                       # real size (~3,500 chunks)
     python bench/evidence.py --filler 50000        # and at ~50,000 chunks
+    python bench/evidence.py --shell --no-fresh    # the page shell: before / after main-text extraction
 """
 
 from __future__ import annotations
@@ -875,6 +885,17 @@ def filler_corpus(folder: Path, settings: Settings, embedder: Any, dump: Path, c
     return kb, filler
 
 
+def shell_step(args: argparse.Namespace, pages: list[dict[str, Any]], queries: list[dict[str, Any]], captions: list[dict[str, Any]]) -> dict[str, Any]:
+    """``--shell``: :func:`page_shell.run` with the bench's embedder (embeddings cached in ``--work``)."""
+    import page_shell
+
+    settings = Settings()
+    embedder = CachedEmbedder(build_embedder(settings), args.work / "embeddings", on_progress=lambda a, b: log.info("embedded %d/%d", a, b))
+    embedder.encode_queries([q["query"] for q in queries + captions])
+    with tempfile.TemporaryDirectory(prefix="kar-bench-evidence-shell-") as tmp:
+        return page_shell.run(pages, queries, captions, settings, embedder, tmp, K_EVIDENCE)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", type=Path, default=REAL)
@@ -889,6 +910,7 @@ def main() -> None:
     ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions and held-out written descriptions out (development runs: they are read once per candidate)")
     ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
+    ap.add_argument("--shell", action="store_true", help="only the page-shell step: visible text against main text (see the module doc)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     if not (args.real / "kym-memo-2019" / "pages.jsonl").exists():
@@ -911,6 +933,10 @@ def main() -> None:
         "caption_sets": "tuning: the old calibration and old held-out captions (both looked at while tuning); fresh: the held-out set, read with the held-out pages",
         "note": "description queries are extracted text (words 40-64 of the page body with the title's words removed: derived from the page text); written ones are written by people without the name",
     }
+    if args.shell:
+        result["shell"] = shell_step(args, pages, queries, captions)
+        print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+        return
     if args.rows_in is not None:
         fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words} if args.floor is not None and args.w_lexical is not None else None
         for name, key in (("real", "real_size"), ("filler", "filler_size")):

@@ -226,3 +226,176 @@ def other_titles_kept(text: str, page: ShellPage, titles_of_others: list[str]) -
     """How many of the other pages' titles placed in the shell stand as a line of the extracted ``text``."""
     lines = {_norm(line) for line in text.split("\n")}
     return sum(1 for t in titles_of_others if _norm(t) in lines)
+
+
+# -- the bench step ---------------------------------------------------------------------------------
+#: trafilatura settings compared under ``extraction`` (the first is the one the import uses)
+VARIANTS = {
+    "precision_fast": {},
+    "precision_with_fallbacks": {"fast": False},
+    "balanced_fast": {"favor_precision": False},
+    "balanced_with_fallbacks": {"favor_precision": False, "fast": False},
+}
+BOILERPLATE_NOTE = (
+    "a chunk is boilerplate when more than BOILERPLATE_SHARE (0.5) of its characters (spaces left out) are shell "
+    "strings: each line of the chunk that is not part of the page's own title or article text has every string the "
+    "shell put on that page (menu items, cookie banner, sidebar widgets, footer links, byline, date, the previous/next, "
+    "related and popular titles of OTHER pages) taken out, longest first, strings under 5 characters as whole words "
+    "only; what was taken out is shell"
+)
+
+
+def extraction_figures(pages: list[ShellPage]) -> dict[str, Any]:
+    """Per extraction (visible text, then each trafilatura setting): article kept, shell kept, boilerplate
+    chunks, other pages' titles standing as a line, title and date read right, pages with no main text."""
+    from crawlers.main_text import MainTextParams, extract_page, visible_text
+    from crawlers.text import chunk_text
+
+    out: dict[str, Any] = {}
+    ways: dict[str, Any] = {"visible_text (before)": None, **{f"trafilatura_{k}": MainTextParams(**v) for k, v in VARIANTS.items()}}
+    for name, params in ways.items():
+        kept, shell, boiler, chunks, titles, dates, fallback, other = [], [], 0, 0, 0, 0, 0, 0
+        for sp in pages:
+            if params is None:
+                title, text, date = (*visible_text(sp.html, sp.url), None)
+            else:
+                got = extract_page(sp.html, sp.url, params=params)
+                title, text, date, fallback = got.title, got.text, got.date, fallback + (got.method == "visible")
+            kept.append(article_kept(text, sp))
+            shell.append(shell_share(text, sp))
+            cs = chunk_text(text)
+            chunks += len(cs)
+            boiler += sum(1 for c in cs if shell_share(c, sp) > BOILERPLATE_SHARE)
+            titles += title == sp.title
+            dates += date == sp.date
+            other += other_titles_kept(text, sp, sp.shell[-(N_RELATED + N_POPULAR + 2) :])
+        out[name] = {
+            "article_kept": round(sum(kept) / len(kept), 4), "article_kept_min": round(min(kept), 4),
+            "shell_share_of_text": round(sum(shell) / len(shell), 4), "chunks": chunks, "boilerplate_chunks": boiler,
+            "boilerplate_chunk_share": round(boiler / chunks, 4) if chunks else None,
+            "other_pages_titles_as_lines": other, "title_right": titles, "date_right": dates, "no_main_text_fallback": fallback,
+        }
+    return out
+
+
+def write_warc(path: Any, pages: list[ShellPage]) -> None:
+    """The shell pages as a gzipped WARC of HTTP responses (what ``kar corpus import crawl.warc.gz`` reads)."""
+    import io
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for sp in pages:
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(sp.url, "response", payload=io.BytesIO(sp.html.encode("utf-8")), http_headers=http))
+
+
+def _stored_chunks(kb: Any, pages: list[ShellPage]) -> dict[str, Any]:
+    """The boilerplate share of the chunks a corpus stored for the pages."""
+    chunks = boiler = 0
+    for sp in pages:
+        for c in kb.store.page_chunks(sp.url):
+            chunks += 1
+            boiler += shell_share(c["text"], sp) > BOILERPLATE_SHARE
+    return {"chunks": chunks, "boilerplate_chunks": boiler, "boilerplate_chunk_share": round(boiler / chunks, 4) if chunks else None}
+
+
+def search_figures(kb: Any, pages: dict[str, ShellPage], queries: list[dict[str, Any]], captions: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Search-CoT's evidence (the local hybrid search as the pipeline runs it, then ``select_evidence``) per
+    query kind and split: evidence hit@1 (the first piece is the query's page), the right page among the pieces,
+    the share of pieces from other pages and of boilerplate pieces; the ordinary captions given any evidence."""
+    from agents.pipeline.evidence import select_evidence
+    from culturebase.entity import canonical_url
+    from retrieval.websearch.local import LocalCorpusSearch
+
+    search = LocalCorpusSearch(kb)
+    rows: dict[tuple[str, str], list[tuple[float, float, int, int, int]]] = {}
+    for q in queries:
+        pieces = select_evidence([(q["query"], "local", search.search_sync(q["query"], k))], None).pieces
+        target = canonical_url(q["url"])
+        urls = [canonical_url(p.url) for p in pieces]
+        boiler = sum(1 for p in pieces if canonical_url(p.url) in pages and shell_share(p.content, pages[canonical_url(p.url)]) > BOILERPLATE_SHARE)
+        row = (1.0 if urls[:1] == [target] else 0.0, 1.0 if target in urls else 0.0, sum(1 for u in urls if u != target), len(urls), boiler)
+        for split in ("all", "held-out") if q["split"] == "held-out" else ("all",):
+            rows.setdefault((q["kind"], split), []).append(row)
+    out: dict[str, Any] = {}
+    for (kind, split), rs in sorted(rows.items()):
+        pieces = sum(r[3] for r in rs)
+        out.setdefault(split, {})[kind] = {
+            "n": len(rs), "evidence_hit@1": round(sum(r[0] for r in rs) / len(rs), 4), "right_page_in_evidence": round(sum(r[1] for r in rs) / len(rs), 4),
+            "pieces": pieces, "other_pages_share": round(sum(r[2] for r in rs) / pieces, 4) if pieces else None,
+            "boilerplate_pieces": sum(r[4] for r in rs),
+        }
+    given: dict[str, list[int]] = {}
+    for c in captions:
+        n = 1 if select_evidence([(c["query"], "local", search.search_sync(c["query"], k))], None).pieces else 0
+        given.setdefault(c["split"], []).append(n)
+    out["ordinary_captions"] = {s: {"n": len(v), "given_evidence": sum(v), "share": round(sum(v) / len(v), 4)} for s, v in sorted(given.items())}
+    return out
+
+
+def run(pages: list[dict[str, Any]], queries: list[dict[str, Any]], captions: list[dict[str, Any]], settings: Any, embedder: Any, tmp: Any, k: int) -> dict[str, Any]:
+    """The shell step of ``bench/evidence.py --shell``: the extraction figures, then three corpora of the same
+    pages searched by the same queries: the pages' own text (as the bench imports them), the shell pages
+    read by their visible text (before), the shell pages imported as a WARC through ``kar corpus import``'s
+    code (after: main text by trafilatura)."""
+    import json
+    from pathlib import Path
+
+    from crawlers.main_text import visible_text
+    from crawlers.page_dump import import_pages
+    from culturebase.entity import canonical_url
+    from retrieval.knowledge_base import KnowledgeBase
+    from tests.fakes.pages import PAGES
+
+    tmp = Path(tmp)
+    titles = [p["title"] for p in pages]
+    shell = [render(p, titles) for p in pages]
+    by_url = {canonical_url(sp.url): sp for sp in shell}
+    out: dict[str, Any] = {
+        "layouts": {lay: sum(1 for sp in shell if sp.layout == lay) for lay in ("wordpress", "divs")},
+        "shell": "a cookie banner, a site header and navigation menu, the article (title, date, byline, paragraphs), previous/next "
+                 f"post links, a 'Related posts' list of {N_RELATED} and a sidebar 'Popular this week' list of {N_POPULAR} titles of OTHER "
+                 "pages of the corpus, a newsletter widget, a tag cloud, a footer; layouts: 'wordpress' (article and related list inside "
+                 "<main>), 'divs' (no <main> or <article>: the whole body is visible text)",
+        "boilerplate_chunk": BOILERPLATE_NOTE,
+        "extraction": {
+            "bench_pages": extraction_figures(shell),
+            "short_test_pages": extraction_figures([render(p, [x["title"] for x in PAGES]) for p in PAGES]),
+            "note": "short_test_pages: the 14 pages of tests/fakes/pages.py (41 to 181 characters of text) in the same shell",
+        },
+    }
+    dumps = {"text": tmp / "shell-text.jsonl", "shell_visible_text": tmp / "shell-visible.jsonl", "shell_main_text": tmp / "shell.warc.gz"}
+    dumps["text"].write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), "utf-8")
+    visible = [{"url": sp.url, "title": (v := visible_text(sp.html, sp.url))[0], "text": v[1]} for sp in shell]
+    dumps["shell_visible_text"].write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in visible), "utf-8")
+    write_warc(dumps["shell_main_text"], shell)
+    out["corpora"] = {
+        "text": "the pages' own text as JSONL (what the rest of the bench imports): no shell",
+        "shell_visible_text": "the shell pages read as every HTML page was before: og:title, visible text of <main>, else <article>, else <body>",
+        "shell_main_text": "the shell pages as a WARC through kar corpus import's code: trafilatura's main text, title and date",
+    }
+    for name, dump in dumps.items():
+        with KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / f"kb-shell-{name}"}), embedder=embedder) as kb:
+            report = import_pages(kb, dump)
+            res: dict[str, Any] = {"import": {"pages": report.pages, "chunks": report.chunks, "skipped": len(report.skipped), "fallback": report.fallback}}
+            res["stored_chunks"] = _stored_chunks(kb, shell)
+            res["dated_chunks"] = sum(1 for sp in shell for c in kb.store.page_chunks(sp.url) if c.get("date") == sp.date)
+            res.update(search_figures(kb, by_url, queries, captions, k))
+            out[name] = res
+    out["side_by_side"] = side_by_side(out, list(dumps))
+    return out
+
+
+def side_by_side(out: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The headline figures of each corpus next to each other (all pages)."""
+    kinds = sorted(out[names[0]]["all"])
+    table: dict[str, Any] = {"boilerplate_chunk_share": {n: out[n]["stored_chunks"]["boilerplate_chunk_share"] for n in names}}
+    for kind in kinds:
+        table[f"evidence_hit@1 {kind}"] = {n: out[n]["all"][kind]["evidence_hit@1"] for n in names}
+        table[f"other_pages_share {kind}"] = {n: out[n]["all"][kind]["other_pages_share"] for n in names}
+    for split in out[names[0]]["ordinary_captions"]:
+        table[f"ordinary_captions_given_evidence {split}"] = {n: out[n]["ordinary_captions"][split]["share"] for n in names}
+    return table
