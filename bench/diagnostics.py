@@ -1,17 +1,27 @@
 """Benchmark: retrieval diagnostics (`kar report --run`); prints JSON.
 
 1. **Sample benchmark** (``examples/bench_sample.json``, 4 items; CultureBase: the sample entities
-   named by tests/fakes/corpus.py plus its crawled pages, local search): `kar run` vanilla,
-   search_cot, kar with the fake OpenAI-compatible VLM (scripted per item: answers and what the
-   extraction names), `kar judge` with the fake checklist judge, then `kar report --run`; prints the
-   diagnostics table per condition.  Then the same report with the fake knowledge judge
-   (``--knowledge-judge``), and the agreement of the lexical proxy, per knowledge unit, with that
-   judge and with hand labels of the same units (:data:`HAND_LABELS`).  The VLM and the judges are
-   test doubles: the figures show what the diagnostics read off a run, not how good a model is, and
-   the fake knowledge judge is a verbatim-substring matcher.
-2. **Cost**: `kar report` (defaults: 10,000 bootstrap resamples, plots) over synthetic judged files
+   named by tests/fakes/corpus.py plus its crawled pages, local search; Doge's description made as long
+   as a crawled one, :data:`LONG_DOGE`, so that "popular since 2013" lies past the prompt's
+   600-character cut): `kar run` vanilla, search_cot, kar with the fake OpenAI-compatible VLM (scripted
+   per item: answers and what the extraction names), `kar judge` with the fake checklist judge, then
+   `kar report --run`; prints the diagnostics table per condition, read from the recorded prompts, and
+   the same run's table as a run recorded before prompts were would show it (its traces without
+   ``prompts``: the reconstruction), with every knowledge unit counted differently (``changed``).
+   Then the same report with the fake knowledge judge (``--knowledge-judge``) and the proxy's agreement
+   with it.  The VLM and the judges are test doubles: the figures show what the diagnostics read off a
+   run, not how good a model is, and the fake knowledge judge is a verbatim-substring matcher.
+2. **The proxy against hand labels** (``bench/queries/knowledge_labels.jsonl``: 112 (knowledge unit,
+   prompt text) pairs, English and Chinese units, labelled by hand before the proxy ran on them:
+   paraphrases, partial facts, facts past a cut, lookalike entities, negations, translations): the
+   proxy's agreement and Cohen's κ (``sklearn.metrics.cohen_kappa_score``), overall, per language and
+   per kind.  With a judge configured (``KAR_JUDGE_BASE_URLS`` and ``KAR_JUDGE_MODEL``: an
+   OpenAI-compatible endpoint, as the eval judges use), the knowledge judge's verdicts on the same pairs
+   are compared too; otherwise the output says the judge comparison was skipped and why.
+3. **Cost**: `kar report` (defaults: 10,000 bootstrap resamples, plots) over synthetic judged files
    and traces of ``--items`` items × 4 conditions (Search-CoT's and KAR's evidence blocks at about the
-   default 3,000-token budget, 5 pieces; KAR's 3 grounded entries), without ``--run``, with it as a first
+   default 3,000-token budget, 5 pieces; KAR's 3 grounded entries; each trace with its recorded prompt, as
+   ``kar run`` writes them, so the diagnostics read the recorded prompts), without ``--run``, with it as a first
    report (diagnostics computed: proxy, no judge; CultureBase of one entity per item for ``gold_in_kb``;
    the diagnostics cache emptied before each), as the first report of another run over the same benchmark
    and KB (``new_run``: only the items' gold table is cached, not the diagnostics nor the causes plot) and
@@ -21,7 +31,7 @@
    machine the wall clock measures the neighbours' load as much as the report (the load average is
    printed), CPU time what the report itself costs.  The added percentages are what diagnostics add.
 
-    python bench/diagnostics.py [--items 1253] [--rounds 3] [--skip-sample] [--skip-cost]
+    python bench/diagnostics.py [--items 1253] [--rounds 3] [--skip-sample] [--skip-labels] [--skip-cost]
 """
 
 from __future__ import annotations
@@ -113,16 +123,71 @@ def sample_vlm(images: list[Path]):
     return respond
 
 
-def sample_benchmark(tmp: Path) -> dict[str, Any]:
+# Doge's description as long as a crawled page's (KnowYourMeme's "About" runs to thousands of characters): the
+# sample's own sentences after 600 characters of its history, so "popular since 2013" lies past the prompt's cut
+LONG_DOGE = (
+    "Doge is an image macro series built on a photograph of a Japanese dog glancing sideways with raised eyebrows, "
+    "taken by a kindergarten teacher in Sakura and posted to her personal blog together with other pictures of her "
+    "rescued pets. Posters on forums and imageboards surrounded the picture with multicoloured Comic Sans phrases "
+    "written as the animal's inner monologue, a modifier such as such, much, very or so followed by a single noun, "
+    "closed with a bare interjection. Reaction blogs collected the edits, and the captions spread to "
+    "advertisements, sports mascots and political campaigns as a shorthand for ironic praise. "
+    "A meme built on a 2010 photo of Kabosu, a Japanese Shiba Inu owned by Atsuko Sato; it went viral and has been "
+    "popular since 2013. Kabosu also became the face of Dogecoin."
+)
+
+
+def build_sample_kb(path: Path) -> None:
+    """The sample CultureBase of tests/fakes/corpus.py with Doge's description replaced by :data:`LONG_DOGE`."""
     from culturebase.settings import Settings
+    from retrieval.dump_import import record_to_entity
     from retrieval.embedders import build_embedder
+    from retrieval.knowledge_base import KnowledgeBase
+    from tests.fakes.corpus import CORPUS, sample_records
+
+    records = [dict(r, description=LONG_DOGE) if r["name"] == "Doge" else r for r in sample_records()]
+    with KnowledgeBase.open(Settings(kb_path=path), embedder=build_embedder(Settings())) as kb:
+        kb.add([record_to_entity(r) for r in records])
+        kb.add_corpus_chunks(CORPUS)
+
+
+def without_prompts(run: Path, out: Path) -> Path:
+    """A copy of the run folder's traces with the recorded prompts removed: the run as one made before prompts were."""
+    (out / "traces").mkdir(parents=True)
+    for path in (run / "traces").glob("*.jsonl"):
+        records = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+        for record in records:
+            record.get("trace", {}).pop("prompts", None)
+        (out / "traces" / path.name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
+    return out
+
+
+def changed_units(items: list[dict[str, Any]], recorded: dict[str, Any], reconstructed: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every knowledge unit the recorded prompts and the reconstruction count differently, with both verdicts."""
+    from eval.diagnostics.gold import knowledge_units
+
+    units = {str(it["id"]): knowledge_units(it["knowledge"]) for it in items}
+    found = []
+    for name, entry in recorded.items():
+        before = {r["id"]: r for r in reconstructed[name]["rows"]}
+        for row in entry["rows"]:
+            old = before[row["id"]]
+            for unit, now, then in zip(units[row["id"]], row["knowledge_stated"] or [], old["knowledge_stated"] or []):
+                if now != then:
+                    found.append({"condition": name, "item": row["id"], "unit": unit, "reconstructed_stated": then, "recorded_stated": now})
+            if row["evidence_off_entity"] != old["evidence_off_entity"]:
+                found.append({"condition": name, "item": row["id"], "evidence_off_entity_reconstructed": old["evidence_off_entity"],
+                              "evidence_off_entity_recorded": row["evidence_off_entity"]})
+    return found
+
+
+def sample_benchmark(tmp: Path) -> dict[str, Any]:
     from tests.eval.diagnostics_bench import knowledge_judge_responder
-    from tests.fakes.corpus import build_corpus_kb
     from tests.fakes.openai_server import FakeOpenAIServer
     from tests.services.memebench_release import judge_responder
 
     set_env(KAR_KB_PATH=str(tmp / "kb"), KAR_DATA_DIR=str(tmp / "data"), KAR_OCR_ENABLED="false", KAR_SEARCH_BACKEND="local")
-    build_corpus_kb(tmp / "kb", build_embedder(Settings()))
+    build_sample_kb(tmp / "kb")
     items = json.loads(SAMPLE.read_text("utf-8"))
     images = [SAMPLE.parent / it["image_path"] for it in items]
     judged: list[str] = []
@@ -135,19 +200,29 @@ def sample_benchmark(tmp: Path) -> dict[str, Any]:
             kar("judge", "--bench", str(SAMPLE), "--pred", str(tmp / "run" / "predictions" / f"{cond}.json"),
                 "--out", str(tmp / "judged" / f"{cond}.json"), "--judge-model", "fake-judge", "--judge-base-url", judge.base_url)
             judged += ["--judged", f"{cond}={tmp / 'judged' / f'{cond}.json'}"]
-        base = ["report", "--bench", str(SAMPLE), *judged, "--run", str(tmp / "run"), "--bootstrap", "0", "--no-plots"]
-        printed = kar(*base, "--out", str(tmp / "report"))
-        kar(*base, "--out", str(tmp / "report-judge"), "--knowledge-judge", "--judge-model", "fake-knowledge-judge",
-            "--judge-base-url", knowledge_judge.base_url)
+        base = ["report", "--bench", str(SAMPLE), *judged, "--bootstrap", "0", "--no-plots"]
+        printed = kar(*base, "--run", str(tmp / "run"), "--out", str(tmp / "report"))
+        old = without_prompts(tmp / "run", tmp / "old-run")
+        printed_old = kar(*base, "--run", str(old), "--out", str(tmp / "report-old"))
+        kar(*base, "--run", str(tmp / "run"), "--out", str(tmp / "report-judge"), "--knowledge-judge", "--judge-model",
+            "fake-knowledge-judge", "--judge-base-url", knowledge_judge.base_url)
     proxy = json.loads((tmp / "report" / "metrics.json").read_text("utf-8"))["diagnostics"]
+    reconstructed = json.loads((tmp / "report-old" / "metrics.json").read_text("utf-8"))["diagnostics"]
     judged_diag = json.loads((tmp / "report-judge" / "metrics.json").read_text("utf-8"))["diagnostics"]
-    return {"table": table(proxy), "table_with_judge": table(judged_diag), "agreement": agreement(proxy, judged_diag),
-            "causes_success": causes(proxy), "printed": printed.split("Rates in %", 1)[-1]}
+    prompts = {c: (tmp / "run" / "predictions" / f"{c}.prompts.jsonl").read_text("utf-8").splitlines() for c in CONDITIONS}
+    longest = max(len(part["text"]) for lines in prompts.values() for line in lines
+                  for m in json.loads(line)["messages"] for part in m["content"] if part["type"] == "text")
+    return {"table": table(proxy), "table_reconstructed": table(reconstructed),
+            "changed": changed_units(json.loads(SAMPLE.read_text("utf-8")), proxy, reconstructed),
+            "prompts_files": {c: len(lines) for c, lines in prompts.items()}, "longest_recorded_text_chars": longest,
+            "table_with_judge": table(judged_diag), "agreement": agreement(proxy, judged_diag),
+            "causes_success": causes(proxy), "printed": printed.split("Rates in %", 1)[-1],
+            "printed_reconstructed": printed_old.split("Rates in %", 1)[-1]}
 
 
 def table(diagnostics: dict[str, Any]) -> dict[str, Any]:
     keys = ("gold_in_kb", "identity_grounded", "mean_gold_rank", "extra_entities", "knowledge_in_prompt", "knowledge_method",
-            "evidence_off_entity", "evidence_status")
+            "evidence_off_entity", "evidence_status", "prompts")
     return {name: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in ((k, e[k]) for k in keys)}
             for name, e in diagnostics.items()}
 
@@ -157,51 +232,119 @@ def causes(diagnostics: dict[str, Any]) -> dict[str, Any]:
             for name, e in diagnostics.items() if e.get("joined")}
 
 
-# Hand labels (read by the engineer, before the proxy's figures were looked at; the proxy's threshold is fixed
-# a priori, not tuned): does the material the reasoning prompt carried in this scripted run state each
-# knowledge unit?  (condition, item) → per unit.  Search-CoT's material lacks "popular since 2013"; KAR's KB
-# entry of Doge states it ("went viral in 2013"); no material states that the Distracted Boyfriend photo
-# became a template for temptation (the pages say only what it shows).
-HAND_LABELS: dict[tuple[str, str], list[bool]] = {
-    ("search_cot", "sample-zh-001"): [True], ("search_cot", "sample-en-002"): [True, False],
-    ("search_cot", "sample-zh-003"): [True], ("search_cot", "sample-en-004"): [False],
-    ("kar", "sample-zh-001"): [True], ("kar", "sample-en-002"): [True, True],
-    ("kar", "sample-zh-003"): [True], ("kar", "sample-en-004"): [False],
-}
-
-
 def agreement_of(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
-    """Agreement and Cohen's κ of (proxy, reference) verdicts."""
+    """Agreement and Cohen's κ (``sklearn.metrics.cohen_kappa_score``) of (decider, reference) verdicts; κ is None
+    where it is undefined (one side gives a single answer throughout)."""
+    import math
+
+    from sklearn.metrics import cohen_kappa_score
+
     n = len(pairs)
     agree = sum(a == b for a, b in pairs)
-    p_yes, r_yes = sum(a for a, _ in pairs), sum(b for _, b in pairs)
-    expected = ((p_yes * r_yes) + (n - p_yes) * (n - r_yes)) / n**2 if n else 0.0
-    kappa = (agree / n - expected) / (1 - expected) if n and expected < 1 else None
-    return {"units": n, "agreement": round(agree / n, 3) if n else None, "cohen_kappa": round(kappa, 3) if kappa is not None else None,
-            "proxy_stated": p_yes, "reference_stated": r_yes}
+    kappa = None
+    if n and len({a for a, _ in pairs}) > 1 and len({b for _, b in pairs}) > 1:
+        value = float(cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs]))
+        kappa = None if math.isnan(value) else round(value, 3)
+    return {"pairs": n, "agreement": round(agree / n, 3) if n else None, "cohen_kappa": kappa,
+            "decider_yes": sum(a for a, _ in pairs), "reference_yes": sum(b for _, b in pairs)}
 
 
 def agreement(proxy: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:
     """Per knowledge unit of every (condition, item) whose prompt carried material (Search-CoT, KAR): the proxy
-    against the fake knowledge judge, and against the hand labels."""
-    vs_judge, vs_hand = [], []
+    against the fake knowledge judge."""
+    vs_judge = []
     for name in ("search_cot", "kar"):
         judge_rows = {r["id"]: r for r in judged[name]["rows"]}
         for row in proxy[name]["rows"]:
             p, j = row["knowledge_stated"], judge_rows[row["id"]]["knowledge_stated"]
-            if p is None:
-                continue
-            if j is not None:
+            if p is not None and j is not None:
                 vs_judge += list(zip(p, j))
-            hand = HAND_LABELS.get((name, row["id"]))
-            if hand is not None and len(hand) == len(p):
-                vs_hand += list(zip(p, hand))
-    return {"proxy_vs_fake_judge": agreement_of(vs_judge), "proxy_vs_hand_labels": agreement_of(vs_hand),
+    return {"proxy_vs_fake_judge": agreement_of(vs_judge),
             "note": "the fake judge (tests/eval/diagnostics_bench.py) calls a unit stated only when the material holds its "
-                    "exact text; the hand labels are one reader's; no real judge model runs offline"}
+                    "exact text; the proxy against hand labels is under knowledge_labels"}
 
 
-# -- 2. cost ------------------------------------------------------------------------------------
+# -- 2. the proxy against hand labels -----------------------------------------------------------
+
+LABELS = ROOT / "bench" / "queries" / "knowledge_labels.jsonl"
+
+
+def read_labels(path: Path = LABELS) -> list[dict[str, Any]]:
+    """The hand-labelled pairs; SystemExit naming the line and field of a malformed one."""
+    rows = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        for key, kind in (("id", str), ("language", str), ("kind", str), ("unit", str), ("prompt", str), ("stated", bool)):
+            if not isinstance(row.get(key), kind):
+                raise SystemExit(f"{path}:{n}: field {key!r} must be a {kind.__name__}")
+        rows.append(row)
+    return rows
+
+
+def judge_settings() -> Any:
+    """The judge as configured (KAR_JUDGE_BASE_URLS, KAR_JUDGE_MODEL), read before the bench resets the KAR_ variables;
+    the reason none is usable as a string otherwise."""
+    from culturebase.settings import Settings
+
+    settings = Settings()
+    if not settings.judge_base_urls or not settings.judge_model:
+        return "no judge configured: set KAR_JUDGE_BASE_URLS and KAR_JUDGE_MODEL (an OpenAI-compatible endpoint) to compare"
+    return settings
+
+
+def judge_labels(rows: list[dict[str, Any]], settings: Any) -> list[bool | None]:
+    """The knowledge judge's verdict on each pair (None: its reply never parsed)."""
+    import asyncio
+
+    from agents.vlm import OpenAICompatibleVLM
+    from eval.diagnostics.knowledge import KnowledgeJudge, judge_many
+
+    async def run() -> list[tuple[list[bool] | None, str | None]]:
+        vlm = OpenAICompatibleVLM.from_settings(settings, role="judge")
+        try:
+            return await judge_many(KnowledgeJudge(vlm), [(r["id"], [r["unit"]], r["prompt"]) for r in rows], settings.judge_concurrency)
+        finally:
+            await vlm.aclose()
+
+    return [stated[0] if stated else None for stated, _ in asyncio.run(run())]
+
+
+def label_agreement(judge: Any) -> dict[str, Any]:
+    """The proxy (and the judge, when one is configured) against the hand labels: overall, per language, per kind."""
+    from eval.diagnostics.knowledge import PROXY_THRESHOLD, proxy_decide
+
+    rows = read_labels()
+    proxy = [proxy_decide([r["unit"]], r["prompt"])[0] for r in rows]
+    hand = [r["stated"] for r in rows]
+
+    def split(verdicts: list[bool | None]) -> dict[str, Any]:
+        kept = [(v, h, r) for v, h, r in zip(verdicts, hand, rows) if v is not None]
+        out = agreement_of([(v, h) for v, h, _ in kept])
+        out["per_language"] = {lang: agreement_of([(v, h) for v, h, r in kept if r["language"] == lang])
+                               for lang in sorted({r["language"] for r in rows})}
+        out["per_kind"] = {kind: {"pairs": sum(1 for *_, r in kept if r["kind"] == kind),
+                                  "agreement": round(sum(v == h for v, h, r in kept if r["kind"] == kind)
+                                                     / max(1, sum(1 for *_, r in kept if r["kind"] == kind)), 3)}
+                           for kind in sorted({r["kind"] for r in rows})}
+        return out
+
+    result: dict[str, Any] = {"file": str(LABELS.relative_to(ROOT)), "pairs": len(rows),
+                              "per_language_pairs": {lang: sum(1 for r in rows if r["language"] == lang) for lang in sorted({r["language"] for r in rows})},
+                              "hand_yes": sum(hand), "proxy_threshold": PROXY_THRESHOLD, "proxy_vs_hand": split(proxy),
+                              "disagreements": [f"{r['id']} {r['kind']}: hand {'yes' if h else 'no'}, proxy {'yes' if p else 'no'}"
+                                                for r, h, p in zip(rows, hand, proxy) if h != p]}
+    if isinstance(judge, str):
+        result["judge"] = {"skipped": judge}
+    else:
+        verdicts = judge_labels(rows, judge)
+        result["judge"] = {"model": judge.judge_model, "undecided": sum(v is None for v in verdicts), "judge_vs_hand": split(verdicts),
+                           "proxy_vs_judge": agreement_of([(p, v) for p, v in zip(proxy, verdicts) if v is not None])}
+    return result
+
+
+# -- 3. cost ------------------------------------------------------------------------------------
 
 def synth_run(tmp: Path, n: int, seed: int = 0) -> tuple[Path, list[str], Path]:
     """A benchmark of ``n`` release-shape items, judged files and traces of 4 conditions, a KB of one entity per item."""
@@ -248,6 +391,7 @@ def synth_run(tmp: Path, n: int, seed: int = 0) -> tuple[Path, list[str], Path]:
             if cond == "kar":
                 trace["grounding"] = {"hits": [{"id": f"x{k}", "name": names[(i + k) % n], "aliases": [], "description": "d " * 200,
                                                 "cultural_usage": "u " * 200} for k in range(3)]}
+            trace["prompts"] = synth_prompts(trace)
             traces.append({"id": item["id"], "condition": cond, "response": "r", "error": None, "trace": trace})
         (tmp / "judged").mkdir(exist_ok=True)
         (tmp / "judged" / f"{cond}.json").write_text(json.dumps(records), "utf-8")
@@ -255,6 +399,28 @@ def synth_run(tmp: Path, n: int, seed: int = 0) -> tuple[Path, list[str], Path]:
         (tmp / "run" / "traces" / f"{cond}.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces), "utf-8")
         judged += ["--judged", f"{cond}={tmp / 'judged' / f'{cond}.json'}"]
     return bench, judged, tmp / "kb"
+
+
+def synth_prompts(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """The prompts a run records for a synthetic trace: the reasoning call's text (the CultureBase block as the pipeline
+    writes it, fields cut at 600 characters, then the evidence block) with its sections; one answer call without them."""
+    hits = (trace.get("grounding") or {}).get("hits") or []
+    entries = "\n".join(f"{k}. {h['name']} (score 0.80)\n   description: {h['description'][:600]}\n   usage: {h['cultural_usage'][:600]}"
+                        for k, h in enumerate(hits, 1))
+    knowledge = f"\nCultureBase entries matched to this image:\n{entries}" if hits else ""
+    evidence = (trace.get("evidence") or {}).get("text") or ""
+    head = "Explain this image.\nWhat an extraction step read off the image:\n- OCR text: caption\n"
+    text = f"{head}{knowledge}\nWeb search results follow.\n{evidence}\nExplain it."
+    sections = {}
+    if knowledge:
+        sections["knowledge"] = [len(head), len(head) + len(knowledge)]
+    if evidence:
+        at = text.index(evidence)
+        sections["evidence"] = [at, at + len(evidence)]
+    stage = "reason" if evidence else "answer"
+    image = {"type": "image", "sha256": "0" * 64, "bytes": 1000, "width": 64, "height": 48, "format": "png", "described": "request"}
+    return [{"stage": stage, "replied": True, "max_chars": 32000, "messages": [{"role": "user", "content": [image, {"type": "text", "text": text}]}],
+             **({"sections": sections} if sections else {})}]
 
 
 MODES = ("without", "with_diagnostics", "with_diagnostics_new_run", "with_diagnostics_cached")
@@ -404,9 +570,13 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=1253)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-sample", action="store_true")
+    ap.add_argument("--skip-labels", action="store_true")
     ap.add_argument("--skip-cost", action="store_true")
     args = ap.parse_args()
     out: dict[str, Any] = {}
+    judge = judge_settings()  # before the samples reset the KAR_ variables
+    if not args.skip_labels:
+        out["knowledge_labels"] = label_agreement(judge)
     if not args.skip_sample:
         with tempfile.TemporaryDirectory() as tmp:
             out["sample"] = sample_benchmark(Path(tmp))

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -273,11 +274,15 @@ class SentPrompt:
 
     def kb_entries(self) -> list[str]:
         """The CultureBase entries the prompt carried, one text each (``N. name — source (score)`` and its lines)."""
-        return [part for part in _KB_ENTRY_START.split(self.knowledge)[1:] if part.strip()]
+        return list(self._entries)
+
+    @cached_property
+    def _entries(self) -> tuple[str, ...]:
+        return tuple(part for part in _KB_ENTRY_START.split(self.knowledge)[1:] if part.strip())
 
     def carries_entity(self, rank: int, name: str) -> bool:
         """Whether the CultureBase block holds the entry of the ``rank``-th grounded entity (its header line)."""
-        return any(entry.startswith(f"{rank}. {name}") for entry in self.kb_entries())
+        return any(entry.startswith(f"{rank}. {name}") for entry in self._entries)
 
     def evidence_pieces(self) -> list[Piece]:
         """The evidence pages as sent: title, URL and the content (the line saying why a page is there left out)."""
