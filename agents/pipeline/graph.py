@@ -69,8 +69,9 @@ class PipelineConfig:
     extract_json_mode: bool = False
     grounding_language: str | None = None  # restrict grounding to one language (None: all)
     # a recorded prompt's text parts are kept whole up to this many characters (cut beyond, marked, with the
-    # original length): twice the longest default reasoning prompt (template ~1.5k, five CultureBase entries of
-    # three 600-character fields, evidence at the 3,000-token budget ~12k), so a default run records them whole
+    # original length): above the longest reasoning prompt at the default budgets (template ~1.5k characters,
+    # top_k = 5 CultureBase entries of three 600-character fields ~10k, evidence at the 3,000-token budget ≤ ~12k),
+    # so a default run records its prompts whole unless the item's own context text is very long
     prompt_record_max_chars: int = 32_000
 
 
