@@ -10,6 +10,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.logformatter import LogFormatter
 
+from culturebase.identity import MAX_EVENTS
 from crawlers.runner import crawl_db_of, job_id_of
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,10 @@ def counters_from_stats(stats: dict[str, Any], started: float | None = None) -> 
         "items_parsed": stats.get("kar/parsed", 0),
         "items_stored": stats.get("kar/stored", 0),
         "merged": stats.get("kar/merged", 0),
+        "merged_by_rule": {k[len("kar/merged/") :]: v for k, v in stats.items() if k.startswith("kar/merged/")},
+        "kept_apart": stats.get("kar/kept_apart", 0),
+        "split": stats.get("kar/split", 0),
+        "joins": list(stats.get("kar/joins") or []),
         "dropped": dropped,
         "dropped_total": sum(dropped.values()),
         "skipped_unchanged": stats.get("kar/skipped_unchanged", 0),
@@ -60,7 +65,9 @@ def add_counters(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Counters of a resumed job: the earlier runs' plus this run's."""
     out = dict(new)
     for key, value in base.items():
-        if key in ("dropped", "images_failed", "sounds_failed") and isinstance(value, dict):
+        if key == "joins" and isinstance(value, list):
+            out[key] = (value + list(new.get(key) or []))[:MAX_EVENTS]
+        elif key in ("dropped", "images_failed", "sounds_failed", "merged_by_rule") and isinstance(value, dict):
             merged = dict(value)
             for reason, n in (new.get(key) or {}).items():
                 merged[reason] = merged.get(reason, 0) + n

@@ -37,5 +37,5 @@ class PageItem(scrapy.Item):
     image_kind = scrapy.Field()  # "template" (default) | "example"
     audio_urls = scrapy.Field()  # list[str]: sound files linked from the page (EntitySoundsPipeline)
     audio_results = scrapy.Field()  # set by EntitySoundsPipeline (Scrapy's per-file results)
-    id_url = scrapy.Field()  # the URL the entity id derives from (memegen: the template's KnowYourMeme page)
-    extra_sources = scrapy.Field()  # list[{"site", "url"}]: further source links of the entity
+    same_as = scrapy.Field()  # the page the site itself says this record is (memegen: the template whose KnowYourMeme page this is)
+    extra_sources = scrapy.Field()  # list[{"site", "url"}]: pages the record links as its sources (never joined by)

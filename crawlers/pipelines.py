@@ -2,9 +2,12 @@
 
 ``NormalizePipeline`` turns a :class:`~crawlers.items.PageItem` into a validated
 :class:`~culturebase.entity.Entity` or drops it with a counted reason
-(``kar/dropped/<reason>``).  ``CultureBasePipeline`` merges duplicates (same canonical
-URL; same normalized name + source work; a redirect/alias of a record of the same site)
-within the crawl and against records already in the store, then embeds and upserts them
+(``kar/dropped/<reason>``).  ``CultureBasePipeline`` joins records that are one entity by the
+identity rules of :mod:`culturebase.identity` (same canonical URL; same name + source work on
+different sites; a page the site declares to be the record), within the crawl and against records
+already in the store, records every join by rule (``kar/merged/<rule>``, the job's ``merges``),
+keeps apart a record whose name is only another entity's alias (``kar/kept_apart``), takes out
+of a stored entity a page these rules no longer join to it (``kar/split``), then embeds and upserts them
 in batches on a worker thread (the crawl keeps downloading meanwhile), stores each page's
 cleaned text as corpus chunks, and records the page state that incremental re-crawls and
 resumed jobs rely on.
@@ -19,7 +22,11 @@ from typing import Any
 from pydantic import ValidationError
 from scrapy.exceptions import DropItem
 
-from culturebase.entity import Entity, canonical_url, normalize_text
+from culturebase.entity import Entity, canonical_url, make_entity_id, normalize_text
+from culturebase.identity import (
+    KEPT_APART, TWO_PAGES, IdentityIndex, JoinEvent, JoinLog, Signature, alias_collision, dissolved, event, join, join_rule,
+    repair,
+)
 from culturebase.importers.crawl import MIN_CONTENT_CHARS, item_to_entity  # the one mapping, shared with `kar kb import --format crawl`
 from crawlers.runner import crawl_db_of, job_id_of, kar_settings_of
 from crawlers.text import chunk_text
@@ -66,31 +73,6 @@ class NormalizePipeline:
         return item
 
 
-def _sw(entity: Entity) -> str:
-    return normalize_text(entity.source_work)
-
-
-def same_entity(new: Entity, old: Entity) -> bool:
-    """The duplicate rules: same id (canonical URL); same name + source work; a redirect/alias on the same site."""
-    if new.id == old.id:
-        return True
-    if _sw(new) != _sw(old):
-        return False
-    if normalize_text(new.name) == normalize_text(old.name):
-        return True
-    if set(new.sites) & set(old.sites):
-        return normalize_text(new.name) in old.match_keys or normalize_text(old.name) in new.match_keys
-    return False
-
-
-def merge(existing: Entity, new: Entity) -> Entity:
-    """``new`` folded into ``existing``: a re-crawl of the same page refreshes its fields, others fill gaps."""
-    if new.id == existing.id:
-        merged = new.merged_with(existing)
-        return merged
-    return existing.merged_with(new)
-
-
 @dataclass
 class _Batch:
     entities: dict[str, Entity] = field(default_factory=dict)
@@ -113,8 +95,11 @@ class CultureBasePipeline:
         self.kb_id = ""
         self.job_id = job_id_of(crawler)
         self.seen: dict[str, Entity] = {}  # id -> latest version within this crawl
-        self.by_name: dict[tuple[str, str], str] = {}  # (name key, source work key) -> id
-        self.by_alias: dict[tuple[str, str, str], str] = {}  # (site, alias key, source work key) -> id
+        self.index = IdentityIndex()  # which of them a record is one with
+        self.same_as: dict[str, str] = {}  # id -> the page the site declares the record to be
+        self.joins = JoinLog()
+        self.pages_of: dict[str, set[str]] = {}  # id -> page keys fetched for it in this crawl
+        self._gone: set[str] = set()  # (worker thread) stored ids a join of the batch being written replaced
         self.batch = _Batch()
         self._pool: Any = None
         self._inflight: list[Any] = []
@@ -207,43 +192,49 @@ class CultureBasePipeline:
                 self._writers = {}
 
     # -- items ----------------------------------------------------------------------------
-    def _local_match(self, entity: Entity) -> Entity | None:
-        if entity.id in self.seen:
-            return self.seen[entity.id]
-        sw = _sw(entity)
-        hit = self.by_name.get((normalize_text(entity.name), sw))
-        if hit is None:
-            for site in entity.sites:
-                for key in entity.match_keys:
-                    hit = self.by_alias.get((site, key, sw))
-                    if hit:
-                        break
-                if hit:
-                    break
-            if hit is None:
-                # an earlier record of the same site listing this record's name as an alias (redirect)
-                for site in entity.sites:
-                    hit = self.by_alias.get((site, normalize_text(entity.name), sw))
-        return self.seen.get(hit) if hit else None
+    def _record(self, kind: str, rule: str, record: Entity | Signature, into: Entity | Signature, detail: str = "") -> None:
+        """Count a join, a record kept apart or a split (``kar/merged/<rule>``, ``kar/kept_apart``,
+        ``kar/split``) and keep it for the job's record."""
+        self._record_event(event(kind, rule, record, into, detail))
 
-    def _index(self, entity: Entity) -> None:
-        self.seen[entity.id] = entity
-        sw = _sw(entity)
-        self.by_name.setdefault((normalize_text(entity.name), sw), entity.id)
-        for site in entity.sites:
-            for key in entity.match_keys:
-                self.by_alias.setdefault((site, key, sw), entity.id)
+    def _record_event(self, ev: JoinEvent) -> None:
+        self.joins.add(ev)
+        kind = ev.kind
+        key = f"kar/merged/{ev.rule}" if kind == "merge" else f"kar/{kind}"
+        self.stats.inc_value(key)
+        if kind == "merge":
+            self.stats.inc_value("kar/merged")
+        self.stats.set_value("kar/joins", [e.to_dict() for e in self.joins.events])
 
     async def process_item(self, item: Any) -> Any:
         entity: Entity = item["entity"]
         self.stats.inc_value("kar/parsed")
-        previous = self._local_match(entity)
-        if previous is not None:
-            entity = merge(previous, entity)
-            self.stats.inc_value("kar/merged")
+        same_as = item.get("same_as") or None
+        seen, rule = self.index.match(entity, same_as)
+        replaces = None
+        if seen is not None and rule is not None:
+            previous, record = self.seen[seen.id], entity
+            entity = join(previous, record, rule)
+            page = item.get("page_key") or canonical_url(item["url"])
+            if page not in self.pages_of.get(previous.id, ()):  # the same page fetched twice is no join
+                self._record("merge", rule, record, previous)
             if entity.id != previous.id:
                 self.batch.entities.pop(previous.id, None)
-        self._index(entity)
+                self.seen.pop(previous.id, None)
+                replaces = previous.id
+        else:
+            namesake, owner = self.index.namesake(entity), self.index.alias_owner(entity)
+            if namesake is not None:
+                self._record("kept_apart", "two_pages", entity, namesake, TWO_PAGES)
+            elif owner is not None:
+                self._record("kept_apart", "alias_only", entity, owner, KEPT_APART)
+            if same_as:
+                self.same_as[entity.id] = same_as
+        self.index.add(entity, replaces)
+        self.seen[entity.id] = entity
+        pages = self.pages_of.setdefault(entity.id, set())
+        pages.update(self.pages_of.pop(replaces, ()) if replaces else ())
+        pages.add(item.get("page_key") or canonical_url(item["url"]))
         self.batch.entities[entity.id] = entity
         self.batch.pages.append(
             (item.get("page_key") or canonical_url(item["url"]), item.get("etag"), item.get("last_modified"), item.get("revid"), entity.id)
@@ -304,28 +295,59 @@ class CultureBasePipeline:
         if self.job_id and self.db is not None:
             self.db.mark_pages(self.job_id, [r[0] for r in rows], "stored")
 
+    def _stored_match(self, entity: Entity, store: Any, final: dict[str, Entity]) -> tuple[Entity | None, str | None]:
+        """(worker thread) The stored entity the record is one with, and the rule; on the way, stored
+        entities that hold the record's page but that the rules no longer join to it are repaired
+        (the page taken out) and written again, and a record named like another's alias is reported."""
+        same_as = self.same_as.get(entity.id)
+        new = Signature.of(entity)
+        ids = [entity.id] + ([make_entity_id("", url=same_as)] if same_as else [])
+        candidates = {e.id: final.get(e.id, e) for e in store.get_many(ids)}
+        for cand in store.find_by_name(entity.names):
+            candidates.setdefault(cand.id, final.get(cand.id, cand))
+        for gone in self._gone & set(candidates):  # replaced earlier in this batch
+            del candidates[gone]
+        match: tuple[Entity | None, str | None] = (None, None)
+        for cand in candidates.values():
+            left = repair(cand, entity)
+            if left is not None:
+                self._record("split", "repair", entity, cand, "an older join these rules no longer make")
+                self.kb.drop_media([cand.id])
+                final[left.id] = left
+                cand = left
+            rule = join_rule(new, Signature.of(cand), same_as)
+            if rule and match[0] is None:
+                match = (cand, rule)
+        if match[0] is None:
+            for cand in candidates.values():
+                if alias_collision(entity, cand):
+                    self._record("kept_apart", "alias_only", entity, cand, KEPT_APART)
+        return match
+
     def _write(self, batch: _Batch) -> dict[str, str]:
-        """(worker thread) merge against the store, embed and upsert; returns crawl id -> stored id."""
+        """(worker thread) join against the store, embed and upsert; returns crawl id -> stored id."""
         store = self.kb.store
         final: dict[str, Entity] = {}
         final_ids: dict[str, str] = {}
-        merged_with_store = 0
+        gone = self._gone = set()
         for eid, entity in batch.entities.items():
-            existing = store.get(entity.id)
-            if existing is None:
-                for cand in store.find_by_name(entity.names):
-                    if same_entity(entity, cand):
-                        existing = cand
-                        break
-            if existing is not None:
-                target = final.get(existing.id, existing)
-                entity = merge(target, entity)
-                if existing.id != eid:
-                    merged_with_store += 1
-            if entity.id in final:
-                entity = merge(final[entity.id], entity)
+            existing, rule = self._stored_match(entity, store, final)
+            if existing is not None and rule is not None:
+                record = entity
+                entity = join(final.get(existing.id, existing), record, rule, refresh=True)
+                if existing.id != eid and not set(Signature.of(record).pages) <= set(Signature.of(existing).pages):
+                    self._record("merge", rule, record, existing)
+                if entity.id != existing.id:
+                    gone.add(existing.id)
+                    final.pop(existing.id, None)
+                    for split_event in dissolved(existing, entity):
+                        self._record_event(split_event)
             final[entity.id] = entity
             final_ids[eid] = entity.id
+        gone -= set(final)
+        if gone:
+            self.kb.drop_media(sorted(gone))
+            store.delete(sorted(gone))
         stored = self.kb.write_entities(self._writers["entities"], list(final.values()))
         chunks = batch.chunks
         if chunks:
@@ -336,6 +358,4 @@ class CultureBasePipeline:
             writer.collection.flush()
         self.stats.inc_value("kar/stored", stored)
         self.stats.inc_value("kar/corpus_chunks", len(chunks))
-        if merged_with_store:
-            self.stats.inc_value("kar/merged", merged_with_store)
         return final_ids

@@ -123,6 +123,21 @@ def _stored_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(value)
 
 
+class Constituent(BaseModel):
+    """One record an entity was joined from (:mod:`culturebase.identity`): the record as it was before the
+    join and the identity rule that joined it (``first`` for the record the entity started from)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    url: str | None = Field(None, max_length=2000, description="The record's canonical source URL (None for a record without one).")
+    site: str = Field("", max_length=100)
+    rule: str = Field(min_length=1, max_length=40)
+    joined_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    record: dict[str, Any] = Field(description="The record's fields as they were when it was joined (no constituents).")
+
+
 class Entity(BaseModel):
     """One cultural entity (a character, work, meme template, catchphrase ...)."""
 
@@ -141,6 +156,8 @@ class Entity(BaseModel):
     meme_ids: list[str] = Field(default_factory=list)
     images: list[EntityImage] = Field(default_factory=list, max_length=50)
     audio: list[EntitySound] = Field(default_factory=list, max_length=50)
+    #: the records this entity was joined from, first the one it started from; empty for a single record
+    constituents: list[Constituent] = Field(default_factory=list)
     updated_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     @field_validator("name", "source_work", "description", "visual_desc", "cultural_usage", mode="before")
@@ -242,8 +259,14 @@ class Entity(BaseModel):
             "usage": " | ".join(x for x in (self.name, aliases, self.cultural_usage) if x) if self.cultural_usage else "",
         }
 
+    @property
+    def primary_url(self) -> str | None:
+        """The canonical URL of the record's own page (its first source), or None."""
+        return canonical_url(self.sources[0].url) if self.sources else None
+
     def merged_with(self, other: "Entity") -> "Entity":
-        """This record with ``other``'s aliases, sources, tags and meme ids united in, and empty fields filled."""
+        """This record with ``other``'s aliases, sources, tags and meme ids united in, and empty fields filled
+        (the fields only: who joined what is :func:`culturebase.identity.join`'s record)."""
         data = self.model_dump()
         other_data = other.model_dump()
         for key in ("source_work", "description", "visual_desc", "cultural_usage"):
@@ -299,6 +322,9 @@ class Entity(BaseModel):
         ]
         data["images"] = [EntityImage.model_construct(**i) for i in data.get("images") or []]
         data["audio"] = [EntitySound.model_construct(**a) for a in data.get("audio") or []]
+        data["constituents"] = [
+            Constituent.model_construct(**{**c, "joined_at": _stored_time(c.get("joined_at"))}) for c in data.get("constituents") or []
+        ]
         if "updated_at" in data:
             data["updated_at"] = _stored_time(data["updated_at"])
         return cls.model_construct(**data)

@@ -24,7 +24,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from culturebase.entity import Entity
+from culturebase.entity import Entity, normalize_text
+from culturebase.identity import KEPT_APART, TWO_PAGES, IdentityIndex, Signature, alias_collision, dissolved, event, join, join_rule, repair
 from culturebase.importers import DumpEntry, DumpError, ImportReport, Rejected, format_validation_error, open_dump
 from culturebase.importers.base import _ijson, first_bytes, open_binary
 from culturebase.importers.kymkb import find_kymkb_file
@@ -115,39 +116,42 @@ def _validated(
         yield entry, entity
 
 
+Joins = list[tuple[str, Entity, str]]  # (id of an entity handed out in an earlier chunk, record, rule)
+
+
 def _chunks(
     validated: Iterator[tuple[DumpEntry, Entity]], report: ImportReport, chunk: int
-) -> Iterator[tuple[list[Entity], list[Entity]]]:
-    """Chunks of distinct entities: ``(new, seen_in_an_earlier_chunk)``; duplicates within a chunk are merged
-    here, those of an earlier chunk by the writer (with the stored copy)."""
-    key_ids: dict[str, str] = {}
-    written: set[str] = set()  # ids handed out in earlier chunks
+) -> Iterator[tuple[list[Entity], Joins]]:
+    """Chunks of distinct entities and the records to join into entities of earlier chunks, by the
+    identity rules (:mod:`culturebase.identity`): records of this chunk are joined here, those of an
+    earlier chunk by the writer (into the stored copy).  Every join, and every record kept apart from
+    an entity whose alias is its name, goes into the report."""
+    seen = IdentityIndex()
     pending: dict[str, Entity] = {}
-    later: set[str] = set()  # ids in this chunk that were already written (their stored copy is merged in)
+    later: Joins = []
     for entry, entity in validated:
-        if entry.merge_key is not None:
-            first = key_ids.setdefault(entry.merge_key, entity.id)
-            if first != entity.id:
-                entity = entity.model_copy(update={"id": first})
-        eid = entity.id
-        if eid in pending:
-            pending[eid] = pending[eid].merged_with(entity)
-            report.merged_duplicates += 1
+        target, rule = seen.match(entity, entry.same_as)
+        if target is None or rule is None:
+            namesake = seen.namesake(entity)
+            owner = seen.alias_owner(entity)
+            if namesake is not None:
+                report.joins.add(event("kept_apart", "two_pages", entity, namesake, TWO_PAGES))
+            elif owner is not None:
+                report.joins.add(event("kept_apart", "alias_only", entity, owner, KEPT_APART))
+            seen.add(entity)
+            pending[entity.id] = entity
         else:
-            pending[eid] = entity
-            if eid in written:
-                later.add(eid)
-                report.merged_duplicates += 1
+            report.joins.add(event("merge", rule, entity, target))
+            seen.joined(target.id, entity)
+            if target.id in pending:
+                pending[target.id] = join(pending[target.id], entity, rule)
+            else:
+                later.append((target.id, entity, rule))
         if len(pending) >= chunk:
-            written.update(pending)
-            yield _split(pending, later)
-            pending, later = {}, set()
-    if pending:
-        yield _split(pending, later)
-
-
-def _split(pending: dict[str, Entity], later: set[str]) -> tuple[list[Entity], list[Entity]]:
-    return [e for i, e in pending.items() if i not in later], [e for i, e in pending.items() if i in later]
+            yield list(pending.values()), later
+            pending, later = {}, []
+    if pending or later:
+        yield list(pending.values()), later
 
 
 def _prefetched(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
@@ -186,11 +190,49 @@ def _prefetched(source: Iterator[Any], depth: int = 2) -> Iterator[Any]:
         thread.join(timeout=5)
 
 
-def _keep_stored_images(kb: Any, entities: list[Entity]) -> list[Entity]:
-    """Entities already in the KB before this import keep their stored images when the new record has
-    none (re-importing a dump without ``--fetch-images`` does not drop images fetched before)."""
-    stored = {e.id: e for e in kb.store.get_many([e.id for e in entities if not e.images])}
-    return [e.model_copy(update={"images": stored[e.id].images}) if e.id in stored and stored[e.id].images else e for e in entities]
+def _against_store(kb: Any, entities: list[Entity], report: ImportReport) -> tuple[list[Entity], list[str]]:
+    """Entities of a chunk joined with what the KB held before this import, by the identity rules: a
+    stored page read again refreshes its part (keeping stored images a record without any would drop),
+    a record one with a stored entity is joined into it, a stored entity holding a page these rules no
+    longer join to it is repaired (the page taken out).  Returns what to write and the ids to delete."""
+    stored = {e.id: e for e in kb.store.get_many([e.id for e in entities])}
+    for cand in kb.store.find_by_name(sorted({n for e in entities for n in e.names})):
+        stored.setdefault(cand.id, cand)
+    out: dict[str, Entity] = {}
+    gone: list[str] = []
+    for entity in entities:
+        new = Signature.of(entity)
+        match: tuple[Entity | None, str | None] = (None, None)
+        for cand in [stored[entity.id]] if entity.id in stored else []:
+            match = (out.get(cand.id, cand), join_rule(new, Signature.of(cand)))
+        for cand in list(stored.values()):
+            if cand.id == entity.id or not ({normalize_text(n) for n in cand.names} & set(map(normalize_text, entity.names))):
+                continue
+            cand = out.get(cand.id, cand)
+            left = repair(cand, entity)
+            if left is not None:
+                report.joins.add(event("split", "repair", entity, cand, "an older join these rules no longer make"))
+                out[left.id] = stored[left.id] = cand = left
+                kb.drop_media([left.id])
+            rule = join_rule(new, Signature.of(cand))
+            if rule and match[0] is None:
+                match = (cand, rule)
+                report.joins.add(event("merge", rule, entity, cand))
+            elif not rule and alias_collision(entity, cand):
+                report.joins.add(event("kept_apart", "alias_only", entity, cand, KEPT_APART))
+        target, rule = match
+        if target is None or rule is None:
+            out[entity.id] = entity
+            continue
+        joined = join(target, entity, rule, refresh=True)
+        if joined.id != target.id:
+            gone.append(target.id)
+            out.pop(target.id, None)
+            stored.pop(target.id, None)
+            for split_event in dissolved(target, joined):
+                report.joins.add(split_event)
+        out[joined.id] = stored[joined.id] = joined
+    return list(out.values()), [g for g in gone if g not in out]
 
 
 def _pipeline(
@@ -211,13 +253,19 @@ def _pipeline(
     pending: deque[tuple[list[Entity], Future[Any]]] = deque()
     with ThreadPoolExecutor(ahead, thread_name_prefix="kar-import-embed") as pool:
         for new, again in chunks:
-            if again:  # a duplicate of an earlier chunk: merge the stored copy (or the one still on its way) in
+            if again:  # records one with an entity of an earlier chunk: joined into the stored copy (or the one on its way)
                 waiting = {e.id: e for chunk, _ in pending for e in chunk}
-                stored = {e.id: e for e in kb.store.get_many([e.id for e in again if e.id not in waiting])}
-                stored.update(waiting)
-                new = new + [stored[e.id].merged_with(e) if e.id in stored else e for e in again]
+                targets = {e.id: e for e in kb.store.get_many([t for t, _, _ in again if t not in waiting])}
+                targets.update(waiting)
+                for target, record, rule in again:
+                    if target in targets:
+                        targets[target] = join(targets[target], record, rule)
+                new = new + [targets[t] for t in dict.fromkeys(t for t, _, _ in again) if t in targets]
             if had_entities:
-                new = _keep_stored_images(kb, new)
+                new, gone = _against_store(kb, new, report)
+                if gone:
+                    kb.drop_media(gone)
+                    kb.store.delete(gone)
             pending.append((new, pool.submit(kb.embed_entities, new)))
             if len(pending) > ahead:
                 _write(kb, writer, pending.popleft(), written, report)
@@ -297,8 +345,9 @@ def read_dump(
     by_id: dict[str, Entity] = {}
     try:
         for new, again in _chunks(validated, report, 1 << 30):
-            for entity in [*new, *again]:
-                by_id[entity.id] = by_id[entity.id].merged_with(entity) if entity.id in by_id else entity
+            by_id.update((e.id, e) for e in new)
+            for target, record, rule in again:
+                by_id[target] = join(by_id[target], record, rule)
     except DumpError as exc:
         raise ImportFileError(str(exc)) from None
     report.images = sum(len(e.images) for e in by_id.values())
@@ -336,9 +385,8 @@ def import_dump(
     written: set[str] = set()
     if dry_run:
         try:
-            for new, again in _chunks(validated, report, chunk):
+            for new, _ in _chunks(validated, report, chunk):
                 written.update(e.id for e in new)
-                written.update(e.id for e in again)
         except DumpError as exc:
             raise ImportFileError(str(exc)) from None
         report.stored = len(written)

@@ -190,6 +190,38 @@ class KnowledgeBase:
                 progress(len(chunk))
         return stored
 
+    def drop_media(self, entity_ids: Sequence[str]) -> None:
+        """Drop these entities from the image and sound indexes (before they are deleted or written again
+        with fewer images or sounds)."""
+        ids = list(entity_ids)
+        if not ids:
+            return
+        if self.image_route is not None:
+            self.image_route.delete_entities(ids)
+        if self.sound_store is not None:
+            self.sound_store.delete_entities(ids)
+
+    def split(self, entity_id: str, url: str) -> tuple[Entity, Entity]:
+        """Take the record of page ``url`` back out of entity ``entity_id`` into its own entity; both are
+        embedded and indexed again, with their own images and sounds (:func:`culturebase.identity.split`).
+        Raises ``KeyError`` for an unknown id and :class:`~culturebase.identity.SplitError` for a split
+        that cannot be made."""
+        from culturebase.identity import split
+
+        entity = self.store.get(entity_id)
+        if entity is None:
+            raise KeyError(entity_id)
+        kept, out = split(entity, url)
+        if self.store.get(out.id) is not None:
+            from culturebase.identity import SplitError
+
+            raise SplitError(f"an entity {out.id} already exists for {url}; delete or merge it first")
+        self.drop_media([kept.id, out.id])
+        if kept.id != entity_id:
+            self.store.delete([entity_id])
+        self.add([kept, out])
+        return kept, out
+
     def bulk_add(self, entities: Sequence[Entity], progress: Progress | None = None) -> int:
         """Embed and store many entities as one bulk import: the layout is chosen for the resulting
         size (when the KB is empty), indexing waits until the end, upserts go in batches of

@@ -83,6 +83,17 @@ class EntityCreate(BaseModel):
     meme_ids: list[str] = []
 
 
+class JoinedPartPublic(BaseModel):
+    """One record an entity was joined from, and the identity rule that joined it (``first``: its own)."""
+
+    id: str
+    name: str
+    url: str | None
+    site: str
+    rule: str
+    joined_at: str
+
+
 class EntityPublic(BaseModel):
     id: str
     name: str
@@ -95,7 +106,21 @@ class EntityPublic(BaseModel):
     sources: list[dict[str, Any]]
     tags: list[str]
     meme_ids: list[str]
+    joined_from: list[JoinedPartPublic] = Field(default_factory=list, description="The records it was joined from (empty: one record).")
     updated_at: str | None = None
+
+
+class SplitCreate(BaseModel):
+    """``POST /v1/entities/{id}/split``: the page of the record to take back out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(min_length=1, max_length=2000, description="A source URL of a record joined into the entity.")
+
+
+class SplitPublic(BaseModel):
+    kept: EntityPublic
+    split: EntityPublic
 
 
 class EntityHitPublic(BaseModel):

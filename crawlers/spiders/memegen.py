@@ -1,12 +1,16 @@
 """memegen: the template list of the memegen API (``GET /templates/``) into template entities with their blank image.
 
 Each template ``{id, name, lines, overlays, styles, blank, example{text,url}, source, keywords, _self}``
-becomes one entity: the name; aliases from the id and the keywords; the example captions
-as cultural usage; the ``_self`` link and the ``source`` KnowYourMeme page as source links;
-its blank image downloaded (``image_urls``) and hashed for the image route.  When the
-template names a KnowYourMeme page the entity id derives from that page's canonical URL,
-so the KnowYourMeme entry (crawled now with ``-a follow_sources=1`` / ``kar crawl memegen
---follow-sources``, or later by the knowyourmeme spider) merges into the same entity.
+becomes one entity, its id from its own ``_self`` page: the name; the keywords (franchises,
+characters, phrases shared by many templates) and the memegen id as tags, never aliases; the
+example captions as cultural usage; the ``source`` KnowYourMeme page as a linked source (its
+pages are the entity's evidence, but a shared link joins nothing: several templates name one
+page); its blank image downloaded (``image_urls``) and hashed for the image route.
+
+With ``-a follow_sources=1`` (``kar crawl memegen --follow-sources``) the KnowYourMeme page of a
+template is fetched too: a page that one template names is that template's entity
+(``same_as``: joined by rule ``declared``); a page that several templates name (variants such as
+Distracted Boyfriend / Distracted Girlfriend) is an entity of its own.
 
 Only the API host is fetched unless ``follow_sources`` asks for the source pages; a source
 that cannot be reached is counted (``kar/sources_unreachable``) and the job goes on.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.http import Response
@@ -29,13 +34,19 @@ from crawlers.text import one_line
 
 SITE = "memegen"
 DEFAULT_START = ("https://api.memegen.link/templates/",)
-SOURCE_META = "kar_template_source"  # request meta: the template's source URL (the entity id's URL)
+SOURCE_META = "kar_template_page"  # request meta: the page of the one template naming this source (its same_as)
 
 
 def _kym_url(source: Any) -> str | None:
     if not isinstance(source, str) or not source.startswith(("http://", "https://")):
         return None
     return source.strip()
+
+
+def _site_of(url: str) -> str:
+    """``knowyourmeme`` for a KnowYourMeme entry page (``/memes/…``), else the link's host (a video, a wiki)."""
+    parts = urlsplit(url)
+    return "knowyourmeme" if parts.path.startswith("/memes/") else (parts.hostname or "web")
 
 
 def template_item(t: dict[str, Any], response_url: str) -> PageItem | str:
@@ -61,20 +72,19 @@ def template_item(t: dict[str, Any], response_url: str) -> PageItem | str:
         url=self_url,
         page_key=canonical_url(self_url),
         name=name,
-        aliases=[tid, *keywords],
+        aliases=[],
         source_work="",
         description=desc,
         visual_desc="",
         cultural_usage=usage,
         language="en",
-        tags=["meme template", *(f"style:{s}" for s in t.get("styles") or [] if isinstance(s, str))],
+        tags=["meme template", f"memegen:{tid}", *keywords, *(f"style:{s}" for s in t.get("styles") or [] if isinstance(s, str))],
         title=name,
         page_text=f"{name}\n{desc}\n{usage}".strip(),
         image=blank,
         image_urls=[blank] if blank else [],
         image_kind="template",
-        id_url=source,
-        extra_sources=[{"site": "knowyourmeme", "url": source}] if source else [],
+        extra_sources=[{"site": _site_of(source), "url": source}] if source else [],
         details={"memegen_id": tid, "lines": lines},
     )
 
@@ -109,6 +119,11 @@ class MemegenSpider(scrapy.Spider):
         if not isinstance(data, list):
             stats.set_value("kar/fatal", f"{response.url} is not the memegen template list (expected a JSON list)")
             return
+        named: dict[str, int] = {}  # canonical KnowYourMeme page -> how many templates name it
+        for t in data[: self.limit] if self.limit is not None else data:
+            source = _kym_url(t.get("source")) if isinstance(t, dict) else None
+            if source:
+                named[canonical_url(source)] = named.get(canonical_url(source), 0) + 1
         for n, t in enumerate(data):
             if self.limit is not None and n >= self.limit:
                 break
@@ -120,21 +135,26 @@ class MemegenSpider(scrapy.Spider):
                 stats.inc_value(f"kar/dropped/{item}")
                 continue
             yield item
-            if self.follow_sources and item.get("id_url"):
-                source = item["id_url"]
+            source = _kym_url(t.get("source"))
+            if self.follow_sources and source and _site_of(source) == "knowyourmeme":
+                shared = named.get(canonical_url(source), 0) > 1
+                if shared:
+                    stats.inc_value("kar/sources_shared")
                 yield scrapy.Request(
                     source,
                     callback=self.parse_source,
                     errback=self.source_failed,
                     priority=5,
-                    meta={PAGE_KEY: canonical_url(source), SOURCE_META: source},
+                    meta={PAGE_KEY: canonical_url(source), SOURCE_META: None if shared else item["url"]},
                 )
 
     def parse_source(self, response: Response) -> Iterator[Any]:
-        """A template's KnowYourMeme page, parsed like the knowyourmeme spider does, merged into the template."""
+        """A template's KnowYourMeme page, parsed like the knowyourmeme spider does: the template's own
+        entity when only that template names it (``same_as``), else an entity of its own."""
         self.crawler.stats.inc_value("kar/sources_fetched")
         for item in KnowYourMemeSpider.parse_entry(self, response):  # type: ignore[arg-type]
-            item["id_url"] = response.meta.get(SOURCE_META) or response.url
+            if response.meta.get(SOURCE_META):
+                item["same_as"] = response.meta[SOURCE_META]
             yield item
 
     def source_failed(self, failure: Any) -> None:

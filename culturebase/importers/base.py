@@ -37,8 +37,8 @@ class DumpEntry:
     record: dict[str, Any] | None = None
     error: str | None = None
     category: str | None = None
-    #: entries with the same key are one entity (KnowYourMeme: the normalized title)
-    merge_key: str | None = None
+    #: the page the site itself says this entry is (a crawl row's ``same_as``): joined to it by rule ``declared``
+    same_as: str | None = None
     #: fields left out or shortened: (field, reason)
     notes: list[tuple[str, str]] = field(default_factory=list)
     #: the dump ends here (cut short or broken); ``error`` says how

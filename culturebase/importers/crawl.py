@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from culturebase.entity import Entity, Source, canonical_url, make_entity_id
+from culturebase.entity import Entity, Source, canonical_url
 from culturebase.importers.base import DumpEntry, EntryError, first_bytes, stream_array_items, stream_lines
 from culturebase.importers.report import format_validation_error
 from culturebase.importers.text import one_line
@@ -29,8 +29,9 @@ from culturebase.importers.text import one_line
 #: a page with less text than this (description + visual description + cultural usage) is no entity
 MIN_CONTENT_CHARS = 20
 #: PageItem keys that only a crawl row has (format detection)
-CRAWL_KEYS = frozenset({"page_key", "page_text", "drop_reason", "revid", "etag", "image_urls", "id_url"})
-_TEXT_FIELDS = ("name", "source_work", "description", "visual_desc", "cultural_usage", "language", "site", "url", "id_url")
+#: (``id_url`` is what older crawls wrote for a memegen template's KnowYourMeme page: read, not used for identity)
+CRAWL_KEYS = frozenset({"page_key", "page_text", "drop_reason", "revid", "etag", "image_urls", "id_url", "same_as"})
+_TEXT_FIELDS = ("name", "source_work", "description", "visual_desc", "cultural_usage", "language", "site", "url", "id_url", "same_as")
 _LIST_FIELDS = ("aliases", "tags")
 
 
@@ -51,9 +52,7 @@ def item_to_entity(item: Mapping[str, Any], retrieved_at: float | None = None) -
         for s in item.get("extra_sources") or []
         if s.get("url") and canonical_url(s["url"]) != canonical_url(url or "x:")
     ]
-    id_url = item.get("id_url")
     return Entity(
-        id=make_entity_id(name, url=id_url) if id_url else "",
         name=name,
         aliases=[a for a in aliases if len(a) <= 200][:200],
         source_work=item.get("source_work") or "",
@@ -132,7 +131,8 @@ def crawl_entry(where: int, row: Any, default_time: float) -> DumpEntry:
     audio = [u for u in row.get("audio_urls") or [] if isinstance(u, str) and u.startswith(("http://", "https://"))]
     if audio:  # the page's sound files: fetched with --fetch-images like its image (retrieval/sound_import.py)
         record["audio"] = audio
-    return DumpEntry(where, record, category=entity.sources[0].site)
+    same_as = row.get("same_as")
+    return DumpEntry(where, record, category=entity.sources[0].site, same_as=same_as if isinstance(same_as, str) and same_as else None)
 
 
 def read_crawl(path: Path, fetch_images: bool = False) -> Iterator[DumpEntry]:

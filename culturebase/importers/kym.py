@@ -4,15 +4,17 @@ Both are arrays of page entries (the Scrapy export may hold several arrays one a
 other).  The mapping (docs/import.md):
 
 * ``title`` → name (HTML stripped; an entry without one, or longer than the name limit, is rejected);
-* ``search_keywords`` and title variants (``og:title``/``twitter:title``, the JSON-LD ``headline``
-  or ``name`` when they differ) → aliases;
+* title variants (``og:title``/``twitter:title``, the JSON-LD ``headline`` or ``name`` when they
+  differ) → aliases: the site's own names for the page;
+* ``search_keywords`` → tags (keywords are shared by many pages: never aliases);
 * ``parent`` (the "Part of a series on" page) → source work, named from its URL;
 * ``details.origin`` is where the meme started, usually a site (4chan, Tumblr): kept as an
   ``origin:`` tag and at the head of the cultural usage, never as the source work;
   ``details.year`` joins it when it is a plausible year (``""``/``9999`` are left out, noted);
 * ``content.about`` → description (else the page's meta description); ``content.origin`` and
   ``content.spread`` (with their nested sub-sections) → cultural usage;
-* ``category`` → a tag (and the category filter), ``details.tags`` / ``details.type`` → tags;
+* ``category`` → a tag (and the category filter), ``details.tags`` / ``details.type`` → tags (a type given
+  as its link, as IMKG has it, as ``type: <name>``);
 * ``url`` → the source (site ``knowyourmeme``; it also gives the entity id, as the crawler's);
 * ``template_image_url`` → the entity's image, fetched only when asked (``--fetch-images``).
 """
@@ -91,8 +93,6 @@ def _aliases(entry: dict[str, Any], title: str, notes: list[tuple[str, str]]) ->
         keys.add(normalize_text(value))
         out.append(value)
 
-    for kw in string_list(entry.get("search_keywords")):
-        add(kw, "search_keywords")
     meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
     for key in ("og:title", "twitter:title"):
         add(clean_inline(meta.get(key)), f"meta.{key}")
@@ -155,7 +155,12 @@ def kym_record(entry: Any, fetch_images: bool = False) -> tuple[dict[str, Any], 
     if origin and len(origin) < MAX_NAME_CHARS - 8:
         tags.append(f"origin: {origin}")
     for key in ("type", "tags"):
-        tags.extend(t for t in string_list(details.get(key)) if len(t) <= MAX_NAME_CHARS)
+        for tag in string_list(details.get(key)):
+            if _http_url(tag):  # IMKG lists types as links: …/types/viral-video?status=all → "type: Viral Video"
+                tag = f"type: {name_from_url(tag)}"
+            if len(tag) <= MAX_NAME_CHARS:
+                tags.append(tag)
+    tags.extend(t for t in string_list(entry.get("search_keywords")) if len(t) <= MAX_NAME_CHARS)
     record: dict[str, Any] = {
         "name": title,
         "aliases": _aliases(entry, title, notes),
@@ -187,7 +192,7 @@ def _entries(items: Iterator[tuple[int, Any, str | None]], fetch_images: bool, e
             category = clean_inline(item.get("category")) or None if isinstance(item, dict) else None
             yield DumpEntry(where, error=str(exc), category=category)
             continue
-        yield DumpEntry(where, record, category=category, merge_key=normalize_text(record["name"]), notes=notes)
+        yield DumpEntry(where, record, category=category, notes=notes)
 
 
 def read_kym(path: Path, fetch_images: bool = False) -> Iterator[DumpEntry]:

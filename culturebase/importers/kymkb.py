@@ -106,7 +106,7 @@ def read_kymkb_file(path: Path, fetch_images: bool = False) -> Iterator[DumpEntr
         except EntryError as exc:
             yield DumpEntry(line, error=str(exc))
             continue
-        yield DumpEntry(line, record, merge_key=normalize_text(record["name"]), notes=notes)
+        yield DumpEntry(line, record, notes=notes)
 
 
 def metadata_record(data: Any, folder_name: str, fetch_images: bool = False) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -155,7 +155,7 @@ def read_kymkb_folders(root: Path, fetch_images: bool = False) -> Iterator[DumpE
         except EntryError as exc:
             yield DumpEntry(n, error=f"{meta.parent.name}/{METADATA}: {exc}")
             continue
-        yield DumpEntry(n, record, merge_key=normalize_text(record["name"]), notes=notes)
+        yield DumpEntry(n, record, notes=notes)
 
 
 def read_kymkb(path: Path, fetch_images: bool = False) -> Iterator[DumpEntry]:

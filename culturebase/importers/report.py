@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from culturebase.identity import JoinLog
+
 #: notes (fields left out of an entry that was stored) kept in full; beyond this only counted
 MAX_NOTES = 1000
 
@@ -42,15 +44,16 @@ class Note:
 
 @dataclass
 class ImportReport:
-    """What an import did: stored, merged duplicates, skipped by category, rejected (by line or index and
-    field), fields left out, images stored / left out, and where a cut dump stopped."""
+    """What an import did: stored, joined by identity rule (:mod:`culturebase.identity`: every merge, record
+    kept apart and split, with both sides), skipped by category, rejected (by line or index and field),
+    fields left out, images stored / left out, and where a cut dump stopped."""
 
     path: str
     format: str = "jsonl"
     unit: str = "line"
     read: int = 0
     stored: int = 0
-    merged_duplicates: int = 0
+    joins: JoinLog = field(default_factory=JoinLog)
     skipped_category: dict[str, int] = field(default_factory=dict)
     rejected: list[Rejected] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
@@ -69,6 +72,11 @@ class ImportReport:
             self.notes.append(Note(line, field_name, reason))
 
     @property
+    def merged_duplicates(self) -> int:
+        """Records joined into another entity (by any rule)."""
+        return self.joins.merged
+
+    @property
     def skipped(self) -> int:
         """Entries left out by the category filter."""
         return sum(self.skipped_category.values())
@@ -78,6 +86,15 @@ class ImportReport:
         """Whether every entry read was stored or merged (nothing rejected, the dump read to its end)."""
         return not self.rejected and self.stopped is None
 
+    def jsonl_rows(self) -> list[dict[str, Any]]:
+        """The report as JSON Lines rows (``kar kb import --report FILE``): every join, record kept apart
+        and split, every rejected entry, every note kept, then one ``summary`` row."""
+        rows: list[dict[str, Any]] = [{"kind": e.kind, **{k: v for k, v in e.to_dict().items() if k != "kind"}} for e in self.joins.events]
+        rows += [{"kind": "rejected", self.unit: r.line, "reason": r.reason} for r in self.rejected]
+        rows += [{"kind": "note", self.unit: n.line, "field": n.field, "reason": n.reason} for n in self.notes]
+        summary = {k: v for k, v in self.to_dict().items() if k not in ("joins", "rejected", "notes", "image_problems")}
+        return [*rows, {"kind": "summary", **summary}]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -86,6 +103,10 @@ class ImportReport:
             "read": self.read,
             "stored": self.stored,
             "merged_duplicates": self.merged_duplicates,
+            "merged_by_rule": dict(sorted(self.joins.merged_by_rule.items())),
+            "kept_apart": self.joins.kept_apart,
+            "split": self.joins.split,
+            "joins": [e.to_dict() for e in self.joins.events],
             "skipped_category": self.skipped,
             "skipped_by_category": dict(sorted(self.skipped_category.items())),
             "rejected": [{"line": r.line, "reason": r.reason} for r in self.rejected],

@@ -15,7 +15,7 @@ from rich.table import Table
 from crawlers.jobs import SPIDERS, CrawlJob, CrawlJobManager, JobError
 from services.cli.console import ExitCode, emit_json, err, fail, out
 from services.cli.options import JsonOption, KbOption
-from services.cli.render import seconds
+from services.cli.render import print_joins, seconds
 
 crawl_jobs_app = typer.Typer(
     help="Crawl jobs: list, status, cancel, resume, logs (a job's pages and counters live in KAR_DATA_DIR).",
@@ -87,7 +87,10 @@ def _counters_table(job: CrawlJob) -> Table:
         ("pages fetched", c.get("pages_fetched", 0)),
         ("items parsed", c.get("items_parsed", 0)),
         ("items stored", c.get("items_stored", 0)),
-        ("merged duplicates", c.get("merged", 0)),
+        ("joined (same entity)", c.get("merged", 0)),
+        *((f"  joined by {rule}", n) for rule, n in sorted((c.get("merged_by_rule") or {}).items())),
+        ("kept apart", c.get("kept_apart", 0)),
+        ("split (older joins)", c.get("split", 0)),
         ("dropped", c.get("dropped_total", 0)),
         ("unchanged (skipped)", c.get("skipped_unchanged", 0)),
         ("robots.txt forbidden", c.get("robots_forbidden", 0)),
@@ -137,13 +140,15 @@ def _finish(job: CrawlJob, json_out: bool, cancelled: bool = False, kb_flag: str
     else:
         c = job.counters
         out.print(
-            f"job {job.id}: {job.status} · {c.get('items_stored', 0)} stored, {c.get('merged', 0)} merged, "
+            f"job {job.id}: {job.status} · {c.get('items_stored', 0)} stored, {c.get('merged', 0)} joined, "
             f"{c.get('dropped_total', 0)} dropped, {c.get('errors', 0)} errors, {c.get('pages_fetched', 0)} pages, "
             f"{seconds(c.get('elapsed_s', 0))}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+        if c.get("merged") or c.get("kept_apart") or c.get("split"):
+            print_joins(out, {**c, "events": c.get("joins") or []})
         if job.error:
             err.print(f"reason: {job.error}", markup=False, highlight=False, soft_wrap=True)
         if job.status == "succeeded":

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from services.cli.console import ExitCode, console, emit_json, fail, out, progress_bar, user_errors
 from services.cli.options import JsonOption, KbOption
-from services.cli.render import mapping_table, skipped_routes
+from services.cli.render import mapping_table, print_joins, skipped_routes
 
 kb_app = typer.Typer(
     help="CultureBase: the knowledge base of cultural entities (import, search, stats, export, reindex).",
@@ -68,11 +68,15 @@ def import_cmd(
         Optional[bool],
         typer.Option("--fetch-images/--no-fetch-images", help="Fetch image URLs through the image checks (default: yes for our JSONL and the release, no for the published dumps)."),
     ] = None,
+    report_file: Annotated[
+        Optional[Path],
+        typer.Option("--report", help="Write the report as JSON Lines: every join (with the rule), record kept apart, split, rejected entry and note, then a summary.", show_default=False),
+    ] = None,
     json_out: JsonOption = False,
     kb: KbOption = None,
 ) -> None:
     """Import a dump, streamed (a zip / tar.gz of a dump folder is unpacked first); the report counts stored,
-    merged, skipped and rejected entries (exit 3 if any was rejected or the dump was cut)."""
+    joined (by identity rule), skipped and rejected entries (exit 3 if any was rejected or the dump was cut)."""
     from contextlib import ExitStack
 
     _use_kb(kb)
@@ -88,6 +92,8 @@ def import_cmd(
                 )
             total = kb.store.count()
         report.path = str(file)
+        if report_file is not None:
+            _write_report(report_file, report)
     if json_out:
         emit_json({**report.to_dict(), "total_entities": total})
     else:
@@ -117,16 +123,30 @@ def _unpacked(file: Path, stack: Any) -> Path:
         raise ImportFileError(f"{file}: {exc} (KAR_IMPORT_ARCHIVE_MAX_MB)" if "limit" in str(exc) else f"{file}: {exc}") from None
 
 
+def _write_report(path: Path, report: Any) -> None:
+    """``--report FILE``: the import report as JSON Lines."""
+    import json
+
+    try:
+        with path.open("w", encoding="utf-8") as fh:
+            for row in report.jsonl_rows():
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise fail(f"--report {path}: cannot write: {exc.strerror or exc}", ExitCode.USAGE) from None
+
+
 def _print_import_report(report, file: Path, total: int) -> None:  # type: ignore[no-untyped-def]
     """The import report by reason (data printed without markup)."""
     unit = report.unit
     stored = f"would store {report.stored} (dry run: nothing stored)" if report.dry_run else f"stored {report.stored}"
     line = (
         f"{report.format}: read {report.read} entries from {file}: {stored}, "
-        f"{report.merged_duplicates} duplicates merged, {report.skipped} skipped by category, "
+        f"{report.merged_duplicates} joined into other entities, {report.skipped} skipped by category, "
         f"{len(report.rejected)} rejected; CultureBase now holds {total}"
     )
     console.print(line, highlight=False, markup=False)
+    if report.merged_duplicates or report.joins.kept_apart or report.joins.split:
+        print_joins(console, report.joins)
     for cat, n in sorted(report.skipped_category.items()):
         console.print(f"  skipped {n} of category {cat}", highlight=False, markup=False)
     for r in report.rejected:
@@ -387,6 +407,59 @@ def get_cmd(
     if entity is None:
         raise fail(f"no entity with id {entity_id!r}")
     emit_json(entity.model_dump(mode="json"))
+
+
+@kb_app.command("merges", epilog="Examples:\n\n  kar kb merges\n\n  kar kb merges --json")
+def merges_cmd(json_out: JsonOption = False, kb: KbOption = None) -> None:
+    """List the entities joined from more than one record, with each record's page and the rule that joined it."""
+    from culturebase.identity import merged_entities
+
+    _use_kb(kb)
+    with user_errors(), _open(create=False) as base:
+        rows = [
+            {"id": e.id, "name": e.name, "parts": [
+                {"id": p.id, "name": p.name, "source": p.url, "site": p.site, "rule": p.rule, "joined_at": p.joined_at.isoformat()}
+                for p in e.constituents
+            ]}
+            for e in merged_entities(base.store.iter_entities())
+        ]
+    if json_out:
+        emit_json({"merged_entities": rows})
+        return
+    if not rows:
+        console.print("no entity was joined from more than one record", highlight=False, markup=False)
+    for row in rows:
+        out.print(f"{row['name']} ({row['id']}): {len(row['parts'])} records", highlight=False, markup=False)
+        for p in row["parts"]:
+            out.print(f"  {p['rule']}: {p['name']} · {p['source'] or p['id']}", highlight=False, soft_wrap=True, markup=False)
+
+
+@kb_app.command("split", epilog="Example:\n\n  kar kb split cb_0123456789abcdef0123 --source https://api.memegen.link/templates/jim")
+def split_cmd(
+    entity_id: Annotated[str, typer.Argument(help="The joined entity's id (as `kar kb merges` shows it).", show_default=False)],
+    source: Annotated[str, typer.Option("--source", help="The page of the record to take back out (a source URL `kar kb merges` lists).", show_default=False)],
+    json_out: JsonOption = False,
+    kb: KbOption = None,
+) -> None:
+    """Take a wrongly joined record back out into its own entity, re-embedded, with its images and sounds."""
+    from culturebase.identity import SplitError
+
+    _use_kb(kb)
+    with user_errors(), _open(create=False) as base:
+        try:
+            kept, split_out = base.split(entity_id, source)
+        except KeyError:
+            raise fail(f"no entity with id {entity_id!r}") from None
+        except SplitError as exc:
+            raise fail(str(exc), ExitCode.USAGE) from None
+    if json_out:
+        emit_json({"kept": kept.model_dump(mode="json"), "split": split_out.model_dump(mode="json")})
+        return
+    console.print(
+        f"took {split_out.name} ({split_out.id}) out of {kept.name} ({kept.id}); {len(split_out.images)} image(s) and "
+        f"{len(split_out.audio)} sound(s) went with it",
+        highlight=False, markup=False,
+    )
 
 
 @kb_app.command("delete", epilog="Example:\n\n  kar kb delete doge rickroll")

@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["mapping_table", "seconds", "skipped_routes", "timings_line", "STANDING_SKIP"]
+__all__ = ["mapping_table", "print_joins", "seconds", "skipped_routes", "timings_line", "STANDING_SKIP"]
 
 #: a route that never runs with this KB's embedder: said once by `kar kb stats`, not under every query
 STANDING_SKIP = "the embedder has no sparse lexical weights"
@@ -52,3 +52,22 @@ def mapping_table(title: str, data: Mapping[str, Any], key: str = "name", value:
     for k, v in data.items():
         table.add_row(escape(str(k)), escape(f"{v:,}" if isinstance(v, int) else str(v)))
     return table
+
+
+def print_joins(console: Any, joins: Any, limit: int = 20) -> None:
+    """Joins counted by rule, then each join, record kept apart and split (``kar kb import``, ``kar crawl``)."""
+    data = joins if isinstance(joins, dict) else joins.to_dict()
+    by_rule = ", ".join(f"{n} by {rule}" for rule, n in sorted(data.get("merged_by_rule", {}).items())) or "none"
+    console.print(
+        f"joined: {data.get('merged', 0)} ({by_rule}); kept apart: {data.get('kept_apart', 0)}; split: {data.get('split', 0)}",
+        highlight=False, markup=False,
+    )
+    events = data.get("events") or data.get("joins") or []
+    for e in events[:limit]:
+        verb = {"merge": "joined into", "kept_apart": "kept apart from", "split": "taken out of"}.get(e["kind"], e["kind"])
+        console.print(
+            f"  {e['name']} ({e.get('source') or e['id']}) {verb} {e['into_name']} ({e.get('into_source') or e['into_id']}): {e['rule']}",
+            highlight=False, soft_wrap=True, markup=False,
+        )
+    if len(events) > limit:
+        console.print(f"  ... and {len(events) - limit} more (--json or --report lists them)", highlight=False, markup=False)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from services.deps import Services, WriteKey
 from services.errors import ApiError
-from services.schemas import EntityCreate, EntityPublic, EntitySearchPublic, ErrorPublic, ImportPublic
+from services.schemas import EntityCreate, EntityPublic, EntitySearchPublic, ErrorPublic, ImportPublic, SplitCreate, SplitPublic
 
 router = APIRouter(tags=["entities"])
 EntityId = Annotated[str, PathParam(min_length=1, max_length=200, description="Entity id.")]
@@ -24,7 +24,9 @@ ERR = {code: {"model": ErrorPublic} for code in (401, 403, 404, 409, 413, 415, 4
 
 
 def public(entity: Any) -> dict[str, Any]:
-    return entity.model_dump(mode="json")
+    data = entity.model_dump(mode="json", exclude={"constituents"})
+    data["joined_from"] = [{k: v for k, v in p.items() if k != "record"} for p in entity.model_dump(mode="json", include={"constituents"})["constituents"]]
+    return data
 
 
 @router.get("/v1/entities", response_model=EntitySearchPublic, responses=ERR)
@@ -127,6 +129,22 @@ async def put_entity(entity_id: EntityId, body: EntityCreate, services: Services
     existed = await services.kb_call(store)
     response.status_code = 200 if existed else 201
     return public(entity)
+
+
+@router.post("/v1/entities/{entity_id}/split", response_model=SplitPublic, responses=ERR)
+async def split_entity(entity_id: EntityId, body: SplitCreate, services: Services, key: WriteKey) -> dict[str, Any]:
+    """Take the record of page ``source`` back out of a joined entity into its own entity, both re-embedded, each
+    with its own images and sounds (``kar kb split``); 409 when it cannot be split (the entity's own page, a page
+    not joined into it, an entity joined before joins were recorded)."""
+    from culturebase.identity import SplitError
+
+    try:
+        kept, out = await services.kb_call(services.kb.split, entity_id, body.source)
+    except KeyError:
+        raise ApiError(404, "entity_not_found", f"no entity with id {entity_id!r}") from None
+    except SplitError as exc:
+        raise ApiError(409, "cannot_split", str(exc)) from None
+    return {"kept": public(kept), "split": public(out)}
 
 
 @router.delete("/v1/entities/{entity_id}", status_code=204, responses=ERR)

@@ -8,9 +8,9 @@ import pytest
 from conftest import FIXTURES, fixture_response
 from scrapy.http import HtmlResponse, Request, TextResponse
 
-from culturebase.entity import Entity, Source
+
 from crawlers.middlewares import PAGE_KEY, detect_block, retry_after_seconds
-from crawlers.pipelines import item_to_entity, merge, same_entity
+from crawlers.pipelines import item_to_entity
 from crawlers.spiders.knowyourmeme import KnowYourMemeSpider, clean_link, is_entry_path
 from crawlers.spiders.moegirl import MoegirlSpider, parse_wikitext
 from crawlers.text import aliases_from_aka, chunk_text, title_variants, wikitext_to_text
@@ -212,20 +212,3 @@ def test_retry_after_parsing():
     assert retry_after_seconds(b"3") == 3.0
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
     assert 0 <= retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") < 1  # a past date: retry now
-
-
-def _e(name, url, site="knowyourmeme", source_work="", aliases=()):
-    return Entity(name=name, source_work=source_work, aliases=list(aliases), description="d" * 30, sources=[Source(site=site, url=url)])
-
-
-def test_duplicate_rules():
-    a = _e("Doge", "https://k.com/memes/doge")
-    assert same_entity(_e("Doge", "https://k.com/memes/doge/"), a)  # same canonical URL
-    assert same_entity(_e("doge", "https://m.org/Doge", site="moegirl"), a)  # same name + (empty) source work
-    assert not same_entity(_e("Doge", "https://m.org/Doge", site="moegirl", source_work="Some Game"), a)
-    paimon = _e("派蒙", "https://m.org/派蒙", site="moegirl", source_work="原神", aliases=["应急食品"])
-    redirect = _e("应急食品", "https://m.org/应急食品", site="moegirl", source_work="原神")
-    assert same_entity(redirect, paimon)  # a redirect/alias on the same site
-    assert not same_entity(_e("应急食品", "https://k.com/memes/food", source_work="原神"), _e("x", "https://k.com/x")) 
-    merged = merge(paimon, redirect)
-    assert merged.id == paimon.id and len(merged.sources) == 2 and "应急食品" in merged.aliases

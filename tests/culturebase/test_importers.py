@@ -50,13 +50,14 @@ def test_imkg_shape_maps_title_keywords_origin_and_sections(tmp_path):
     assert detect_format(path) == "kym-imkg"
     (e,) = entries(path)
     rec = e.record
-    assert rec["name"] == "Doge" and rec["aliases"] == ["such wow"]  # "doge" is the name itself
+    assert rec["name"] == "Doge" and rec["aliases"] == []  # search keywords are tags, never aliases
+    assert {"doge", "such wow"} <= set(rec["tags"])
     assert rec["description"] == "Doge is a Shiba Inu & its inner monologue."  # HTML, entity, citation and empty strings gone
     assert rec["source_work"] == ""  # details.origin (a site) is not a source work
     assert rec["cultural_usage"].startswith("Origin: Tumblr, 2013.") and "On tumblr:\n\nTumblr posts." in rec["cultural_usage"]
     assert "Meme" in rec["tags"] and "origin: Tumblr" in rec["tags"]
     assert rec["sources"] == [{"site": "knowyourmeme", "url": "https://knowyourmeme.com/memes/doge"}]
-    assert e.category == "Meme" and e.merge_key == "doge"
+    assert e.category == "Meme" and e.same_as is None
     Entity.model_validate({k: v for k, v in rec.items() if k != "image"})
 
 
@@ -196,7 +197,8 @@ def test_real_2023_export_with_two_arrays_reads_all_39():
     assert len(got) == 39 and all(e.record for e in got)
     interesting = next(e.record for e in got if e.record["name"] == "The Most Interesting Man in the World")
     assert interesting["source_work"] == "Advice Animals" and "Retirement:" in interesting["cultural_usage"]
-    assert len({e.merge_key for e in got}) < 39  # the second run repeats entries: merged on import
+    urls = [e.record["sources"][0]["url"] for e in got]
+    assert len(set(urls)) < 39  # the second run repeats pages: joined on import by their URL (same_url)
 
 
 def test_real_moegirl_maps_stream_every_character():

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from culturebase.entity import make_entity_id
+from culturebase.identity import TWO_PAGES
 from culturebase.settings import Settings
 from culturebase.store import EmbedderMismatchError
 from retrieval.knowledge_base import KnowledgeBase
@@ -42,23 +44,33 @@ def test_kym_dump_report_merges_skips_and_rejects(tmp_path, server):
         kym_entry("Pepe", category="Subculture"),
         {"category": "Meme"},  # no title
         kym_entry("Trollface"),
-        kym_entry("Doge", url="https://knowyourmeme.com/memes/doge-2", search_keywords=["shibe"]),  # same title, later chunk
-        kym_entry("Trollface"),  # same page again (a second scrapy run)
+        kym_entry("Doge", search_keywords=["shibe"]),  # the same page again (a second scrapy run), in a later chunk
+        kym_entry("Trollface"),  # same page again
         kym_entry("Long", details={"year": 9999}),
+        kym_entry("Doge", url="https://knowyourmeme.com/memes/doge-2"),  # another page with the same title: another entity
     ]
     path = write_dump(tmp_path / "kym.json", dump)
     with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
         totals: list = []
         report = kb.import_dump(path, categories=["meme"], chunk=2, total=totals.append)
-        assert totals == [7]
-        assert (report.format, report.read, report.stored, report.merged_duplicates) == ("kym-imkg", 7, 3, 2)
+        assert totals == [8]
+        assert (report.format, report.read, report.stored, report.merged_duplicates) == ("kym-imkg", 8, 4, 2)
+        assert report.joins.merged_by_rule == {"same_url": 2} and report.joins.kept_apart == 1
+        kept = [e.to_dict() for e in report.joins.events if e.kind == "kept_apart"]
+        assert kept == [{
+            "kind": "kept_apart", "rule": "two_pages", "id": make_entity_id("x", url="https://knowyourmeme.com/memes/doge-2"),
+            "name": "Doge", "source": "https://knowyourmeme.com/memes/doge-2",
+            "into_id": make_entity_id("x", url="https://knowyourmeme.com/memes/doge"), "into_name": "Doge",
+            "into_source": "https://knowyourmeme.com/memes/doge", "detail": TWO_PAGES,
+        }]
         assert report.skipped_category == {"Subculture": 1}
         assert [(r.line, r.reason) for r in report.rejected] == [(3, "field 'title': missing or empty: an entry needs a title")]
         assert [n.to_dict() for n in report.notes] == [{"line": 7, "field": "details.year", "reason": "9999 is not a plausible year, left out"}]
-        assert report.images_not_fetched == 5 and report.stopped is None and not report.complete
-        assert kb.store.count() == 3
-        (doge,) = [e for e in kb.store.find_by_name(["Doge"]) if e.name == "Doge"]
-        assert set(doge.aliases) >= {"such wow", "shibe"} and len(doge.sources) == 2  # merged with the stored copy
+        assert report.images_not_fetched == 6 and report.stopped is None and not report.complete
+        assert kb.store.count() == 4
+        doge = kb.store.get(make_entity_id("x", url="https://knowyourmeme.com/memes/doge"))
+        assert {"such wow", "shibe"} <= set(doge.tags) and len(doge.sources) == 1  # united with the stored copy
+        assert doge.aliases == [] and doge.constituents == []  # one page read twice is one record, not a join
 
 
 def test_cut_dump_keeps_what_came_before(tmp_path, server):
