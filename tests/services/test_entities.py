@@ -116,3 +116,33 @@ async def test_import_on_a_nearly_full_disk_answers_507_with_the_count_and_keeps
         assert str(services.settings.kb_path) not in err["message"]
         assert services.kb.store.count() == count
         await assert_healthy(client)
+
+
+async def test_split_takes_a_joined_record_back_out_behind_the_write_key(api):
+    from culturebase.entity import Entity, Source
+    from culturebase.identity import SAME_NAME_AND_WORK, join
+
+    client, services = api
+    template = Entity(name="Split Test Meme", description="A template made for a split test.", language="en",
+                      sources=[Source(site="memegen", url="https://api.memegen.link/templates/split-test")])
+    page = Entity(name="Split Test Meme", aliases=["STM"], description="The meme's page, joined by name and work.", language="en",
+                  sources=[Source(site="knowyourmeme", url="https://knowyourmeme.com/memes/split-test-meme")])
+    joined = join(template, page, SAME_NAME_AND_WORK)
+    services.kb.add([joined])
+    got = (await client.get(f"/v1/entities/{joined.id}")).json()
+    assert [(p["name"], p["rule"], p["url"]) for p in got["joined_from"]] == [
+        ("Split Test Meme", "first", "https://api.memegen.link/templates/split-test"),
+        ("Split Test Meme", SAME_NAME_AND_WORK, "https://knowyourmeme.com/memes/split-test-meme"),
+    ]
+    assert "constituents" not in got and "record" not in got["joined_from"][0]
+    body = {"source": "https://knowyourmeme.com/memes/split-test-meme"}
+    assert (await client.post(f"/v1/entities/{joined.id}/split", json=body)).status_code == 401
+    r = await client.post(f"/v1/entities/{joined.id}/split", json={"source": "https://api.memegen.link/templates/split-test"}, headers=rw())
+    assert r.status_code == 409 and r.json()["error"]["code"] == "cannot_split" and "own page" in r.json()["error"]["message"]
+    assert (await client.post("/v1/entities/cb_missing/split", json=body, headers=rw())).status_code == 404
+    r = await client.post(f"/v1/entities/{joined.id}/split", json=body, headers=rw())
+    assert r.status_code == 200, r.text
+    kept, out = r.json()["kept"], r.json()["split"]
+    assert (kept["id"], kept["aliases"], kept["joined_from"]) == (template.id, [], [])
+    assert (out["id"], out["aliases"]) == (page.id, ["STM"])
+    assert (await client.get(f"/v1/entities/{page.id}")).json()["description"] == "The meme's page, joined by name and work."
