@@ -238,3 +238,25 @@ def test_cli_imports_a_zipped_moegirl_folder_and_dry_runs(tmp_path, server):
     res = CliRunner().invoke(app, ["kb", "import", str(bad)], env=env)
     assert res.exit_code == 2 and "'../../escape.json'" in res.output and "outside" in res.output
     get_settings.cache_clear()
+
+
+def test_real_dumps_join_only_what_the_rules_join():
+    """The published samples read through the import (validate and join, nothing stored): the 2023 export's
+    second array repeats five pages (joined by their URL); IMKG's entries and Moegirlpedia's 39,619
+    characters are all distinct pages, and Moegirl's same-named characters of one work stay apart."""
+    from retrieval.dump_import import read_dump
+    from tests.culturebase.test_importers import real
+
+    entities, report = read_dump(real("kym-2023/memes.json"))
+    assert report.joins.merged_by_rule == {"same_url": 5} and len(entities) == 34 and report.joins.kept_apart == 0
+    assert all(e.to_dict()["source"] == e.to_dict()["into_source"] for e in report.joins.events)  # the same page twice
+    for sample in ("kym-imkg/scraper_sample_1.json", "kym-imkg/scraper_sample_2.json"):
+        entities, report = read_dump(real(sample))
+        assert report.joins.merged == 0 and len(entities) == report.read == 10
+        assert all(e.aliases == [] for e in entities)  # search keywords are tags now
+        assert any(t.startswith("type: ") for e in entities for t in e.tags)  # IMKG's type links, named
+    entities, report = read_dump(real("moegirl"))
+    assert report.joins.merged == 0 and len(entities) == report.read == 39_619
+    kept = {(e.name, e.source) for e in report.joins.events if e.kind == "kept_apart"}
+    assert report.joins.kept_apart == len(report.joins.events) and all(e.rule == "two_pages" for e in report.joins.events)
+    assert any(name == "地下城与勇士:格斗家" for name, _ in kept)  # its 女 and 男 pages: two characters
