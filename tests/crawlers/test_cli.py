@@ -123,3 +123,14 @@ def test_kar_crawl_with_a_limit_says_so(server, kar_env):
     assert result.exit_code == 0, result.output
     assert f"crawling knowyourmeme from {server.url}/memes/doge; limit 1 entity pages; into {kar_env / 'kb'}" in result.stderr
     assert "next: kar kb stats --kb" in result.stderr
+
+
+def test_kar_crawl_prints_joins_by_rule(server, kar_env):
+    """Two fetched URLs of one page (doge-old declares doge canonical): one entity, the join shown by rule."""
+    runner = CliRunner()
+    result = runner.invoke(app, ["crawl", "knowyourmeme", "--start-url", f"{server.url}/memes/doge", "--start-url",
+                                 f"{server.url}/memes/doge-old", "--kb", str(kar_env / "kb")])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "joined: 1 (1 by same_url); kept apart: 0; split: 0" in text
+    assert "Doge (" in text and "joined into Doge" in text and "same_url" in text
