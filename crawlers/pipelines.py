@@ -337,11 +337,11 @@ class CultureBasePipeline:
                 entity = join(final.get(existing.id, existing), record, rule, refresh=True)
                 if existing.id != eid and not set(Signature.of(record).pages) <= set(Signature.of(existing).pages):
                     self._record("merge", rule, record, existing)
+                for split_event in dissolved(existing, entity):
+                    self._record_event(split_event)
                 if entity.id != existing.id:
                     gone.add(existing.id)
                     final.pop(existing.id, None)
-                    for split_event in dissolved(existing, entity):
-                        self._record_event(split_event)
             final[entity.id] = entity
             final_ids[eid] = entity.id
         gone -= set(final)

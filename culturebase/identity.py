@@ -358,12 +358,17 @@ def _strip(stored: Entity, record: Entity) -> Entity:
 
 
 def dissolved(existing: Entity, joined: Entity) -> list[JoinEvent]:
-    """Split events for the pages ``existing`` held that ``joined`` (what a join made of it) no longer does: an
-    entity an older knowledge base joined, replaced by the record of its own page read again."""
+    """Split events for the pages of ``existing``'s own site that ``joined`` (what a join made of it) no longer
+    holds: an entity an older knowledge base joined from several pages of one site (which these rules never
+    do), replaced by the record of its own page read again.  A page of another site is a link, not reported;
+    a recorded join is taken apart by :func:`repair` instead."""
+    if existing.constituents or not existing.sources:
+        return []
+    site = existing.sources[0].site
     kept = {canonical_url(s.url) for s in joined.sources}
     return [
         JoinEvent("split", "repair", "", url, url, existing.id, existing.name, existing.primary_url, "an older join these rules no longer make")
-        for url in dict.fromkeys(canonical_url(s.url) for s in existing.sources)
+        for url in dict.fromkeys(canonical_url(s.url) for s in existing.sources[1:] if s.site == site)
         if url not in kept
     ]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from culturebase.entity import Entity, normalize_text
+from culturebase.entity import Entity
 from culturebase.identity import KEPT_APART, TWO_PAGES, IdentityIndex, Signature, alias_collision, dissolved, event, join, join_rule, repair
 from culturebase.importers import DumpEntry, DumpError, ImportReport, Rejected, format_validation_error, open_dump
 from culturebase.importers.base import _ijson, first_bytes, open_binary
@@ -196,8 +196,11 @@ def _against_store(kb: Any, entities: list[Entity], report: ImportReport) -> tup
     a record one with a stored entity is joined into it, a stored entity holding a page these rules no
     longer join to it is repaired (the page taken out).  Returns what to write and the ids to delete."""
     stored = {e.id: e for e in kb.store.get_many([e.id for e in entities])}
+    named: dict[str, list[str]] = {}  # name or alias key -> ids of stored entities holding it
     for cand in kb.store.find_by_name(sorted({n for e in entities for n in e.names})):
         stored.setdefault(cand.id, cand)
+        for key in cand.match_keys:
+            named.setdefault(key, []).append(cand.id)
     out: dict[str, Entity] = {}
     gone: list[str] = []
     for entity in entities:
@@ -205,10 +208,10 @@ def _against_store(kb: Any, entities: list[Entity], report: ImportReport) -> tup
         match: tuple[Entity | None, str | None] = (None, None)
         for cand in [stored[entity.id]] if entity.id in stored else []:
             match = (out.get(cand.id, cand), join_rule(new, Signature.of(cand)))
-        for cand in list(stored.values()):
-            if cand.id == entity.id or not ({normalize_text(n) for n in cand.names} & set(map(normalize_text, entity.names))):
+        for cid in dict.fromkeys(i for key in entity.match_keys for i in named.get(key, ())):
+            if cid == entity.id or cid not in stored:
                 continue
-            cand = out.get(cand.id, cand)
+            cand = out.get(cid, stored[cid])
             left = repair(cand, entity)
             if left is not None:
                 report.joins.add(event("split", "repair", entity, cand, "an older join these rules no longer make"))
@@ -225,12 +228,12 @@ def _against_store(kb: Any, entities: list[Entity], report: ImportReport) -> tup
             out[entity.id] = entity
             continue
         joined = join(target, entity, rule, refresh=True)
+        for split_event in dissolved(target, joined):
+            report.joins.add(split_event)
         if joined.id != target.id:
             gone.append(target.id)
             out.pop(target.id, None)
             stored.pop(target.id, None)
-            for split_event in dissolved(target, joined):
-                report.joins.add(split_event)
         out[joined.id] = stored[joined.id] = joined
     return list(out.values()), [g for g in gone if g not in out]
 

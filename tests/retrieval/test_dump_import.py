@@ -260,3 +260,31 @@ def test_real_dumps_join_only_what_the_rules_join():
     kept = {(e.name, e.source) for e in report.joins.events if e.kind == "kept_apart"}
     assert report.joins.kept_apart == len(report.joins.events) and all(e.rule == "two_pages" for e in report.joins.events)
     assert any(name == "地下城与勇士:格斗家" for name, _ in kept)  # its 女 and 男 pages: two characters
+
+
+def test_an_import_repairs_what_an_older_knowledge_base_joined(tmp_path, server):
+    """A stored entity the old alias-key rule made (Jim Halpert's template folded into Schrute Facts, no record
+    of the join): importing the two templates' crawl rows takes Jim's page back out and stores it apart."""
+    from culturebase.entity import Entity, Source
+
+    def row(tid: str, name: str, keywords: list[str]) -> dict:
+        return {"site": "memegen", "url": f"https://api.memegen.link/templates/{tid}", "page_key": tid, "name": name,
+                "description": f"The memegen template {name}.", "language": "en", "tags": keywords, "image_urls": []}
+
+    dwight, jim = row("dwight", "Schrute Facts", ["The Office"]), row("jim", "Jim Halpert Pointing to Whiteboard", ["The Office"])
+    old = Entity(name="Schrute Facts", aliases=["dwight", "The Office"], description=dwight["description"], language="en",
+                 sources=[Source(site="memegen", url=dwight["url"])])
+    old = old.merged_with(Entity(name=jim["name"], aliases=["jim", "The Office"], description=jim["description"], language="en",
+                                 sources=[Source(site="memegen", url=jim["url"])]))
+    assert jim["name"] in old.aliases and len(old.sources) == 2
+    path = tmp_path / "items.jsonl"
+    path.write_text(json.dumps(dwight) + "\n" + json.dumps(jim) + "\n", "utf-8")
+    with KnowledgeBase.open(settings_for(tmp_path, server)) as kb:
+        kb.add([old])
+        report = kb.import_dump(path, fmt="crawl")
+        assert report.joins.merged == 0 and report.joins.split >= 1
+        assert any(e.kind == "split" and e.source == jim["url"] for e in report.joins.events)
+        entities = {e.name: e for e in kb.store.iter_entities()}
+        assert set(entities) == {"Schrute Facts", "Jim Halpert Pointing to Whiteboard"} and kb.store.count() == 2
+        assert entities["Schrute Facts"].aliases == [] and [s.url for s in entities["Schrute Facts"].sources] == [dwight["url"]]
+        assert "The Office" in entities["Jim Halpert Pointing to Whiteboard"].tags
