@@ -26,6 +26,7 @@ the figures depend on what else runs.
     python bench/service.py                       # 50 clients, 60 s, condition kar
     python bench/service.py --clients 10 --duration 10 --condition vanilla
     python bench/service.py --images large        # 50 clients, 60 s, 12-16 MP photos
+    python bench/service.py --first-request       # the first explain after start against the second (bench/first_request.py)
 """
 
 from __future__ import annotations
@@ -275,6 +276,11 @@ def large_figures(args, images, refs, base_of, ocr_out, done, busy, errors, t_cp
 
 
 def main() -> None:
+    if "--first-request" in sys.argv:  # the first explain after `kar serve` starts against the second: bench/first_request.py
+        from first_request import main as first_request
+
+        first_request()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration", type=float, default=60.0)

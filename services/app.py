@@ -4,6 +4,9 @@ The app owns one CultureBase for its lifetime (opened in the lifespan, closed at
 shutdown); synchronous store writes run in the threadpool under one lock, grounding searches run
 concurrently without it (the embedder is serialised, by `retrieval.embedders.serial`; the embedded
 engine runs one search at a time on its own, taken in FIFO turns: `culturebase.store.fifo_turns`).
+The lifespan starts the warm-up (`services.warming`) and serves at once; `/readyz` waits for it.
+Request bodies are bounded by :class:`BodyLimitMiddleware`; the two streamed imports
+(`services.import_jobs`) by KAR_API_MAX_IMPORT_MB.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ from services.import_jobs import ImportJobManager
 from services.metrics import Metrics
 from services.security import KeyRing, RateLimiter
 
+#: seconds shutdown waits for the store lock (a running import's last batch) before closing CultureBase
+CLOSE_WAIT_S = 120.0
 NO_VLM_HELP = (
     "no VLM is configured: set KAR_VLM_BASE_URLS (an OpenAI-compatible base URL, e.g. a vLLM server) "
     "and KAR_VLM_MODEL to generate explanations"
@@ -88,7 +90,13 @@ class KarServices:
         if self._crawl is not None:
             self._crawl.close()
         if self.owns_kb and self.kb is not None:
-            self.kb.close()
+            # an import stopping at its next record still holds the store lock: close the KB once it lets go
+            held = await asyncio.to_thread(self.lock.acquire, True, CLOSE_WAIT_S)
+            try:
+                self.kb.close()
+            finally:
+                if held:
+                    self.lock.release()
 
 
 def build_services(

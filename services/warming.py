@@ -1,13 +1,14 @@
-"""The API's warm-up: grounding and the corpus search loaded before ``/readyz`` says ready.
+"""The API's warm-up: grounding, the search stage, OCR and the VLM client loaded before ``/readyz`` says ready.
 
-A process's first grounding call and first corpus search load what later calls reuse (the embedder's
-engine, tokenizers' tables, the corpus search's references).  ``create_app``'s lifespan starts
+A process's first explain loads what later ones reuse: the embedder's engine, tokenizers' and word
+frequency tables, the corpus search's and the evidence selection's tables, the search cache's file, the
+OCR models, the OpenAI client library.  ``create_app``'s lifespan starts
 :class:`Warmup` once CultureBase is open and does not wait for it: uvicorn serves at once, ``/healthz``
 answers 200 throughout, and ``/readyz`` answers 503 naming the parts still warming until every step
 has run (a step that fails is logged and reported, and does not hold readiness back: the request
-that needs the part loads it again and reports the error itself).  The steps are
-:func:`retrieval.warmup.warm_grounder` and :func:`retrieval.warmup.warm_corpus_search`; they run one
-after another in a worker thread, outside the store lock.  ``KAR_API_WARMUP=false`` skips them.
+that needs the part loads it again and reports the error itself).  The steps (:func:`default_steps`) run
+one after another in a worker thread, outside the store lock; none stores anything, keeps an answer or
+calls the VLM.  ``KAR_API_WARMUP=false`` skips them.
 """
 
 from __future__ import annotations
@@ -80,17 +81,77 @@ class Warmup:
 
 
 def default_steps(services: Any) -> list[Step]:
-    """Grounding (when the pipeline grounds) and the corpus search (when the search backend is the local corpus
-    and it holds pages), each bound to this process's parts."""
-    from retrieval.warmup import warm_corpus_search, warm_grounder
+    """The steps for this process's parts: grounding (when the pipeline grounds), the search stage (when the
+    search backend is the local corpus and it holds pages), OCR (when it is on) and the VLM client's library
+    (when the VLM is a server: importing it is most of a first call; nothing is sent)."""
+    from retrieval.warmup import warm_grounder
 
     steps: list[Step] = []
     deps = getattr(services.pipeline, "deps", None)
     grounder = getattr(deps, "grounder", None)
     if grounder is not None:
         steps.append(("grounding", lambda: warm_grounder(grounder)))
-    search = getattr(services.search, "backend", services.search)  # past the disk cache: it would keep the answers
+    backend = getattr(services.search, "backend", services.search)
     kb = services.kb
-    if search is not None and hasattr(search, "search_sync") and kb is not None and kb.store.has_corpus:
-        steps.append(("corpus_search", lambda: warm_corpus_search(search)))
+    if backend is not None and hasattr(backend, "search_sync") and kb is not None and kb.store.has_corpus:
+        steps.append(("corpus_search", lambda: warm_search_stage(deps, backend)))
+    ocr = getattr(deps, "ocr", None)
+    if ocr is not None and getattr(getattr(deps, "config", None), "ocr_enabled", True):
+        steps.append(("ocr", lambda: warm_ocr(ocr)))
+    if getattr(services.vlm, "base_urls", None):
+        steps.append(("vlm_client", warm_vlm_client))
     return steps
+
+
+def warm_search_stage(deps: Any, backend: Any) -> dict[str, float]:
+    """What the pipeline's search stage loads on its first call: the corpus search (past the disk cache, which
+    would keep the answers; the cache's file is opened by a lookup), a grounded entity's own pages and the
+    evidence selection over the results."""
+    from agents.pipeline.evidence import select_evidence
+    from retrieval.warmup import WARMUP_TEXTS, warm_corpus_search
+
+    seconds: dict[str, float] = {}
+    cache = deps.search if deps.search is not backend else None
+    if cache is not None and hasattr(cache, "get"):
+        t0 = time.perf_counter()
+        cache.get(WARMUP_TEXTS[0], 1)
+        seconds["cache"] = time.perf_counter() - t0
+    seconds.update(warm_corpus_search(backend))
+    t0 = time.perf_counter()
+    found = deps.grounder.search_text(WARMUP_TEXTS[0], top_k=1).candidates if deps.grounder is not None else []
+    entities = [g.entity for g in found[:1]]
+    own = deps.pages.for_entities(entities) if entities and deps.pages is not None else []
+    triples = [(text, backend.name, backend.search_sync(text, 5)) for text in WARMUP_TEXTS]
+    select_evidence(triples, entities, own)
+    seconds["evidence"] = time.perf_counter() - t0
+    return seconds
+
+
+def warm_ocr(ocr: Any) -> dict[str, float]:
+    """Read a small generated picture with a caption (the engine's models load on the first read)."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    picture = Image.new("RGB", (320, 96), "white")
+    ImageDraw.Draw(picture).text((12, 30), "warm up 12345", fill="black")
+    buf = io.BytesIO()
+    picture.save(buf, format="PNG")
+    t0 = time.perf_counter()
+    ocr.read(buf.getvalue())
+    return {"read": time.perf_counter() - t0}
+
+
+def warm_vlm_client() -> dict[str, float]:
+    """Import the OpenAI client library the VLM backend builds its clients with on its first call, and what a
+    client imports when it is built and first asked for chat completions (its HTTP transport, the chat
+    resources): a throw-away client, pointed nowhere, that sends nothing."""
+    t0 = time.perf_counter()
+    import openai
+
+    seconds = {"import": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="warm-up", max_retries=0)
+    client.chat.completions  # noqa: B018 - the attribute imports the chat resources
+    seconds["client"] = time.perf_counter() - t0
+    return seconds

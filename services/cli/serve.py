@@ -1,4 +1,9 @@
-"""``kar serve``: the HTTP API and the web page under uvicorn."""
+"""``kar serve``: the HTTP API and the web page under uvicorn.
+
+The app warms grounding, the search stage, OCR and the VLM client as it starts (:mod:`services.warming`;
+``KAR_API_WARMUP``): ``/healthz`` answers at once, ``/readyz`` once the warm-up is done, and the server logs
+``warm-up done in N s ...: ready`` then.
+"""
 
 from __future__ import annotations
 
@@ -60,8 +65,15 @@ def serve_command(
         raise fail(problem, ExitCode.USAGE)
     if reload and workers > 1:
         raise fail("--reload runs one process; drop --workers or --reload", ExitCode.USAGE)
+    import logging
+
     import uvicorn
 
+    if log_level in ("info", "debug", "trace"):  # the warm-up's "ready" line and the app's notes
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logging.getLogger("services").addHandler(handler)
+        logging.getLogger("services").setLevel(logging.INFO)
     where = settings.qdrant_url or str(settings.kb_path)
     err.print(f"CultureKAR API on http://{host}:{port} (docs at /docs, {workers} worker(s), CultureBase {where})", markup=False, highlight=False, soft_wrap=True)
     uvicorn.run(

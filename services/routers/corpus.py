@@ -97,4 +97,4 @@ async def search_corpus(
 @router.get("/v1/corpus/stats", responses=ERR)
 async def corpus_stats(services: Services, key: ReadKey) -> dict[str, Any]:
     """Pages and chunks in the corpus, by site, and how many are linked to an entity."""
-    return await services.kb_call(services.kb.store.corpus_stats)
+    return await services.kb_read(services.kb.store.corpus_stats)  # a read: not behind an import holding the store lock

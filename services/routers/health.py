@@ -53,7 +53,7 @@ async def readyz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "starting", "checks": {}}, status_code=503)
     checks: dict[str, Any] = {}
     try:
-        count = await asyncio.wait_for(services.kb_call(services.kb.store.count), 5)
+        count = await asyncio.wait_for(services.kb_read(services.kb.store.count), 5)  # no store lock: an import holds it for minutes
         checks["store"] = {"status": "ok", "entities": count, "backend": "qdrant-server" if services.settings.qdrant_url else "embedded"}
     except Exception as exc:
         checks["store"] = {"status": "error", "detail": f"{type(exc).__name__}: {exc}"}
