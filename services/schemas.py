@@ -137,6 +137,8 @@ class EntitySearchPublic(BaseModel):
     tau: float | None
     hits: list[dict[str, Any]]
     routes: dict[str, str] | None = None
+    calibration: dict[str, Any] | None = None  # the thresholds in use and their source (docs/calibration.md)
+    notes: list[str] = []  # e.g. grounding is not calibrated for this embedder
 
 
 class ImportPublic(BaseModel):

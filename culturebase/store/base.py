@@ -293,6 +293,11 @@ class Backend(abc.ABC):
     def drop_collection(self, name: str) -> None:
         """Delete a collection and its data."""
 
+    def set_collection_meta(self, name: str, key: str, value: Any) -> None:
+        """Record ``key`` in a collection's metadata (``None`` removes it): data that belongs with the collection
+        and goes where it goes (the calibration record of the entities' embedder)."""
+        raise StoreError(f"the {self.kind} backend cannot record collection metadata")
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release files, locks and connections."""

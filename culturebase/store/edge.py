@@ -416,6 +416,19 @@ class EdgeBackend(Backend):
     def _meta_path(self, name: str) -> Path:
         return self.root / name / META_FILE
 
+    def set_collection_meta(self, name: str, key: str, value: Any) -> None:
+        meta = self.collection_info(name)
+        if meta is None:
+            raise StoreError(f"no collection {name!r} at {self.root}")
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+        path = self._meta_path(name)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=2), "utf-8")
+        tmp.replace(path)
+
     def collection_info(self, name: str) -> dict[str, Any] | None:
         path = self._meta_path(name)
         if not path.exists():

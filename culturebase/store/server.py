@@ -29,6 +29,7 @@ from culturebase.store.base import (
     PointRecord,
     ScoredRecord,
     SparseVec,
+    StoreError,
     StoreNotFoundError,
     StoreReadOnlyError,
     check_embedder,
@@ -281,6 +282,17 @@ class ServerBackend(Backend):
             return None
         info = self._client.get_collection(physical)
         return dict(info.config.metadata or {})
+
+    def set_collection_meta(self, name: str, key: str, value: Any) -> None:
+        physical = self._physical(self._alias(name))
+        if physical is None:
+            raise StoreError(f"no collection {name!r} on {self.describe()}")
+        meta = dict(self._client.get_collection(physical).config.metadata or {})
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+        self._client.update_collection(physical, metadata=meta)
 
     def _create_physical(self, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> str:
         m = _models()

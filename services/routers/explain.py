@@ -375,6 +375,9 @@ async def explain(
             return _timeout_response(request, services, None, None, "queue", [], services.settings.request_timeout_s)
         body, upload = await _parse(request, services)
         _check_request(body, upload, services)
+        refusal = getattr(services.pipeline.deps.grounder, "refusal", None)
+        if refusal is not None and body.condition == "kar":  # KAR_REQUIRE_CALIBRATION and no record: 409
+            raise refusal
         try:
             async with asyncio.timeout(ticket.remaining()):
                 image = await _input(body, upload, services, ticket)

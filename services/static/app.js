@@ -176,6 +176,8 @@ const handlers = {
     showMedia(d.media);
     $("explanation").textContent = d.response || d.message || (d.error ? "failed: " + d.error.message : "");
     if (t.grounding) renderEntities($("entities"), t.grounding.hits, t.grounding.tau);
+    const uncal = (d.notes || []).find((n) => n.startsWith("grounding is not calibrated"));
+    if (uncal) $("entities").prepend(el("li", "warning: " + uncal, "muted warning"));
     if (t.evidence !== undefined || (d.notes || []).some((n) => n.startsWith("no web evidence"))) renderEvidence(t.evidence, t.searches, d.notes || []);
     $("timings").textContent = timingsLine(t.timings || {}) + " · tokens " + ((t.usage || {}).total_tokens || 0);
   },
@@ -240,6 +242,7 @@ $("kb-form").addEventListener("submit", async (ev) => {
   const data = await r.json();
   if (!r.ok) { $("kb-results").replaceChildren(el("li", data.error.message, "error")); return; }
   renderEntities($("kb-results"), data.hits, data.tau);
+  for (const n of data.notes || []) $("kb-results").prepend(el("li", "warning: " + n, "muted warning"));
 });
 
 // -- crawl jobs ------------------------------------------------------------------------------

