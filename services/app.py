@@ -141,9 +141,9 @@ def create_app(
     metrics = Metrics()
     install_error_handlers(app)
 
-    from services.routers import ablations, corpus, crawl_jobs, entities, explain, health, images, kb as kb_router, web
+    from services.routers import ablations, calibration, corpus, crawl_jobs, entities, explain, health, images, kb as kb_router, web
 
-    for module in (health, explain, entities, images, kb_router, corpus, crawl_jobs, ablations, web):
+    for module in (health, explain, entities, images, kb_router, corpus, crawl_jobs, ablations, calibration, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

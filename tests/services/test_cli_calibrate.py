@@ -137,3 +137,38 @@ async def test_api_search_notes_the_warning_and_refuses_with_409_when_required(h
     assert ok.json()["notes"] == [n for n in ok.json()["notes"] if "kar calibrate" in n] and len(ok.json()["notes"]) == 1
     refused = await get(True)
     assert refused.status_code == 409 and "`kar calibrate`" in refused.json()["error"]["message"]
+
+
+async def test_api_calibration_job_behind_the_write_key_with_progress(hash_kb, tmp_path):
+    import asyncio
+
+    from services.app import create_app
+    from tests.services.conftest import RW_KEY, ro, rw
+
+    settings = Settings(kb_path=hash_kb, data_dir=tmp_path / "data", ocr_enabled=False, search_backend="none", api_warmup=False,
+                        api_keys=[RW_KEY, "ro:ro-secret-key-9876543210"])
+    app = create_app(settings, embedder=HashEmbedder(), vlm=None, search=None, ocr=None)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            assert (await client.post("/v1/calibration", json={})).status_code == 401
+            assert (await client.post("/v1/calibration", json={}, headers=ro())).status_code == 403
+            bad = await client.post("/v1/calibration", json={"labels": [{"text": "x", "entity": "Nobody Here"}]}, headers=rw())
+            assert bad.status_code == 422 and "line 1: entity 'Nobody Here' is not in the knowledge base" in bad.json()["error"]["message"]
+            before = (await client.get("/v1/calibration")).json()
+            assert before["source"] == "conservative" and "kar calibrate" in before["warning"]
+            started = await client.post("/v1/calibration", json={"max_entities": 40, "labels": [{"text": "a plain line", "entity": None}]}, headers=rw())
+            assert started.status_code == 202 and started.json()["status"] == "running"
+            job_id = started.json()["id"]
+            for _ in range(600):
+                job = (await client.get(f"/v1/calibration/{job_id}", headers=rw())).json()
+                if job["status"] != "running":
+                    break
+                await asyncio.sleep(0.2)
+            assert job["status"] == "succeeded", job
+            assert job["progress"]["stage"] == "grounding probes" and job["progress"]["done"] == job["progress"]["total"]
+            assert job["result"]["stored"] and job["result"]["record"]["fitted_on"]["grounding"]["held-out"]["negatives"] > 0
+            after = (await client.get("/v1/calibration")).json()
+            assert after["source"] == "kb" and after["thresholds"]["tau"] == job["result"]["after"]["tau"]
+            search = (await client.get("/v1/entities", params={"q": "Pexwhistle Zephyr 6"})).json()
+            assert search["calibration"]["source"] == "kb" and search["notes"] == []
+            assert (await client.get("/v1/calibration/nope", headers=rw())).status_code == 404
