@@ -23,7 +23,14 @@ JobId = Annotated[str, PathParam(min_length=1, max_length=64, pattern=r"^[A-Za-z
 
 @router.get("/v1/kb/stats")
 async def kb_stats(services: Services) -> dict[str, Any]:
-    return await services.kb_read(services.kb.store.stats)  # a read: not behind an import holding the store lock
+    def stats() -> dict[str, Any]:
+        from retrieval.calibration.stats import calibration_stats
+
+        out = services.kb.store.stats()
+        out["calibration"] = calibration_stats(services.kb.store, services.kb.embedder)  # what `kar kb stats` shows too
+        return out
+
+    return await services.kb_read(stats)  # a read: not behind an import holding the store lock
 
 
 @router.post("/v1/kb/import", status_code=202, responses=ERR)

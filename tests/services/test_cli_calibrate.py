@@ -167,6 +167,8 @@ async def test_api_calibration_job_behind_the_write_key_with_progress(hash_kb, t
             assert job["status"] == "succeeded", job
             assert job["progress"]["stage"] == "grounding probes" and job["progress"]["done"] == job["progress"]["total"]
             assert job["result"]["stored"] and job["result"]["record"]["fitted_on"]["grounding"]["held-out"]["negatives"] > 0
+            stats = (await client.get("/v1/kb/stats")).json()
+            assert stats["calibration"]["source"] == "kb" and stats["calibration"]["record"]["kb_entities"] == 40
             after = (await client.get("/v1/calibration")).json()
             assert after["source"] == "kb" and after["thresholds"]["tau"] == job["result"]["after"]["tau"]
             search = (await client.get("/v1/entities", params={"q": "Pexwhistle Zephyr 6"})).json()
