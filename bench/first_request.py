@@ -4,8 +4,9 @@ after start, with the warm-up (``KAR_API_WARMUP=true``, the default) and without
 Run as ``python bench/service.py --first-request`` (or this file).  The KB is the sample entities plus the
 test page corpus (``tests/fakes/pages``) so the local corpus search runs; OCR is on, the VLM is the fake
 OpenAI-compatible server (``--vlm-delay``, default 0.05 s).  For each mode, ``--rounds`` servers are started
-with ``kar serve``; each explains one image, then another (two different images: the search cache keys by
-query, so the same image twice would hit the cache; the order alternates round by round).  Every server
+with ``kar serve``; each explains one image, then another (the order alternates round by round).  The fake
+VLM's extraction names each image's own entity and queries (told apart by the OCR text in its prompt), so the
+second explain's searches are no cache hits of the first's; every server
 gets its own search cache file; the data directory (jieba's and wordfreq's tables) is shared and used once,
 untimed, before any measured server starts, as a deployed server's is.  Printed per mode: seconds from the
 start of the process to ``/healthz`` 200 and to ``/readyz`` 200, ``/readyz`` and ``/healthz`` statuses seen
@@ -13,7 +14,7 @@ meanwhile, and each round's first and second explain: wall time and the trace's 
 machine's load average is printed too: every figure grows with it.
 
     python bench/service.py --first-request
-    python bench/first_request.py --rounds 3
+    python bench/first_request.py --rounds 5
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 IMAGES = ["zhuge_liang_wang_lang.png", "doge_such_culture.png"]
+#: the fake VLM's extraction for each image (told apart by the OCR text in the prompt)
+ZHUGE = json.dumps({"ocr_text": "我从未见过有如此厚颜无耻之人", "visual_handle": "手持羽扇的文人",
+                    "entities": [{"name": "诸葛亮", "source": "三国演义", "confidence": "high"}], "suggested_queries": ["诸葛亮 骂死王朗"]},
+                   ensure_ascii=False)
+DOGE = json.dumps({"ocr_text": "such culture very meme wow", "visual_handle": "a shiba inu dog with comic sans text",
+                   "entities": [{"name": "Doge", "source": "internet meme", "confidence": "high"}], "suggested_queries": ["doge shiba inu meme origin"]})
 STAGES = ("ocr", "extract", "ground", "search", "reason", "total")
 
 
@@ -89,8 +96,10 @@ def explain(base: str, image: str) -> dict[str, Any]:
     wall = time.monotonic() - t0
     if r.status_code != 200:
         raise SystemExit(f"explain {image}: HTTP {r.status_code} {r.text[:300]}")
-    timings = r.json()["trace"]["timings"]
-    return {"image": image, "wall_s": round(wall, 3), **{f"{s}_s": timings.get(s) for s in STAGES}}
+    trace = r.json()["trace"]
+    timings = trace["timings"]
+    queries = [q.get("text") for q in trace.get("queries") or []]
+    return {"image": image, "wall_s": round(wall, 3), **{f"{s}_s": timings.get(s) for s in STAGES}, "queries": queries}
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -114,16 +123,18 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2, help="servers started per mode (the image order alternates)")
+    parser.add_argument("--rounds", type=int, default=3, help="servers started per mode (the image order alternates)")
     parser.add_argument("--vlm-delay", type=float, default=0.05)
     args = parser.parse_args([a for a in sys.argv[1:] if a != "--first-request"])
     from service import free_port  # bench/service.py
 
     from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
-    from service import EXTRACTION
 
     def responder(request):  # type: ignore[no-untyped-def]
-        text = EXTRACTION if "You are the extraction step" in request.user_text() else "An explanation of the meme."
+        prompt = request.user_text()
+        text = "An explanation of the meme."
+        if "You are the extraction step" in prompt:  # each image its own entity and queries: no search cache hit between them
+            text = DOGE if ("such" in prompt.lower() or "wow" in prompt.lower()) else ZHUGE
         return FakeReply(text=text, delay_s=args.vlm_delay, prompt_tokens=900, completion_tokens=120)
 
     tmp = Path(tempfile.mkdtemp(prefix="kar-first-"))

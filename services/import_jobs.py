@@ -4,7 +4,8 @@
 ``DATA_DIR/imports/{id}/body`` (never whole in memory), counting bytes against ``KAR_API_MAX_IMPORT_MB``:
 beyond it, with a ``Content-Length`` or without one (chunked), the upload stops, the partial file is
 deleted and the answer is 413 naming the limit.  A complete body becomes a job (202): it runs in the API
-process as an asyncio task, the import itself in a worker thread under the store lock (the readers of
+process as an asyncio task, one import at a time (the others wait ``queued``), the import itself in a worker
+thread under the store lock (the readers of
 ``kar corpus import`` / ``kar kb import``, so memory stays bounded by their batches), and ``GET`` on the
 job shows its state, the records done so far, and at the end the import's report: counts and every bad
 record by line (JSONL) or record (WARC) with its reason.
@@ -83,6 +84,7 @@ class ImportJobManager:
         self.jobs: dict[str, ImportJob] = {}
         self.tasks: dict[str, asyncio.Task[Any]] = {}
         self.stopping = False
+        self._turn: asyncio.Lock | None = None  # one import runs at a time; the others wait queued, holding no thread
         self._load()
 
     def _load(self) -> None:
@@ -144,11 +146,16 @@ class ImportJobManager:
 
     async def _run(self, job: ImportJob, runner: Runner, lock_call: Callable[..., Any]) -> None:
         body = self.root / job.id / "body"
-        saver = asyncio.get_running_loop().create_task(self._save_while_running(job))
+        self._turn = self._turn or asyncio.Lock()
+        saver = None
         try:
-            job.status, job.started_at = "running", time.time()
-            self._save(job)
-            job.report = await lock_call(runner, job, body, self._ticker(job))
+            async with self._turn:
+                if self.stopping:
+                    raise Interrupted(job.id)
+                saver = asyncio.get_running_loop().create_task(self._save_while_running(job))
+                job.status, job.started_at = "running", time.time()
+                self._save(job)
+                job.report = await lock_call(runner, job, body, self._ticker(job))
             job.status = "succeeded"
         except Interrupted:
             job.status, job.error = "interrupted", "the server stopped while the import ran; post the dump again"
@@ -161,7 +168,8 @@ class ImportJobManager:
             log.exception("import job %s failed", job.id)
             job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            saver.cancel()
+            if saver is not None:
+                saver.cancel()
             job.finished_at = time.time()
             self._save(job)
             self.tasks.pop(job.id, None)
@@ -179,7 +187,7 @@ class ImportJobManager:
     async def _save_while_running(self, job: ImportJob) -> None:
         while True:
             await asyncio.sleep(SAVE_EVERY_S)
-            await asyncio.to_thread(self._save, job)
+            self._save(job)  # on the loop (a small file): never after the final save of the job
 
     def get(self, kind: str, job_id: str) -> ImportJob:
         """The job ``job_id`` of this kind (from memory, else its status.json: another worker may run it)."""

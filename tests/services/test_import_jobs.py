@@ -9,6 +9,8 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from tests.services.conftest import finished_job, ro, rw
 
 PAGE = "<html><head><title>{title}</title></head><body><main><p>{text}</p></main></body></html>"
@@ -113,3 +115,19 @@ async def test_a_body_over_the_import_limit_is_413_naming_it_with_or_without_a_l
         r = await client.post("/v1/corpus/import", content=small, headers={**rw(), **WARC_HEADERS})
         assert r.status_code == 202
         assert (await finished_job(client, r.json()["url"], ro()))["report"]["pages"] == 3
+
+
+def test_a_job_running_when_the_server_stopped_reads_interrupted_after_a_restart(tmp_path):
+    from services.errors import ApiError
+    from services.import_jobs import ImportJob, ImportJobManager
+
+    folder = tmp_path / "imports" / "abc123"
+    folder.mkdir(parents=True)
+    job = ImportJob(id="abc123", kind="corpus", bytes=10, status="running", done=4)
+    (folder / "status.json").write_text(json.dumps(job.to_dict()), "utf-8")
+    again = ImportJobManager(tmp_path, 1.0).get("corpus", "abc123")
+    assert again.status == "interrupted" and again.done == 4 and "post the dump again" in (again.error or "")
+    assert json.loads((folder / "status.json").read_text("utf-8"))["status"] == "interrupted"
+    with pytest.raises(ApiError) as refused:  # a corpus job is not a kb job
+        ImportJobManager(tmp_path, 1.0).get("kb", "abc123")
+    assert refused.value.status == 404
