@@ -266,7 +266,7 @@ def extraction_figures(pages: list[ShellPage]) -> dict[str, Any]:
             cs = chunk_text(text)
             chunks += len(cs)
             boiler += sum(1 for c in cs if shell_share(c, sp) > BOILERPLATE_SHARE)
-            titles += title == sp.title
+            titles += title.split() == sp.title.split()  # the extractors collapse runs of spaces
             dates += date == sp.date
             other += other_titles_kept(text, sp, sp.shell[-(N_RELATED + N_POPULAR + 2) :])
         out[name] = {
@@ -329,10 +329,15 @@ def search_figures(kb: Any, pages: dict[str, ShellPage], queries: list[dict[str,
             "boilerplate_pieces": sum(r[4] for r in rs),
         }
     given: dict[str, list[int]] = {}
+    passed: dict[str, list[str]] = {}
     for c in captions:
-        n = 1 if select_evidence([(c["query"], "local", search.search_sync(c["query"], k))], None).pieces else 0
-        given.setdefault(c["split"], []).append(n)
-    out["ordinary_captions"] = {s: {"n": len(v), "given_evidence": sum(v), "share": round(sum(v) / len(v), 4)} for s, v in sorted(given.items())}
+        pieces = select_evidence([(c["query"], "local", search.search_sync(c["query"], k))], None).pieces
+        given.setdefault(c["split"], []).append(1 if pieces else 0)
+        if pieces:
+            passed.setdefault(c["split"], []).append(f"{c['query']} -> {pieces[0].title}")
+    out["ordinary_captions"] = {
+        s: {"n": len(v), "given_evidence": sum(v), "share": round(sum(v) / len(v), 4), "passed": passed.get(s, [])[:20]} for s, v in sorted(given.items())
+    }
     return out
 
 

@@ -75,7 +75,7 @@ def main_text(html: str | bytes, url: str = "", params: MainTextParams = DEFAULT
     """``(title, text, date)`` of the page's main text by trafilatura; text "" where it finds none."""
     import trafilatura
 
-    if not (html.strip() if isinstance(html, str) else html.strip()):
+    if not html.strip():
         return "", "", None
     doc = trafilatura.bare_extraction(
         html,
@@ -128,10 +128,15 @@ def root_text(response: Any) -> str:
 
 
 def extract_page(html: str | bytes, url: str = "", content_type: str = "", params: MainTextParams = DEFAULT_PARAMS) -> PageText:
-    """The page's main text (trafilatura), else its visible text (``method == "visible"``); the title from
-    the extractor, else the page's ``og:title`` / ``<title>``; the date where the markup gives one."""
+    """The page's main text (trafilatura; a first line that only repeats the title left out), else its visible
+    text (``method == "visible"``); the title from the extractor, else the page's ``og:title`` / ``<title>``;
+    the date where the markup gives one."""
     title, text, date = main_text(html, url, params)
     if text:
-        return PageText(title or page_title(_response(html, url, content_type)), text, date, "main")
+        title = title or page_title(_response(html, url, content_type))
+        first, _, rest = text.partition("\n")
+        if rest and first.casefold().split() == title.casefold().split():
+            text = rest  # the title is stored on each chunk apart (and indexed with it), as crawled pages are
+        return PageText(title, text, date, "main")
     v_title, v_text = visible_text(html, url, content_type)
     return PageText(v_title or title, v_text, date, "visible")

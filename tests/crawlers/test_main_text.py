@@ -151,6 +151,7 @@ def test_the_bench_shell_and_its_boilerplate_measure():
         main = extract_page(sp.html, p["url"])
         _, visible = visible_text(sp.html, p["url"])
         assert main.method == "main" and main.date == sp.date and main.title == p["title"]
+        assert main.text.split("\n")[0] != p["title"]  # the h1 the 'divs' layout shows is the title, stored apart
         assert article_kept(main.text, sp) == article_kept(visible, sp) == 1.0
         main_shell.append(shell_share(main.text, sp))
         visible_shell.append(shell_share(visible, sp))
