@@ -9,7 +9,9 @@ zero floor, with the ordinary-words floor off (∞) and at 0: a page is then abo
 ``relevance ≥ f`` and (it is above with the ordinary floor at ∞, or above at 0 and ``relevance ≥ o``).  The
 floors are chosen as grounding's rule is (:mod:`retrieval.calibration.fit`): on the calibration split, the
 pairs whose Clopper-Pearson bound of captions given evidence is ≤ the target; among them the best share of
-positives whose first page above the floors is their own page; ties: the higher floors.
+positives whose first page above the floors is their own page; ties: the lower floors (the titles and first
+chunks are easy positives: many floors keep them all, and the lowest such floor keeps the most evidence for
+harder queries while the captions' bound still holds).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from culturebase.entity import canonical_url
 
 from retrieval.calibration.fit import _upper_table, clopper_pearson_upper
 from retrieval.calibration.probes import MAX_PROBE_CHARS, Probe, caption_probes, split_of
@@ -113,7 +117,7 @@ def corpus_features(kb: Any, probes: list[Probe], progress: Callable[[int, int],
             on = {h.url: h.above_floor for h in fuse_pages(copy.deepcopy(found.chunks), *args, ordinary_floor=0.0, **kw)}  # type: ignore[arg-type]
             for c, hit in enumerate(off[:TOP_PAGES]):
                 rel[i, c], a_inf[i, c], a_zero[i, c] = hit.relevance, hit.above_floor, on.get(hit.url, hit.above_floor)
-                right[i, c] = hit.url == probe.expected
+                right[i, c] = probe.expected is not None and canonical_url(hit.url) == canonical_url(probe.expected)
             if progress:
                 progress(i + 1, n)
     return CorpusFeatures(list(probes), rel, a_inf, a_zero, right)
@@ -152,13 +156,13 @@ def choose_floors(cal: CorpusFeatures, target: float, base: Thresholds) -> tuple
             has, right = _first_above(cal, float(fl), float(o))
             upper = float(table[int((has & neg).sum())])
             good = int((right & ~neg).sum())
-            o_key = float(o)
-            if upper <= target and (best is None or (good, float(fl), o_key) > best[:3]):
-                best = (good, float(fl), o_key, float(o))
+            o_key = -float(o)  # ties: the lower floors (the most evidence the bound allows)
+            if upper <= target and (best is None or (good, -float(fl), o_key) > best[:3]):
+                best = (good, -float(fl), o_key, float(o))
             if fallback is None or (-upper, good, float(fl), o_key) > fallback[:4]:
                 fallback = (-upper, good, float(fl), o_key, float(o))
     if best is not None:
-        return base.model_copy(update={"corpus_floor": best[1], "corpus_ordinary_floor": best[3]}), True
+        return base.model_copy(update={"corpus_floor": -best[1], "corpus_ordinary_floor": best[3]}), True
     assert fallback is not None
     return base.model_copy(update={"corpus_floor": fallback[2], "corpus_ordinary_floor": fallback[4]}), False
 

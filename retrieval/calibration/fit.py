@@ -85,8 +85,12 @@ def _cues(probe: Probe) -> Any:
     return GroundingCues.from_text(probe.text)
 
 
-def probe_features(grounder: Any, probes: Iterable[Probe], total: int, progress: Callable[[int, int], None] | None = None) -> Features:
-    """Ground every probe with no threshold and keep its top candidates (the grounder's τ and margins are unused)."""
+def probe_features(
+    grounder: Any, probes: Iterable[Probe], total: int, progress: Callable[[int, int], None] | None = None,
+    right: Callable[[Probe, Any], bool] | None = None,
+) -> Features:
+    """Ground every probe with no threshold and keep its top candidates (the grounder's τ and margins are unused);
+    ``right(probe, entity)``: whether a candidate is the expected one (default: its id is ``probe.expected``)."""
     from retrieval.grounding import evidence_sum
 
     kept: list[Probe] = []
@@ -96,7 +100,8 @@ def probe_features(grounder: Any, probes: Iterable[Probe], total: int, progress:
         row = []
         for g in result.candidates[:TOP_M]:
             media = g.route in ("image", "sound") or "image" in g.route_scores or "sound" in g.route_scores
-            row.append((g.score, evidence_sum(g.route_scores), g.height, media, g.entity.id == probe.expected))
+            ok = right(probe, g.entity) if right is not None else g.entity.id == probe.expected
+            row.append((g.score, evidence_sum(g.route_scores), g.height, media, ok))
         kept.append(probe)
         rows.append(row)
         if progress:

@@ -22,7 +22,7 @@ from retrieval.calibration.probes import Probe, caption_languages, caption_probe
 from retrieval.calibration.record import CalibrationRecord, EmbedderId, Thresholds
 from retrieval.calibration.resolve import Calibration, resolve_calibration, write_kb_record
 
-__all__ = ["CalibrateOptions", "CalibrationTooSmallError", "MIN_ENTITIES", "TOLERANCE", "calibrate"]
+__all__ = ["CalibrateOptions", "CalibrationTooSmallError", "MIN_ENTITIES", "TOLERANCE", "calibrate", "calibration_probes", "probe_languages"]
 
 #: fewer entities than this and there is nothing to calibrate on (refused)
 MIN_ENTITIES = 20
@@ -127,7 +127,14 @@ def _captions(languages: list[str], limit: int | None) -> list[Probe]:
     return out
 
 
-def _probes(kb: Any, opts: CalibrateOptions, languages: list[str]) -> list[Probe]:
+def probe_languages(store: Any) -> tuple[dict[str, int], list[str]]:
+    """The KB's entity counts in the languages with packaged captions, and the caption languages to use."""
+    kb_languages = {lang: c for lang in caption_languages() if (c := store.count(language=lang))}
+    return kb_languages, sorted(kb_languages) or caption_languages()
+
+
+def calibration_probes(kb: Any, opts: CalibrateOptions, languages: list[str]) -> list[Probe]:
+    """Every grounding probe of a run: the KB's positives, the packaged captions of ``languages``, the labels."""
     probes = list(entity_probes(kb.store, opts.max_entities)) + _captions(languages, opts.max_captions)
     if opts.labels is not None:
         probes += label_probes(opts.labels, kb.store)
@@ -145,9 +152,8 @@ def calibrate(kb: Any, opts: CalibrateOptions, progress: Progress | None = None)
             "entities are the positives); import more with `kar kb import FILE`"
         )
     before = resolve_calibration(store, emb.name, emb.dim)
-    kb_languages = {lang: c for lang in caption_languages() if (c := store.count(language=lang))}
-    languages = sorted(kb_languages) or caption_languages()
-    probes = _probes(kb, opts, languages)
+    kb_languages, languages = probe_languages(store)
+    probes = calibration_probes(kb, opts, languages)
     warnings = _warnings(probes, opts, n, kb_languages)
     ground = _grounding(kb, probes, opts, before.thresholds, progress)
     rule: Thresholds = ground["after"]

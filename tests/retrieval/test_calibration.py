@@ -213,3 +213,26 @@ def test_calibrate_refuses_a_kb_too_small_and_names_bad_labels(tmp_path):
         labels.write_text('{"text": "Zeph1", "entity": "Quillfeather Zephyr 0"}\n{"text": "a plain line", "entity": null}\n', "utf-8")
         probes = label_probes(labels, kb.store)
         assert [p.kind for p in probes] == ["label", "label-negative"] and probes[1].expected is None
+
+
+def test_calibrate_fits_the_corpus_floors_from_the_corpus_pages(tmp_path):
+    from crawlers.page_dump import import_pages
+
+    pages = [
+        {"url": f"https://pages.example/{w.lower()}", "title": f"{w} Zephyr",
+         "text": f"{w} Zephyr is a character of {WORKS[i % len(WORKS)]} who collects {['shells', 'maps', 'keys', 'feathers'][i % 4]} "
+                 f"and appears in chapter {i}. Fans quote the line about the {['river', 'tower', 'market', 'garden'][i % 4]} often."}
+        for i, w in enumerate(WORDS)
+    ]
+    dump = tmp_path / "pages.jsonl"
+    dump.write_text("".join(json.dumps(p) + "\n" for p in pages), "utf-8")
+    with open_kb(tmp_path / "kb") as kb:
+        kb.add(entities(30))
+        import_pages(kb, dump)
+        report = calibrate(kb, CalibrateOptions(max_captions=60, max_pages=30, corpus=True, dry_run=True))
+        corpus = report["corpus"]
+        assert corpus is not None and corpus["probes"]["held-out"]["positives"] > 0
+        held = corpus["held_out"]["after"]
+        assert held["captions"] > 0 and 0.0 <= held["captions_given_evidence_rate"] <= held["captions_given_evidence_upper"]
+        assert report["after"]["corpus_floor"] != CONSERVATIVE.corpus_floor or report["after"]["corpus_ordinary_floor"] != CONSERVATIVE.corpus_ordinary_floor
+        assert report["record"]["held_out"]["corpus"] == held and not report["stored"] and read_kb_record(kb.store) is None
