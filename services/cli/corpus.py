@@ -69,6 +69,8 @@ def import_cmd(
             f"{len(report.skipped)} skipped; the corpus now holds {stats['pages']} pages ({stats['chunks']} chunks)"
             + (" (dry run: nothing stored)" if dry_run else "")
         )
+        if report.fallback:
+            _plain(f"{report.fallback} page(s) had no main text the extractor could find: read by their visible text instead")
         for s in report.skipped[:50]:
             _plain(f"  {s.file} {s.where}: {s.reason}")
         if len(report.skipped) > 50:

@@ -162,3 +162,19 @@ def test_the_bench_shell_and_its_boilerplate_measure():
     assert shell_share("\n".join(sp.shell[:6]), sp) == 1.0
     assert shell_share(sp.article[0], sp) == 0.0
     assert shell_share("a baby by the sea", sp) == len("by") / len("ababybythesea")  # short strings: whole words only
+
+
+def test_kar_corpus_import_says_how_many_pages_fell_back_to_visible_text(tmp_path, tiny_bge_m3_path):
+    from typer.testing import CliRunner
+
+    from culturebase.settings import get_settings
+    from services.cli import app
+
+    path = _warc(tmp_path / "crawl.warc.gz", [(URL, FIXTURE.read_bytes()), ("https://x.org/archive/page/2/", LISTING)])
+    env = {"KAR_EMBEDDER": "bge-m3", "KAR_EMBEDDER_MODEL": str(tiny_bge_m3_path), "KAR_DATA_DIR": str(tmp_path / "data")}
+    get_settings.cache_clear()
+    res = CliRunner().invoke(app, ["corpus", "import", str(path), "--kb", str(tmp_path / "kb")], env=env, catch_exceptions=False)
+    get_settings.cache_clear()
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "stored 2 pages" in text and "1 page(s) had no main text the extractor could find: read by their visible text instead" in text
