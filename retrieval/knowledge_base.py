@@ -367,9 +367,12 @@ class KnowledgeBase:
             old_info = EmbedderInfo(old["embedder"], int(old["dim"]), bool(old.get("sparse")))
             old_store = CultureBaseStore(backend, old_info, create=False)
             if old_info == info and not re_embed:
-                return _reindex_reusing_vectors(
+                out = _reindex_reusing_vectors(
                     backend, old_store, info, settings.upsert_batch_size, progress, full=settings.entity_full_vector
                 )
+                if old.get("calibration"):  # the same embedder's vectors: its calibration record still holds
+                    backend.set_collection_meta("entities", "calibration", old["calibration"])
+                return out
             entities = list(old_store.iter_entities())
             corpus_payloads = (
                 list(old_store.corpus.scroll()) if backend.collection_info("corpus") is not None else []

@@ -155,6 +155,9 @@ def test_changing_the_embedder_invalidates_the_record(tmp_path):
         write_kb_record(kb.store, record_for(kb.embedder))
         cal = resolve_calibration(kb.store, "test-hash-other", 64)  # read as another embedder would
         assert cal.source == "conservative" and "fitted for test-hash-trigrams" in cal.notes[0]
+    KnowledgeBase.reindex(settings, HashEmbedder())  # the same embedder's vectors copied: the record stays
+    with KnowledgeBase.open(settings, embedder=HashEmbedder()) as kb:
+        assert read_kb_record(kb.store) is not None
     KnowledgeBase.reindex(settings, OtherHash())  # the way to another embedder: re-embedded, the record is gone
     with KnowledgeBase.open(settings, embedder=OtherHash()) as kb:
         assert read_kb_record(kb.store) is None
