@@ -66,6 +66,13 @@ def test_kb_search_without_a_record_warns_once_and_refuses_when_required(hash_kb
 
 def test_kar_calibrate_stores_the_record_and_stats_export_config_show_it(hash_kb, tmp_path):
     env = {"KAR_KB_PATH": str(hash_kb), "KAR_DATA_DIR": str(tmp_path / "data")}
+    human = kar(["calibrate", "--dry-run"], **env)
+    assert human.exit_code == 0, human.output
+    text = " ".join(human.stdout.split())
+    for shown in ("before (conservative)", "tau", "corpus_ordinary_floor", "false grounding (upper)", "top-1", "best any rule reaches",
+                  "not stored (--dry-run)"):
+        assert shown in text, shown
+    assert json.loads(kar(["kb", "stats", "--json"], **env).stdout)["calibration"]["source"] == "conservative"  # dry run: nothing stored
     res = kar(["calibrate", "--json", "--max-entities", "40"], **env)
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
