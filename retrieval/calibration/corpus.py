@@ -9,9 +9,10 @@ zero floor, with the ordinary-words floor off (∞) and at 0: a page is then abo
 ``relevance ≥ f`` and (it is above with the ordinary floor at ∞, or above at 0 and ``relevance ≥ o``).  The
 floors are chosen as grounding's rule is (:mod:`retrieval.calibration.fit`): on the calibration split, the
 pairs whose Clopper-Pearson bound of captions given evidence is ≤ the target; among them the best share of
-positives whose first page above the floors is their own page; ties: the lower floors (the titles and first
-chunks are easy positives: many floors keep them all, and the lowest such floor keeps the most evidence for
-harder queries while the captions' bound still holds).
+positives whose first page above the floors is their own page.  Titles and first chunks are easy positives:
+a plateau of floors keeps them all, and its lowest edge is where the captions' bound only just holds; the middle
+of the plateau is taken (the median admissible floor, then the median ordinary floor at it), a margin on both
+sides.
 """
 
 from __future__ import annotations
@@ -146,25 +147,30 @@ def corpus_figures(f: CorpusFeatures, t: Thresholds) -> dict[str, Any]:
 
 
 def choose_floors(cal: CorpusFeatures, target: float, base: Thresholds) -> tuple[Thresholds, bool]:
-    """The admissible (floor, ordinary floor) with the most positives finding their own page first (module docstring)."""
+    """The admissible (floor, ordinary floor) pairs with the most positives finding their own page first; of those,
+    the middle of the plateau (module docstring); False when none is admissible (the lowest bound is kept)."""
     neg = np.array([p.expected is None for p in cal.probes], bool)
     table = _upper_table(int(neg.sum()))
-    best: tuple[Any, ...] | None = None
+    admissible: list[tuple[int, float, float]] = []
     fallback: tuple[Any, ...] | None = None
     for fl in FLOOR_GRID:
         for o in ORDINARY_GRID:
             has, right = _first_above(cal, float(fl), float(o))
             upper = float(table[int((has & neg).sum())])
             good = int((right & ~neg).sum())
-            o_key = -float(o)  # ties: the lower floors (the most evidence the bound allows)
-            if upper <= target and (best is None or (good, -float(fl), o_key) > best[:3]):
-                best = (good, -float(fl), o_key, float(o))
-            if fallback is None or (-upper, good, float(fl), o_key) > fallback[:4]:
-                fallback = (-upper, good, float(fl), o_key, float(o))
-    if best is not None:
-        return base.model_copy(update={"corpus_floor": -best[1], "corpus_ordinary_floor": best[3]}), True
+            if upper <= target:
+                admissible.append((good, float(fl), float(o)))
+            if fallback is None or (-upper, good, float(fl), float(o)) > fallback:
+                fallback = (-upper, good, float(fl), float(o))
+    if admissible:
+        top = max(a[0] for a in admissible)
+        plateau = [a for a in admissible if a[0] == top]
+        floors = sorted({a[1] for a in plateau})
+        floor = floors[len(floors) // 2]
+        ordinary = sorted(a[2] for a in plateau if a[1] == floor)
+        return base.model_copy(update={"corpus_floor": floor, "corpus_ordinary_floor": ordinary[len(ordinary) // 2]}), True
     assert fallback is not None
-    return base.model_copy(update={"corpus_floor": fallback[2], "corpus_ordinary_floor": fallback[4]}), False
+    return base.model_copy(update={"corpus_floor": fallback[2], "corpus_ordinary_floor": fallback[3]}), False
 
 
 def corpus_probes(store: Any, languages: list[str], max_pages: int) -> list[Probe]:

