@@ -313,5 +313,5 @@ def check_embedder(name: str, recorded: dict[str, Any], embedder: EmbedderInfo, 
         raise EmbedderMismatchError(
             f"collection {name!r} at {where} was built with embedder {rec_name} ({rec_dim}-d) but the configured "
             f"embedder is {embedder.describe()}; run `kar kb reindex` to re-embed it with {embedder.name}, "
-            f"or set KAR_EMBEDDER={rec_name} to use it as it is"
+            f"or set KAR_EMBEDDER (with KAR_EMBEDDER_MODEL or KAR_EMBEDDER_REMOTE_MODEL) to the embedder it was built with"
         )

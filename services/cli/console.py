@@ -1,5 +1,6 @@
-"""The terminal side of every ``kar`` command: one stderr console, one ``fail``, one exit-code
-table, JSON on stdout, progress bars, and the mapping from the project's errors to exit codes.
+"""The terminal side of every ``kar`` command: one stderr console, one ``fail``, JSON on stdout,
+progress bars, and ``user_errors`` (the project's errors as one line and an exit code, from
+:mod:`services.cli.errors`).
 
 Human output goes to stderr (``err``) or, for tables a user reads, to stdout (``out``); ``--json``
 output is one document on stdout.  Data shown through rich is escaped (rich reads ``[text]`` as
@@ -17,7 +18,6 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import IntEnum
 from typing import Any
 
 import typer
@@ -31,11 +31,15 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 from rich.text import Text
+
+from services.cli.errors import EXIT_CODES, ExitCode, exit_codes_text, user_error
 
 __all__ = [
     "EXIT_CODES",
     "CliConsole",
+    "DEBUG",
     "ExitCode",
     "console",
     "emit_json",
@@ -44,36 +48,13 @@ __all__ = [
     "exit_codes_text",
     "fail",
     "out",
+    "print_traceback",
     "progress_bar",
     "run_async",
     "settings_with",
     "user_error",
     "user_errors",
 ]
-
-
-class ExitCode(IntEnum):
-    """The exit codes of every ``kar`` command."""
-
-    OK = 0
-    FAILED = 1  # something failed while running: a busy/locked store, a server error, a failed job or item
-    USAGE = 2  # bad input or usage: an unknown name, a missing/invalid file, invalid or missing settings
-    PARTIAL = 3  # an import stored some records and rejected others (listed with line numbers)
-    CANCELLED = 130  # stopped with Ctrl-C (a crawl job is cancelled; what it stored is kept)
-
-
-EXIT_CODES: dict[int, str] = {
-    ExitCode.OK: "success",
-    ExitCode.FAILED: "runtime failure (store busy or locked, server error, failed job or item)",
-    ExitCode.USAGE: "bad input or usage (unknown name, missing or invalid file, missing or invalid KAR_* setting)",
-    ExitCode.PARTIAL: "partial import (some lines rejected; each is listed)",
-    ExitCode.CANCELLED: "cancelled with Ctrl-C",
-}
-
-
-def exit_codes_text() -> str:
-    """The exit-code table as plain lines (the root help and the README show it)."""
-    return "\n".join(f"{int(code):>3}  {text}" for code, text in EXIT_CODES.items())
 
 
 def examples(*commands: str) -> str:
@@ -100,6 +81,15 @@ class CliConsole(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """Print as rich does; on a terminal too narrow for a table's columns, the table as one block per row
+        (:func:`services.cli.render.stacked`) instead of cells cut with ``…``."""
+        if self.is_terminal and any(isinstance(o, Table) for o in objects):
+            from services.cli.render import fits, stacked
+
+            objects = tuple(stacked(o) if isinstance(o, Table) and not fits(self, o) else o for o in objects)
+        super().print(*objects, **kwargs)
 
     def rule(self, title: Any = "", *, characters: str = "─", style: Any = "rule.line", align: Any = "center") -> None:
         """A horizontal rule: the terminal's width on a terminal; off it, just wider than its title."""
@@ -152,35 +142,22 @@ def progress_bar(transient: bool = True, disable: bool = False) -> Progress:
     )
 
 
-def user_error(exc: BaseException) -> tuple[str, int] | None:
-    """The one-line message and exit code of a user-facing error (None: not one of ours)."""
-    from pydantic import ValidationError
+#: ``kar --debug``: a command's error also prints its traceback (set by the root callback)
+DEBUG = {"on": False}
 
-    from agents.vlm import VLMNotConfiguredError
-    from culturebase.store import StoreError
-    from retrieval.embedders import EmbedderUnavailableError
-    from retrieval.knowledge_base import ImportFileError, format_validation_error
-    from retrieval.websearch import SearchNotConfiguredError
 
-    from eval.records import DatasetError
+def print_traceback(exc: BaseException) -> None:
+    """The traceback of ``exc`` on stderr, as Python prints it (``kar --debug``)."""
+    import traceback
 
-    if isinstance(exc, (DatasetError, VLMNotConfiguredError, SearchNotConfiguredError, EmbedderUnavailableError, ImportFileError)):
-        return str(exc), ExitCode.USAGE
-    if isinstance(exc, ValidationError):
-        return f"invalid settings: {format_validation_error(exc)}", ExitCode.USAGE
-    if isinstance(exc, StoreError):
-        return str(exc), ExitCode.FAILED
-    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
-        return f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), ExitCode.USAGE
-    if isinstance(exc, OSError):
-        return f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), ExitCode.FAILED
-    return None
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn the project's user-facing exceptions into a one-line error and its exit code;
-    Ctrl-C exits 130."""
+    """Turn the project's user-facing exceptions into a one-line error and its exit code (with
+    ``kar --debug``, after the traceback); Ctrl-C exits 130; any other exception goes on to the CLI-wide
+    guard (:mod:`services.cli.guard`)."""
     try:
         yield
     except (typer.Exit, typer.Abort):
@@ -191,6 +168,8 @@ def user_errors() -> Iterator[None]:
         known = user_error(exc)
         if known is None:
             raise
+        if DEBUG["on"]:
+            print_traceback(exc)
         raise fail(*known) from None
 
 

@@ -127,6 +127,8 @@ def _follow(manager: CrawlJobManager, job: CrawlJob, show: bool) -> tuple[CrawlJ
                 time.sleep(0.25)
                 job = manager.get(job.id)
                 live.update(_counters_table(job))
+        if not err.is_terminal:  # rich ends the table's last line only on a terminal
+            err.line()
         return job, False
     except KeyboardInterrupt:
         err.print(f"cancelling job {job.id} ...", markup=False)
@@ -149,14 +151,25 @@ def _finish(job: CrawlJob, json_out: bool, cancelled: bool = False, kb_flag: str
         )
         if c.get("merged") or c.get("kept_apart") or c.get("split"):
             print_joins(out, {**c, "events": c.get("joins") or []})
-        if job.error:
+        if job.error and job.status != "failed":
             err.print(f"reason: {job.error}", markup=False, highlight=False, soft_wrap=True)
         if job.status == "succeeded":
             err.print(f"next: kar kb stats{kb_flag}", markup=False, highlight=False, soft_wrap=True)
     if cancelled:
         raise typer.Exit(ExitCode.CANCELLED)
     if job.status == "failed":
-        raise typer.Exit(ExitCode.FAILED)
+        raise fail(_failure_line(job), ExitCode.FAILED)
+
+
+def _failure_line(job: CrawlJob) -> str:
+    """The job's error on one line, naming the setting whose value it holds, else (CultureBase did not open) the store's."""
+    from culturebase.settings import get_settings
+    from services.cli.errors import naming, one_line, with_settings_in
+
+    line = with_settings_in(f"crawl job {job.id} failed: {one_line(job.error or 'see kar crawl-jobs logs ' + job.id)}")
+    if "KAR_" not in line and "cannot open CultureBase" in line:
+        line = naming(line, "KAR_QDRANT_URL" if get_settings().qdrant_url else "KAR_KB_PATH")
+    return line
 
 
 def crawl_command(

@@ -231,4 +231,6 @@ def explain_command(
     else:
         print_explain(result, [n for n in notes if not n.startswith("no web evidence")])
     if result.error is not None:
-        raise typer.Exit(ExitCode.FAILED)
+        from services.cli.errors import stage_error_line
+
+        raise fail(stage_error_line(result.error), ExitCode.FAILED)

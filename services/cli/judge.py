@@ -93,15 +93,27 @@ def judge_command(
             judge_cache.close()
     if json_out:
         emit_json(summary.as_dict())
-        return
-    unscored = ", ".join(f"{k}: {v}" for k, v in sorted(summary.unscored.items())) or "none"
-    cost = f", cost ${summary.cost_usd:.4f}" if summary.cost_usd is not None else ""
-    err.print(
-        f"{summary.items} items: {summary.scored} scored, unscored {unscored}; judged {summary.judged}, "
-        f"resumed {summary.resumed}, cache hits {summary.cache_hits}; {summary.calls} calls, "
-        f"{summary.prompt_tokens}+{summary.completion_tokens} tokens{cost} → {out}",
-        highlight=False, markup=False,
-    )
+    else:
+        unscored = ", ".join(f"{k}: {v}" for k, v in sorted(summary.unscored.items())) or "none"
+        cost = f", cost ${summary.cost_usd:.4f}" if summary.cost_usd is not None else ""
+        err.print(
+            f"{summary.items} items: {summary.scored} scored, unscored {unscored}; judged {summary.judged}, "
+            f"resumed {summary.resumed}, cache hits {summary.cache_hits}; {summary.calls} calls, "
+            f"{summary.prompt_tokens}+{summary.completion_tokens} tokens{cost} → {out}",
+            highlight=False, markup=False,
+        )
+    if summary.unscored.get("judge_error"):
+        raise fail(_judge_error_line(out, summary.unscored["judge_error"]), ExitCode.FAILED)
+
+
+def _judge_error_line(out: Path, failed: int) -> str:
+    """``N judge call(s) failed; the first: ... (KAR_JUDGE_BASE_URLS, KAR_JUDGE_MODEL)``, read back from ``out``."""
+    from eval.records import read_records
+    from services.cli.errors import JUDGE_SETTINGS, naming, one_line
+
+    first = next((r["evaluation"].get("parse_error") for r in read_records(out)
+                  if (r.get("evaluation") or {}).get("unscored_reason") == "judge_error"), None)
+    return naming(f"{failed} judge call(s) failed (a rerun judges them again); the first: {one_line(str(first))}", *JUDGE_SETTINGS)
 
 
 def merge_command(
@@ -172,10 +184,17 @@ def rubric_command(
     summary = rubric_summary(rows) | {"out": str(out)}
     if json_out:
         emit_json(summary)
-        return
-    err.print(f"judged {summary['n']} clips: {summary['n_judged']} judged, {summary['n_failed']} failed; "
-              f"Aligned {summary['aligned_pct']} %, mean Total {summary['score_total']} (−8…12); wrote {out}",
-              highlight=False, markup=False)
+    else:
+        err.print(f"judged {summary['n']} clips: {summary['n_judged']} judged, {summary['n_failed']} failed; "
+                  f"Aligned {summary['aligned_pct']} %, mean Total {summary['score_total']} (−8…12); wrote {out}",
+                  highlight=False, markup=False)
+    if summary["n_failed"]:
+        from services.cli.errors import JUDGE_SETTINGS, naming, one_line
+
+        first = str(next((r.get("judge_error") for r in rows if r.get("judge_error")), None))
+        line = f"{summary['n_failed']} clip(s) not judged; the first: {one_line(first)}"
+        data_side = first.startswith("media:") or first.startswith("no prediction")  # the dataset's, not the judge's
+        raise fail(line if data_side else naming(line, *JUDGE_SETTINGS), ExitCode.FAILED)
 
 
 JUDGE_EXAMPLES = examples(

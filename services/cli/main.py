@@ -8,6 +8,7 @@ report-retrieval)).
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated
 
 import typer
@@ -19,10 +20,12 @@ from services.cli.calibrate import calibrate_command
 from services.cli.config import EXAMPLES as CONFIG_EXAMPLES
 from services.cli.config import config_command
 from services.cli.corpus import corpus_app
-from services.cli.console import exit_codes_text
+from services.cli.console import DEBUG, ExitCode, exit_codes_text, fail, user_errors
 from services.cli.crawl import CRAWL_EXAMPLES, crawl_command, crawl_jobs_app
 from services.cli.explain import EXAMPLES as EXPLAIN_EXAMPLES
 from services.cli.explain import explain_command
+from services.cli.guard import GuardedGroup
+from services.cli.help import KarTyper
 from services.cli.judge import JUDGE_EXAMPLES, judge_app
 from services.cli.kb import kb_app
 from services.cli.report import REFS_EXAMPLES, REPORT_EXAMPLES, reference_command, report_command
@@ -36,15 +39,16 @@ EXPLAIN, KB, BENCH, SERVICE = "1 · Explain an image", "2 · Grow the knowledge 
 ROOT_EPILOG = (
     "Start: make demo, then source .venv/bin/activate and "
     "kar explain examples/images/doge_such_culture.png --kb data/demo/culturebase\n\n"
-    "\b\nExit codes:\n" + exit_codes_text()
+    "\b\nExit codes:\n" + exit_codes_text() + "\n\nAn error is one line; `kar --debug COMMAND ...` also prints its traceback."
 )
 
-app = typer.Typer(
+app = KarTyper(
     name="kar",
     help="CultureKAR: explain culture-dependent images (memes) with a knowledge base, grow it by crawling, and "
     "measure what grounding repairs and breaks. Every setting is a KAR_* variable (env or ./.env); `kar config` lists them.",
     epilog=ROOT_EPILOG,
     no_args_is_help=True,
+    cls=GuardedGroup,
     pretty_exceptions_show_locals=False,
     rich_markup_mode="rich",
 )
@@ -66,9 +70,25 @@ def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="On an error, print its traceback too (before the one-line error).")
+    ] = False,
 ) -> None:
     """CultureKAR: explain culture-dependent images (memes) with a knowledge base, grow it by crawling, and measure
     what grounding repairs and breaks. Every setting is a KAR_* variable (env or ./.env); `kar config` lists them."""
+    from pathlib import Path
+
+    from culturebase.settings import ENV_FILE, get_settings
+    from services.cli.errors import dotenv_problem
+
+    DEBUG["on"] = debug
+    # qdrant-client warns when it cannot ask an unreachable server its version; the error that follows says it in one line
+    warnings.filterwarnings("ignore", message="Failed to obtain server version")
+    problem = dotenv_problem(Path(ENV_FILE))
+    if problem:
+        raise fail(problem, ExitCode.USAGE)
+    with user_errors():  # an invalid KAR_* value stops every command, not only those that read it
+        get_settings()
 
 
 app.command("explain", rich_help_panel=EXPLAIN, epilog=EXPLAIN_EXAMPLES)(explain_command)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.console import Console, Group
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 __all__ = ["mapping_table", "print_joins", "seconds", "skipped_routes", "timings_line", "STANDING_SKIP"]
 
@@ -71,3 +74,38 @@ def print_joins(console: Any, joins: Any, limit: int = 20) -> None:
         )
     if len(events) > limit:
         console.print(f"  ... and {len(events) - limit} more (--json or --report lists them)", highlight=False, markup=False)
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether ``table`` fits ``console``'s width without rich cutting a word with ``…`` (its narrowest layout,
+    every column as wide as its longest word, fits)."""
+    unbounded = console.options.update(max_width=10**6)  # rich clamps a measurement to the width it is given
+    return Measurement.get(console, unbounded, table).minimum <= console.width
+
+
+def _plain(cell: Any) -> str:
+    if isinstance(cell, Text):
+        return cell.plain
+    if isinstance(cell, str):
+        return Text.from_markup(cell).plain
+    return str(cell)
+
+
+def stacked(table: Table) -> Group:
+    """``table`` as one block per row, one ``header: value`` line per cell: what a terminal too narrow for its
+    columns shows instead of cells cut with ``…`` (each line wraps at the terminal's width, nothing is cut)."""
+    headers = [_plain(c.header) for c in table.columns]
+    columns = [list(c.cells) for c in table.columns]
+    lines: list[Text] = []
+    if table.title:
+        lines.append(Text(_plain(table.title), style="italic"))
+    for row in range(table.row_count):
+        cells = [_plain(col[row]) if row < len(col) else "" for col in columns]
+        first = True
+        for header, value in zip(headers, cells):
+            if not value.strip():
+                continue
+            lines.append(Text(("" if first else "  ") + (f"{header}: " if header.strip() else "") + value))
+            first = False
+        lines.append(Text(""))
+    return Group(*lines)

@@ -111,6 +111,9 @@ def run_command(
                 raise fail(refusal, ExitCode.USAGE)
             if refusal:
                 err.print(Text.assemble(("warning:", "bold yellow"), " ", refusal.split("; or pass")[0]), highlight=False, soft_wrap=True)
+            for note in resources.notes:  # said before the run, as kar explain says it
+                if note.startswith("grounding is not calibrated"):
+                    err.print(Text.assemble(("warning:", "bold yellow"), " ", note), highlight=False, soft_wrap=True)
             manifest = {"settings": settings.public_dict(), "notes": resources.notes, "command_line": command_line,
                         "evidence": describe.get("evidence")}
             try:
@@ -123,7 +126,26 @@ def run_command(
         finally:
             await resources.aclose()
 
-    emit_run_summary(run_async(main()), json_out)
+    summary = run_async(main())
+    emit_run_summary(summary, json_out)
+    if summary.failed:
+        raise fail(failed_items_line(Path(summary.out_dir), summary.failed), ExitCode.FAILED)
+
+
+def failed_items_line(out_dir: Path, failed: int) -> str:
+    """``N item run(s) failed; the first: failed at answer: ... (KAR_VLM_BASE_URLS, KAR_VLM_MODEL)``, read back from
+    the run's traces (each failed item's trace keeps its error)."""
+    import json
+
+    from services.cli.errors import stage_error_line
+
+    for path in sorted((out_dir / "traces").glob("*.jsonl")):
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                error = json.loads(line).get("error") if line.strip() else None
+                if error:
+                    return f"{failed} item run(s) failed (--retry-failed runs them again); the first: {stage_error_line(error)}"
+    return f"{failed} item run(s) failed (their traces are in {out_dir / 'traces'})"
 
 
 async def run_with_progress(runner: Any, items: list[Any], label: str, n_conditions: int, dataset: Path, json_out: bool) -> Any:

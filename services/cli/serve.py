@@ -8,7 +8,7 @@ The app warms grounding, the search stage, OCR and the VLM client as it starts (
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -76,8 +76,25 @@ def serve_command(
         logging.getLogger("services").setLevel(logging.INFO)
     where = settings.qdrant_url or str(settings.kb_path)
     err.print(f"CultureKAR API on http://{host}:{port} (docs at /docs, {workers} worker(s), CultureBase {where})", markup=False, highlight=False, soft_wrap=True)
+    from services.cli.serve_guard import startup_failure
+
+    try:
+        _run(uvicorn, host, port, workers, reload, log_level)
+    except SystemExit as exc:
+        if exc.code == STARTUP_FAILURE:  # uvicorn's code for an app that did not start: the table's code instead
+            raise fail(*startup_failure()) from None
+        raise
+
+
+#: uvicorn's exit code for an app whose startup failed (uvicorn.config.STARTUP_FAILURE)
+STARTUP_FAILURE = 3
+
+
+def _run(uvicorn: Any, host: str, port: int, workers: int, reload: bool, log_level: str) -> None:
+    from services.cli.serve_guard import APP
+
     uvicorn.run(
-        "services.app:create_app",
+        APP,
         factory=True,
         host=host,
         port=port,

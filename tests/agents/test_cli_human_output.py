@@ -51,7 +51,7 @@ def test_kb_search_human_output_keeps_brackets(sample_kb_copy):
     from services.cli import app as kar
 
     get_settings.cache_clear()
-    res = CliRunner().invoke(kar, ["kb", "--kb", str(sample_kb_copy), "search", "[ocr] such wow", "--top-k", "3"], env={"COLUMNS": "200"})
+    res = CliRunner().invoke(kar, ["kb", "--kb", str(sample_kb_copy), "search", "[ocr] such wow", "--top-k", "3"])
     assert res.exit_code == 0, res.output
     assert "[ocr] such wow" in res.stdout  # the query, shown in the title
     rows = [line for line in res.stdout.splitlines() if "Doge" in line]
@@ -61,7 +61,7 @@ def test_kb_search_human_output_keeps_brackets(sample_kb_copy):
 def test_explain_human_output_shows_seconds_with_units(env):  # noqa: F811
     from tests.agents.conftest import IMAGES
 
-    result = CliRunner().invoke(app, ["explain", str(IMAGES / "doge_such_culture.png")], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(app, ["explain", str(IMAGES / "doge_such_culture.png")])
     assert result.exit_code == 0, result.output
     line = next(x for x in result.stdout.splitlines() if x.startswith("timings:"))
     assert "{" not in line and "total " in line

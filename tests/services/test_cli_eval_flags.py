@@ -27,7 +27,7 @@ def kar(*args: str):
     from culturebase.settings import get_settings
 
     get_settings.cache_clear()
-    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+    return runner.invoke(app, list(args))
 
 
 @pytest.mark.parametrize("backend", ["local", "none"])

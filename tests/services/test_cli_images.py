@@ -43,7 +43,7 @@ def test_import_then_search_by_image(tmp_path):
     top = json.loads(res.stdout)["hits"][0]
     assert top["name"] == "Seven [template]" and top["route"] == "image" and top["passes_tau"]
     assert 0 <= top["image_distance"] <= 32
-    table = kar("kb", "search", "--image", str(meme), env={**env, "COLUMNS": "200"})
+    table = kar("kb", "search", "--image", str(meme), env=env)
     assert "Seven [template]" in table.stdout and f"{top['image_distance']}/128" in table.stdout  # markup escaped
 
     nothing = tmp_path / "other.jpg"
@@ -64,8 +64,8 @@ def test_image_search_on_a_kb_without_images_says_so(tmp_path):
     assert kar("kb", "import", str(f), env=env).exit_code == 0
     meme = tmp_path / "meme.jpg"
     meme.write_bytes(meme_of(template_image(7), 3))
-    out = kar("kb", "search", "--image", str(meme), env={**env, "COLUMNS": "200"})
+    out = kar("kb", "search", "--image", str(meme), env=env)
     assert out.exit_code == 0, out.output
     assert "no entity found" in out.stdout and "no entity image is indexed" in out.stdout
-    text_only = kar("kb", "search", "Textual", env={**env, "COLUMNS": "200"})
+    text_only = kar("kb", "search", "Textual", env=env)
     assert "no entity image is indexed" not in text_only.stdout and "image distance" not in text_only.stdout

@@ -112,7 +112,7 @@ def test_kb_option_after_the_subcommand_wins(sample_kb_copy, tmp_path):
 
 
 def test_stats_human_output_is_text_not_python(sample_kb_copy):
-    res = kar("kb", "stats", "--kb", str(sample_kb_copy), env={"COLUMNS": "200"})
+    res = kar("kb", "stats", "--kb", str(sample_kb_copy))
     assert res.exit_code == 0, res.output
     text = res.stdout
     assert "{" not in text and "'" not in text.replace("'s", "")  # no dict reprs
@@ -127,7 +127,7 @@ def test_stats_human_output_is_text_not_python(sample_kb_copy):
 
 
 def test_search_human_output_does_not_repeat_the_standing_sparse_note(sample_kb_copy):
-    res = kar("kb", "search", "Zhuge Liang", "--kb", str(sample_kb_copy), env={"COLUMNS": "200"})
+    res = kar("kb", "search", "Zhuge Liang", "--kb", str(sample_kb_copy))
     assert res.exit_code == 0, res.output
     assert "诸葛亮" in res.stdout and "route sparse" not in res.stdout
     as_json = json.loads(kar("kb", "search", "Zhuge Liang", "--kb", str(sample_kb_copy), "--json").stdout)

@@ -1,5 +1,5 @@
 """Output off a terminal: a pipe or a file gets each sentence on one line whatever COLUMNS says;
-a terminal still gets rich's layout at its width."""
+a terminal still gets rich's layout at its width, and a table too wide for it comes as records, nothing cut."""
 
 from __future__ import annotations
 
@@ -40,6 +40,32 @@ def test_a_terminal_still_gets_rich_layout(monkeypatch):
     lines = buffer.getvalue().splitlines()
     assert len(lines) > 1 and max(len(line) for line in lines) <= 40
     assert "".join(lines).replace(" ", "") == SENTENCE.replace(" ", "")  # every character is there, wrapped at 40
+
+
+def _hits_table():
+    from rich.table import Table
+
+    table = Table(title="CultureBase: 'such wow'")
+    for header in ("#", "name", "source work", "score", "route scores (winner first)", "matched"):
+        table.add_column(header)
+    table.add_row("1", "Doge", "Photo of Kabosu the Shiba Inu (2010)", "1.123", "caption 0.50 · lexical 1.00 · exact 1.00", "Such wow")
+    table.add_row("2", "This Is Fine", "KC Green's webcomic Gunshow (2013)", "0.835", "name 0.83 · ocr 0.82", "")
+    return table
+
+
+def test_a_narrow_terminal_gets_a_table_as_records_nothing_cut():
+    for width in (40, 200):
+        buffer = io.StringIO()
+        CliConsole(file=buffer, force_terminal=True, color_system=None, width=width).print(_hits_table())
+        text = buffer.getvalue()
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+        flat = " ".join(text.split())
+        for value in ("Doge", "Photo of Kabosu the Shiba Inu (2010)", "KC Green's webcomic Gunshow (2013)", "1.123"):
+            assert value in flat, (width, text)  # every value whole, wrapped at most
+        if width == 40:  # too narrow for the columns: one block per row, a line per cell
+            assert "name: This Is Fine" in text and "source work: Photo of Kabosu the Shiba Inu (2010)" in flat
+        else:
+            assert "┃ name" in text  # wide enough: the grid
 
 
 def test_kar_through_a_pipe_keeps_a_long_sentence_on_one_line(tmp_path):

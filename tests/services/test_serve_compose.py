@@ -42,7 +42,7 @@ def test_serve_starts_uvicorn_with_settings(monkeypatch):
     result = CliRunner().invoke(cli(), ["serve", "--host", "0.0.0.0"])
     assert result.exit_code == 0, result.output
     (args, kwargs), = called
-    assert args == ("services.app:create_app",) and kwargs["factory"] is True
+    assert args == ("services.cli.serve_guard:create_app",) and kwargs["factory"] is True  # services.app's, behind the startup guard
     assert (kwargs["host"], kwargs["port"], kwargs["workers"]) == ("0.0.0.0", 8123, 4)
 
 
