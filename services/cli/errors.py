@@ -47,10 +47,11 @@ def exit_codes_text() -> str:
     return "\n".join(f"{int(code):>3}  {text}" for code, text in EXIT_CODES.items())
 
 
-def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
-    """``text`` on one line (runs of whitespace, newlines included, become one space), cut at ``limit`` characters."""
+def one_line(text: str, limit: int | None = MAX_MESSAGE) -> str:
+    """``text`` on one line (runs of whitespace, newlines included, become one space), cut at ``limit`` characters
+    (None: kept whole, for a message we wrote, such as every invalid item of a benchmark named)."""
     flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def naming(message: str, *settings: str) -> str:
@@ -126,7 +127,7 @@ def user_error(exc: BaseException) -> tuple[str, int] | None:
         return naming(one_line(str(exc)), "KAR_EMBEDDER_URLS"), ExitCode.FAILED
     if isinstance(exc, (DatasetError, VLMNotConfiguredError, SearchNotConfiguredError, EmbedderUnavailableError,
                         ImportFileError)):
-        return one_line(str(exc)), ExitCode.USAGE
+        return one_line(str(exc), limit=None), ExitCode.USAGE
     if isinstance(exc, ValueError) and "KAR_" in str(exc):  # a value error that names the setting at fault
         return one_line(str(exc)), ExitCode.USAGE
     if isinstance(exc, ValidationError):

@@ -76,7 +76,10 @@ def test_avmeme_mcq_on_video_with_kar_text_only_and_bad_clips(server, tmp_path):
     (tmp_path / "v2.mp4").write_bytes(b"not a video" * 50)
     bench = write_jsonl(tmp_path / "av.jsonl", [avmeme(i, meme_name="Doge") for i in range(3)])
     out = tmp_path / "run"
-    _kar("run", "--dataset", str(bench), "--out", str(out), "--conditions", "vanilla,kar,text_only,context_note", "--json")
+    ran = runner.invoke(app, ["run", "--dataset", str(bench), "--out", str(out), "--conditions", "vanilla,kar,text_only,context_note", "--json"])
+    # the unreadable clip fails in each of the 4 conditions: recorded as failed, and the run exits 1 saying so
+    assert ran.exit_code == 1 and json.loads(ran.stdout)["failed"] == 4, ran.output
+    assert "4 item run(s) failed" in " ".join(ran.stderr.split())
     vanilla = _traces(out, "vanilla")
     assert vanilla["av0"]["trace"]["media"]["audio_mode"] == "transcribed"
     assert vanilla["av0"]["trace"]["context"]["transcript"] == "such wow much doge"

@@ -98,7 +98,7 @@ def test_readme_quickstarts_run_as_written(tmp_path, sample_kb_path):
                 body = body.replace(old, new)
             script += f"echo '=== quickstart {name}' >&2\n{body}\n"
         env = {k: v for k, v in os.environ.items() if not k.startswith("KAR_")}
-        env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", KAR_CRAWL_DELAY_S="0", COLUMNS="200")
+        env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", KAR_CRAWL_DELAY_S="0")
         proc = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=1500)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-6000:]

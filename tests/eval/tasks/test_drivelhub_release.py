@@ -94,7 +94,7 @@ def test_release_judgments_give_the_release_figures(real, tmp_path):
     assert list(tree["runs"]) == ["Qwen/Qwen3-VL-8B-Instruct"] and tree["runs"]["Qwen/Qwen3-VL-8B-Instruct"]["family"] == "Qwen"
     # the human form is the release's table (rendered by services/cli/report.py)
     human = runner.invoke(app, ["report", "--dataset", str(real / "metadata_from_judgments.csv"), "--judged", str(tmp_path / "judgments"),
-                                "--bootstrap", "0"], env={"COLUMNS": "240"})
+                                "--bootstrap", "0"])
     assert human.exit_code == 0, human.output
     assert "Family" in human.stdout and "Qwen3-VL-8B-Instruct" in human.stdout and "48.9%" in human.stdout and "4.721" in human.stdout
 
