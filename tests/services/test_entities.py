@@ -100,7 +100,10 @@ async def test_import_bad_file_changes_nothing(api):
 async def test_stats(api):
     client, services = api
     r = await client.get("/v1/kb/stats")
-    assert r.status_code == 200 and r.json() == services.kb.store.stats()
+    body = r.json()
+    calibration = body.pop("calibration")
+    assert r.status_code == 200 and body == services.kb.store.stats()
+    assert calibration["source"] == "bundled" and calibration["thresholds"]["tau"] == services.pipeline.deps.grounder.tau
 
 
 async def test_import_on_a_nearly_full_disk_answers_507_with_the_count_and_keeps_the_store(make_client):
