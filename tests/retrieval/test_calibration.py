@@ -239,3 +239,21 @@ def test_calibrate_fits_the_corpus_floors_from_the_corpus_pages(tmp_path):
         assert held["captions"] > 0 and 0.0 <= held["captions_given_evidence_rate"] <= held["captions_given_evidence_upper"]
         assert report["after"]["corpus_floor"] != CONSERVATIVE.corpus_floor or report["after"]["corpus_ordinary_floor"] != CONSERVATIVE.corpus_ordinary_floor
         assert report["record"]["held_out"]["corpus"] == held and not report["stored"] and read_kb_record(kb.store) is None
+
+
+def test_the_pipeline_description_traces_and_manifests_carry_records_the_calibration(tmp_path):
+    from agents.factory import build_pipeline
+
+    emb = HashEmbedder()
+    settings = Settings(kb_path=tmp_path / "kb", data_dir=tmp_path / "data", search_backend="none", ocr_enabled=False)
+    with KnowledgeBase.open(settings, embedder=emb) as kb:
+        kb.add(entities(25))
+        resources = build_pipeline(settings, ("kar",), kb=kb, vlm=None, search=None, ocr=None)
+        described = resources.pipeline.describe["calibration"]  # copied into every trace and kar run's manifest
+        assert described["source"] == "conservative" and "kar calibrate" in described["warning"]
+        assert any(n.startswith("grounding is not calibrated") for n in resources.notes)
+        write_kb_record(kb.store, record_for(emb))
+        again = build_pipeline(settings, ("kar",), kb=kb, vlm=None, search=None, ocr=None)
+        described = again.pipeline.describe["calibration"]
+        assert described["source"] == "kb" and described["record"]["embedder"] == emb.name and described["thresholds"]["tau"] == 0.7
+        assert not any(n.startswith("grounding is not calibrated") for n in again.notes)
