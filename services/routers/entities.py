@@ -164,6 +164,22 @@ ARCHIVE_TYPES = ("application/zip", "application/x-zip-compressed", "application
                  "application/x-tar", "application/x-gtar", "application/x-compressed-tar", "application/octet-stream")
 
 
+def dump_content_type(request: Request, format: str | None) -> str:
+    """The content type of a posted entity dump, after refusing one we do not read (415) and an unknown
+    ``format`` (422): the checks ``POST /v1/entities/import`` and ``POST /v1/kb/import`` share."""
+    from culturebase.importers import FORMATS, formats_help
+
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype not in TEXT_TYPES + ARCHIVE_TYPES:
+        raise ApiError(
+            415, "unsupported_content_type",
+            "send the records as application/x-ndjson (JSONL) or application/json (a list), or a dump folder as application/zip or application/gzip (tar.gz)",
+        )
+    if format is not None and format not in FORMATS:
+        raise ApiError(422, "unknown_format", f"format {format!r} is not one we read; the formats are — {formats_help()}")
+    return ctype
+
+
 @router.post(
     "/v1/entities/import",
     response_model=ImportPublic,
@@ -199,19 +215,12 @@ async def import_entities(
     scrape, a crawl's `scrapy crawl -o` output, ...) or an archive (zip, tar.gz) of a dump folder (the
     Moegirlpedia maps, KYMKB), streamed by the same readers as `kar kb import`; rejected entries are reported
     by line or index.  Image URLs are not fetched."""
-    from culturebase.importers import FORMATS, DumpError, detect_format, formats_help
+    from culturebase.importers import DumpError, detect_format
     from culturebase.importers.archive import ArchiveError, ArchiveTooLarge, archive_kind, unpack_archive
     from culturebase.store.bulk import BulkImportError
     from retrieval.knowledge_base import ImportFileError
 
-    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if ctype not in TEXT_TYPES + ARCHIVE_TYPES:
-        raise ApiError(
-            415, "unsupported_content_type",
-            "send the records as application/x-ndjson (JSONL) or application/json (a list), or a dump folder as application/zip or application/gzip (tar.gz)",
-        )
-    if format is not None and format not in FORMATS:
-        raise ApiError(422, "unknown_format", f"format {format!r} is not one we read; the formats are — {formats_help()}")
+    ctype = dump_content_type(request, format)
     raw = await request.body()
     if not raw.strip():
         raise ApiError(400, "empty_import", "the import body is empty")

@@ -50,18 +50,10 @@ async def import_kb(
 ) -> dict[str, Any]:
     """Import an entity dump: the body is streamed to disk (413 beyond KAR_API_MAX_IMPORT_MB) and imported by a
     job; 202 with the job, GET its ``url`` for progress and the report (rejected entries by line or index)."""
-    from culturebase.importers import FORMATS, formats_help
     from services.import_runners import kb_runner
-    from services.routers.entities import ARCHIVE_TYPES, TEXT_TYPES
+    from services.routers.entities import dump_content_type
 
-    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if ctype not in TEXT_TYPES + ARCHIVE_TYPES:
-        raise ApiError(
-            415, "unsupported_content_type",
-            "send the records as application/x-ndjson (JSONL) or application/json (a list), or a dump folder as application/zip or application/gzip (tar.gz)",
-        )
-    if format is not None and format not in FORMATS:
-        raise ApiError(422, "unknown_format", f"format {format!r} is not one we read; the formats are — {formats_help()}")
+    ctype = dump_content_type(request, format)
     categories = [c for c in (category or "").split(",") if c.strip()] or None
     manager = services.imports
     job = await manager.receive(request, "kb", dry_run, {"content_type": ctype, "format": format, "categories": categories})
