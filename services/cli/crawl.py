@@ -166,7 +166,7 @@ def _failure_line(job: CrawlJob) -> str:
     from culturebase.settings import get_settings
     from services.cli.errors import naming, one_line, with_settings_in
 
-    line = with_settings_in(f"crawl job {job.id} failed: {one_line(job.error or 'see kar crawl-jobs logs ' + job.id)}")
+    line = with_settings_in(f"crawl job {job.id} failed: {one_line(job.error or 'see kar crawl-jobs logs ' + job.id, limit=None)}")
     if "KAR_" not in line and "cannot open CultureBase" in line:
         line = naming(line, "KAR_QDRANT_URL" if get_settings().qdrant_url else "KAR_KB_PATH")
     return line

@@ -129,15 +129,15 @@ def user_error(exc: BaseException) -> tuple[str, int] | None:
                         ImportFileError)):
         return one_line(str(exc), limit=None), ExitCode.USAGE
     if isinstance(exc, ValueError) and "KAR_" in str(exc):  # a value error that names the setting at fault
-        return one_line(str(exc)), ExitCode.USAGE
+        return one_line(str(exc), limit=None), ExitCode.USAGE
     if isinstance(exc, ValidationError):
         if exc.title == "Settings":
             return settings_error_text(exc), ExitCode.USAGE
         return f"invalid input: {format_validation_error(exc)}", ExitCode.USAGE
     if isinstance(exc, StoreError):
         if isinstance(exc.__cause__, OSError):  # the folder itself: not a folder, not readable or writable
-            return naming(one_line(str(exc)), "KAR_KB_PATH", "--kb"), ExitCode.USAGE
-        return one_line(str(exc)), ExitCode.FAILED
+            return naming(one_line(str(exc), limit=None), "KAR_KB_PATH", "--kb"), ExitCode.USAGE
+        return one_line(str(exc), limit=None), ExitCode.FAILED  # the store's own message: the path and the setting to change
     if type(exc).__module__.startswith("qdrant_client"):
         return _qdrant_error(exc), ExitCode.FAILED
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)):
