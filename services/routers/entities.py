@@ -164,6 +164,16 @@ ARCHIVE_TYPES = ("application/zip", "application/x-zip-compressed", "application
                  "application/x-tar", "application/x-gtar", "application/x-compressed-tar", "application/octet-stream")
 
 
+#: the query parameters of an entity-dump import (``POST /v1/entities/import``, ``POST /v1/kb/import``)
+DumpFormat = Annotated[
+    str | None,
+    Query(max_length=20, description="jsonl | release | kym-imkg | kym-2023 | kymkb | crawl | moegirl (an archive of the folder); default: detected."),
+]
+DumpCategories = Annotated[
+    str | None, Query(max_length=1000, description="Only entries of these categories, comma-separated (KnowYourMeme: Meme,Subculture,...).")
+]
+
+
 def dump_content_type(request: Request, format: str | None) -> str:
     """The content type of a posted entity dump, after refusing one we do not read (415) and an unknown
     ``format`` (422): the checks ``POST /v1/entities/import`` and ``POST /v1/kb/import`` share."""
@@ -200,13 +210,8 @@ async def import_entities(
     request: Request,
     services: Services,
     key: WriteKey,
-    format: Annotated[
-        str | None,
-        Query(max_length=20, description="jsonl | release | kym-imkg | kym-2023 | kymkb | crawl | moegirl (an archive of the folder); default: detected."),
-    ] = None,
-    category: Annotated[
-        str | None, Query(max_length=1000, description="Only entries of these categories, comma-separated (KnowYourMeme: Meme,Subculture,...).")
-    ] = None,
+    format: DumpFormat = None,
+    category: DumpCategories = None,
     dry_run: Annotated[
         bool, Query(description="Read and validate the dump and report what would be stored, without storing (nothing is embedded).")
     ] = False,

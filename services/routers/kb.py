@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path as PathParam, Query, Request, Response
 
 from services.deps import Services, WriteKey
-from services.errors import ApiError
+from services.routers.entities import DumpCategories, DumpFormat, dump_content_type
 from services.schemas import ErrorPublic
 
 router = APIRouter(tags=["knowledge base"])
@@ -39,19 +39,13 @@ async def import_kb(
     services: Services,
     key: WriteKey,
     response: Response,
-    format: Annotated[
-        str | None,
-        Query(max_length=20, description="jsonl | release | kym-imkg | kym-2023 | kymkb | crawl | moegirl (an archive of the folder); default: detected."),
-    ] = None,
-    category: Annotated[
-        str | None, Query(max_length=1000, description="Only entries of these categories, comma-separated (KnowYourMeme: Meme,Subculture,...).")
-    ] = None,
+    format: DumpFormat = None,
+    category: DumpCategories = None,
     dry_run: Annotated[bool, Query(description="Read and validate the dump and report what would be stored; store nothing.")] = False,
 ) -> dict[str, Any]:
     """Import an entity dump: the body is streamed to disk (413 beyond KAR_API_MAX_IMPORT_MB) and imported by a
     job; 202 with the job, GET its ``url`` for progress and the report (rejected entries by line or index)."""
     from services.import_runners import kb_runner
-    from services.routers.entities import dump_content_type
 
     ctype = dump_content_type(request, format)
     categories = [c for c in (category or "").split(",") if c.strip()] or None
