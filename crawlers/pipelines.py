@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 from scrapy.exceptions import DropItem
 
-from culturebase.entity import Entity, canonical_url, make_entity_id, normalize_text
+from culturebase.entity import Entity, canonical_url, make_entity_id
 from culturebase.identity import (
     KEPT_APART, TWO_PAGES, IdentityIndex, JoinEvent, JoinLog, Signature, alias_collision, dissolved, event, join, join_rule,
     repair,

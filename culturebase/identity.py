@@ -33,8 +33,6 @@ SAME_URL = "same_url"
 SAME_NAME_AND_WORK = "same_name_and_work"
 SAME_ID = "same_id"
 DECLARED = "declared"
-#: the rules, in the order they are tried
-RULES = (SAME_URL, SAME_ID, DECLARED, SAME_NAME_AND_WORK)
 FIRST = "first"
 
 
