@@ -87,9 +87,9 @@ def main() -> None:
     from PIL import Image
 
     from agents.media.frames import sample_frames
-    from retrieval.descriptor_index import DescriptorIndex
+    from retrieval.images.descriptor_index import DescriptorIndex
     from retrieval.embedders import embedder_info
-    from retrieval.image_route import ImageRoute
+    from retrieval.images.route import ImageRoute
     from retrieval.knowledge_base import KnowledgeBase
     from retrieval.routes.frames import best_of_frames
 

@@ -354,7 +354,7 @@ def synth_run(tmp: Path, n: int, seed: int = 0) -> tuple[Path, list[str], Path]:
     from culturebase.store import CultureBaseStore, EmbedderInfo
     from culturebase.store.culturebase import ENTITY_DENSE, ENTITY_LEXICAL
     from culturebase.store.edge import EdgeBackend
-    from retrieval.lexical import encode_documents, lexical_text
+    from retrieval.text.lexical import encode_documents, lexical_text
 
     rng = np.random.default_rng(seed)
     names = [f"Entity {i}" for i in range(n)]

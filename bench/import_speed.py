@@ -238,7 +238,7 @@ def _search_latency(kb: Any, rng: Any, n: int = 200) -> dict[str, Any]:
     """Median and p95 ms of a dense (identity route, 20 hits) and a BM25 lexical search of the imported KB."""
     import numpy as np
 
-    from retrieval.lexical import encode_query
+    from retrieval.text.lexical import encode_query
 
     dim = kb.store.embedder.dim
     names = [e.name for e in kb.store.iter_entities(batch=256)][: n * 10 : 10]

@@ -12,9 +12,9 @@ stops (``apt-get install espeak-ng sox``; ``libchromaprint-tools`` for the Chrom
 - Queries: clips of 1-3 s and 3-10 s cut at a random place, each given one treatment: as cut,
   re-encoded (MP3 48 kbit/s, Opus 24 kbit/s), mixed under speech or under music (SNR 0-10 dB),
   sped up or slowed down 3-5 %, or put into an MP4 video (H.264 frames, AAC sound).  Two query
-  sets from two seeds: ``calibration`` (the thresholds of retrieval/sound_route.py were chosen
+  sets from two seeds: ``calibration`` (the thresholds of retrieval/sounds/route.py were chosen
   on it) and ``held-out`` (reported, never tuned on).
-- Methods: ``landmarks`` (retrieval/sound_fingerprint.py, the route's) and ``chromaprint``
+- Methods: ``landmarks`` (retrieval/sounds/fingerprint.py, the route's) and ``chromaprint``
   (``fpcalc -raw``: 32-bit sub-fingerprints, an inverted index of their values, offset voting,
   then the bit error rate at the best offset), on the same clips.
 

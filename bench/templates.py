@@ -230,7 +230,7 @@ def distractor(i: int) -> bytes:
 
 
 def image_route_margin() -> float:
-    import retrieval.image_route as image_route_module
+    import retrieval.images.route as image_route_module
 
     return image_route_module.LOOKALIKE_MARGIN
 
@@ -256,7 +256,7 @@ def pct(values: list[float], q: float) -> float:
 
 def _index_copy(index, nprobe: int | None):
     """An empty descriptor index with ``index``'s settings and slot table (its IVF is the caller's to set)."""
-    from retrieval import descriptor_index as di
+    from retrieval.images import descriptor_index as di
 
     copy = di.DescriptorIndex(None, per_image=index.per_image, ivf_from=index.ivf_from, nprobe=nprobe,
                               per_image_coarse=index.per_image_coarse)
@@ -274,7 +274,7 @@ def _index_grown_as(index, growth: int, nprobe: int):
     import faiss
     import numpy as np
 
-    from retrieval import descriptor_index as di
+    from retrieval.images import descriptor_index as di
 
     codes, ids = index._all_codes()
     order = np.argsort(ids, kind="stable")  # slots are handed out in the order images were added
@@ -432,7 +432,7 @@ def main() -> None:
     from hash_embedder import HashEmbedder
     from PIL import Image
     from retrieval.embedders import embedder_info
-    from retrieval.image_route import DEFAULT_VOTE, ImageRoute
+    from retrieval.images.route import DEFAULT_VOTE, ImageRoute
     from retrieval.knowledge_base import KnowledgeBase
     from culturebase.images import ImageStore
     from culturebase.store import CultureBaseStore
@@ -490,14 +490,14 @@ def main() -> None:
         store = CultureBaseStore(EdgeBackend(Path(tmp) / "kb"), embedder_info(emb))
         kb = KnowledgeBase(store, emb, settings=settings)
         images = ImageStore(cache / "images")
-        from retrieval.descriptor_index import DescriptorIndex, ImageKey
+        from retrieval.images.descriptor_index import DescriptorIndex, ImageKey
 
         threads = args.query_threads or settings.image_query_threads
         route = ImageRoute(store, images, tau=settings.image_tau, crops=True, features=ImageFeatureStore(cache / "image_features"),
                            threads=threads,
                            descriptors=DescriptorIndex(Path(tmp) / "descriptor_index"))
         if args.margin is not None:
-            import retrieval.image_route as image_route_module
+            import retrieval.images.route as image_route_module
 
             image_route_module.LOOKALIKE_MARGIN = args.margin
         kb._image_route = route
@@ -683,8 +683,8 @@ def main() -> None:
         desc_lists = int(route.descriptors._index.nlist) if desc_kind == "ivf" else 0
         desc_retrains = list(route.descriptors.retrains)
         # index time per image without any cache: decode, sample frames, hash and describe each
-        from retrieval import image_features as feats
-        from retrieval.image_route import hash_frames
+        from retrieval.images import features as feats
+        from retrieval.images.route import hash_frames
 
         # (flat: twice the codes a frame since the mirrored-codes round would train an IVF inside this loop at 50,000;
         # the KB's retrains are measured apart, below)

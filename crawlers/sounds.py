@@ -6,7 +6,7 @@ or an audio template's file, through ``Special:FilePath``).  The pipeline downlo
 the image pipeline's discipline: one download per URL per crawl, retries and Retry-After,
 redirects followed (each hop through :class:`crawlers.netpolicy.AddressPolicyMiddleware`),
 the byte limit (the sound store's, 30 MB) enforced while downloading, ``DOWNLOAD_TIMEOUT`` per
-request.  The bytes are then judged and stored by :meth:`retrieval.sound_route.SoundStore.put`,
+request.  The bytes are then judged and stored by :meth:`retrieval.sounds.route.SoundStore.put`,
 the call ``kar kb import`` and ``kar kb import-audio`` make (format sniffed from the bytes,
 decoded to check it holds a sound, at most ``MAX_SECONDS`` decoded), under
 ``KAR_DATA_DIR/sounds``.  The entity is written by :class:`crawlers.pipelines.CultureBasePipeline`
@@ -44,7 +44,7 @@ def is_audio_link(url: str) -> bool:
 
 
 def rejection_reason(message: str) -> str:
-    """The counted reason of a :class:`~retrieval.sound_route.SoundRejected` message."""
+    """The counted reason of a :class:`~retrieval.sounds.route.SoundRejected` message."""
     text = message.lower()
     if "over the limit" in text:
         return "too_large"
@@ -63,7 +63,7 @@ class EntitySoundsPipeline(EntityMediaPipeline):
     def from_crawler(cls, crawler: Any) -> "EntitySoundsPipeline":
         if not crawler.settings.getbool("KAR_STORE", True):
             raise NotConfigured("parse-only crawl (KAR_STORE=False): no sounds are downloaded")
-        from retrieval.sound_route import SoundStore
+        from retrieval.sounds.route import SoundStore
 
         settings = kar_settings_of(crawler)
         root = (settings.data_dir / "sounds").expanduser().resolve()  # where KnowledgeBase.sound_store keeps them
@@ -88,7 +88,7 @@ class EntitySoundsPipeline(EntityMediaPipeline):
             self.failed[request.url] = "empty"
             raise MediaRejected("empty", "the sound file is empty")
         from culturebase.cpu import cpu_pool
-        from retrieval.sound_route import SoundRejected
+        from retrieval.sounds.route import SoundRejected
 
         try:  # sniffing and decoding are CPU work: in the process-wide pool, off the reactor
             self.stored[request.url] = await cpu_pool().run(self.sounds.put, response.body, request.url)

@@ -1,5 +1,5 @@
 """Folders under ``KAR_DATA_DIR/cache`` for what a process would otherwise rebuild at each start
-(jieba's dictionary: :mod:`retrieval.jieba_dict`; wordfreq's frequencies: :mod:`retrieval.word_frequency`)."""
+(jieba's dictionary: :mod:`retrieval.text.jieba_dict`; wordfreq's frequencies: :mod:`retrieval.text.word_frequency`)."""
 
 from __future__ import annotations
 

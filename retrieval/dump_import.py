@@ -305,7 +305,7 @@ def _open_dump(
     fetch_images = fmt in OWN_FORMATS if fetch_images is None else fetch_images
     resolve = None
     if images is not None:
-        from retrieval.image_import import guarded_fetcher, http_fetcher, resolve_images
+        from retrieval.images.importing import guarded_fetcher, http_fetcher, resolve_images
 
         if fetcher is None:  # the operator's own file may name any host; a published dump's URLs must be public
             fetcher = (http_fetcher if fmt in OWN_FORMATS else guarded_fetcher)(images.max_bytes)
@@ -315,8 +315,8 @@ def _open_dump(
         def resolve(record: dict[str, Any], where: int) -> dict[str, Any]:
             record, problems = resolve_images(record, where, base_dir, images, fetcher if fetch_images else None)
             report.image_problems.extend(problems)
-            if record.get("audio"):  # entity sound clips: stored and fingerprinted (retrieval/sound_import.py)
-                from retrieval.sound_import import resolve_audio
+            if record.get("audio"):  # entity sound clips: stored and fingerprinted (retrieval/sounds/importing.py)
+                from retrieval.sounds.importing import resolve_audio
 
                 if sounds is not None:
                     record, problems = resolve_audio(record, where, base_dir, sounds, fetcher if fetch_images else None)

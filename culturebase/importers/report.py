@@ -59,7 +59,7 @@ class ImportReport:
     notes: list[Note] = field(default_factory=list)
     notes_total: int = 0
     images: int = 0
-    image_problems: list[Any] = field(default_factory=list)  # retrieval.image_import.ImageProblem
+    image_problems: list[Any] = field(default_factory=list)  # retrieval.images.importing.ImageProblem
     images_not_fetched: int = 0
     stopped: str | None = None
     #: read and validated only: ``stored`` is what would have been stored

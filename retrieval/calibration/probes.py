@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from retrieval import lexical as lex
+from retrieval.text import lexical as lex
 
 __all__ = ["LabelsFileError", "Probe", "caption_languages", "entity_probes", "label_probes", "load_captions", "ocr_noise", "split_of"]
 

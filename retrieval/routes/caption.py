@@ -1,10 +1,10 @@
 """The caption route: an OCR line inside one of the entity's catchphrases, or a catchphrase inside a line.
 
-Each OCR line, each pair of adjacent lines and all lines joined (:func:`retrieval.lexical.caption_lines`)
+Each OCR line, each pair of adjacent lines and all lines joined (:func:`retrieval.text.lexical.caption_lines`)
 is matched against every candidate's catchphrases (its usage's quoted lines, aliases and name:
-:func:`retrieval.lexical.catchphrases`) by normalised containment
-(:func:`retrieval.lexical.caption_score`).  A line too short for that (fewer than 4 CJK or 8 Latin
-characters) still counts when it is, as a whole, one of the catchphrases (:func:`retrieval.lexical.whole_lines`:
+:func:`retrieval.text.lexical.catchphrases`) by normalised containment
+(:func:`retrieval.text.lexical.caption_score`).  A line too short for that (fewer than 4 CJK or 8 Latin
+characters) still counts when it is, as a whole, one of the catchphrases (:func:`retrieval.text.lexical.whole_lines`:
 ``Yes.``, ``真香``, ``STONKS``, an attribution line ``—— 鲁迅``): it scores :data:`WHOLE_LINE`.  That is
 how memes quote; the same word inside a sentence is no such line.  The route scores candidates; it
 brings none.
@@ -12,7 +12,7 @@ brings none.
 
 from __future__ import annotations
 
-from retrieval import lexical as lex
+from retrieval.text import lexical as lex
 from retrieval.routes.base import ENTITIES, CandidatePool, RouteHit, RouteQuery, RouteRun
 
 NAME = "caption"

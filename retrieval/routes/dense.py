@@ -26,7 +26,7 @@ from typing import Any
 
 from culturebase.entity import normalize_text
 from culturebase.store import CultureBaseStore, PayloadFilter
-from retrieval import lexical as lex
+from retrieval.text import lexical as lex
 from retrieval.crosslingual import ROUTES as CROSSLINGUAL_ROUTES
 from retrieval.language_search import language_filter, search_by_language
 from retrieval.routes.base import CandidatePool, DenseQuery, RouteHit, RouteQuery, RouteRun

@@ -10,7 +10,7 @@ a guess nearly equals a name/alias (ratio r ≥ 0.85)   0.5 · r
 ====================================================  =========================================
 
 The OCR text is also read with its look-alike digits as letters (``5tonks`` → ``stonks``:
-:func:`retrieval.lexical.ocr_letter_readings`).  A name that is an ordinary word counts less
+:func:`retrieval.text.lexical.ocr_letter_readings`).  A name that is an ordinary word counts less
 inside a sentence, nothing from Zipf :data:`ZIPF_ORDINARY` on: there it needs corroboration
 (the dense routes, a caption).  The route scores candidates; it brings none.
 """
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from culturebase.entity import Entity, normalize_text
-from retrieval import lexical as lex
+from retrieval.text import lexical as lex
 from retrieval.routes.base import CandidatePool, RouteHit, RouteQuery, RouteRun
 from retrieval.routes.dense import MAX_CUE_CHARS
 
@@ -42,7 +42,7 @@ def distinctiveness(name: str) -> float:
     """1.0 for a name that is no ordinary word, falling linearly to 0.0 between Zipf frequency
     :data:`ZIPF_DISTINCT` and :data:`ZIPF_ORDINARY` (老板 4.98 → 0, 鲁迅 4.22 → 0, 诸葛亮 3.75 → 0.17,
     doge 2.97 → 0.69, 王司徒 2.24 → 1); 0.0 for a word of the Chinese dictionary however rare
-    (东坡肉 2.5, 烧麦 3.12: :func:`~retrieval.lexical.is_dictionary_word`)."""
+    (东坡肉 2.5, 烧麦 3.12: :func:`~retrieval.text.lexical.is_dictionary_word`)."""
     if lex.is_dictionary_word(name):
         return 0.0
     z = lex.commonness(name)

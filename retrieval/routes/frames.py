@@ -1,5 +1,5 @@
 """The image route over a clip's sampled frames: every decodable frame is prepared, then all of them
-are matched in **one** :meth:`retrieval.image_route.ImageRoute.match_many` call (each template counted
+are matched in **one** :meth:`retrieval.images.route.ImageRoute.match_many` call (each template counted
 once, by its best frame: accepted before not accepted, then the larger evidence, then more inliers).
 Cues in (frame JPEGs), the image route's matches out."""
 

@@ -1,5 +1,5 @@
 """The image route, as the grounder runs it: the query image prepared and matched by
-:class:`retrieval.image_route.ImageRoute` (perceptual hashes, then geometric verification of the
+:class:`retrieval.images.route.ImageRoute` (perceptual hashes, then geometric verification of the
 best candidates).  This module only calls that route; its matches are fused by
 :func:`retrieval.grounding.fuse_media_matches`.
 """
@@ -14,7 +14,7 @@ NAME = "image"
 
 @dataclass
 class ImageRun:
-    """The image route's matches (``retrieval.image_route.ImageMatch``) and its trace status."""
+    """The image route's matches (``retrieval.images.route.ImageMatch``) and its trace status."""
 
     matches: list[Any] = field(default_factory=list)
     status: dict[str, str] = field(default_factory=dict)

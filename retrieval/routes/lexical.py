@@ -1,7 +1,7 @@
-"""The lexical route: BM25 over the embedder-independent sparse vector (:mod:`retrieval.lexical`).
+"""The lexical route: BM25 over the embedder-independent sparse vector (:mod:`retrieval.text.lexical`).
 
 One query per distinct dense-query text; an entity's score is min(1, BM25 / (|q|·idf₁))
-(:func:`retrieval.lexical.normalized_bm25`).  The route brings :data:`LEXICAL_POOL` × the
+(:func:`retrieval.text.lexical.normalized_bm25`).  The route brings :data:`LEXICAL_POOL` × the
 candidate count (a sparse search is cheap), so that the caption and exact routes can score an
 entity whose catchphrase is in the OCR text even when thousands of short names share its
 characters (at 40,000 Moegirl names 1 in 3 were out of reach otherwise).
@@ -10,7 +10,7 @@ characters (at 40,000 Moegirl names 1 in 3 were out of reach otherwise).
 from __future__ import annotations
 
 from culturebase.store import PayloadFilter
-from retrieval import lexical as lex
+from retrieval.text import lexical as lex
 from retrieval.routes.base import CandidatePool, RouteHit, RouteQuery, RouteRun
 
 NAME = "lexical"

@@ -1,5 +1,5 @@
 """The sound route, as the grounder runs it: the query clip (an audio file, or a video's sound track)
-decoded and matched against the entity sounds' landmark index (:mod:`retrieval.sound_route`).  Only
+decoded and matched against the entity sounds' landmark index (:mod:`retrieval.sounds.route`).  Only
 accepted matches come back as hits; :func:`retrieval.grounding.fuse_sound_matches` folds them in like
 image matches.  A clip with no match claims nothing.
 """
@@ -14,7 +14,7 @@ NAME = "sound"
 
 @dataclass
 class SoundRun:
-    """The sound route's hits (``retrieval.sound_route.SoundHit``, accepted or not) and its trace status."""
+    """The sound route's hits (``retrieval.sounds.route.SoundHit``, accepted or not) and its trace status."""
 
     hits: list[Any] = field(default_factory=list)
     status: dict[str, str] = field(default_factory=dict)
@@ -27,8 +27,8 @@ def wanted(cues: Any) -> bool:
 
 def run(sound_store: Any, cues: Any, max_seconds: float = 60.0) -> SoundRun:
     """Match the cues' clip against the entity sounds (nothing when the cues carry none)."""
-    from retrieval import sound_route
-    from retrieval.sound_fingerprint import AudioDecodeError
+    from retrieval.sounds import route as sound_route
+    from retrieval.sounds.fingerprint import AudioDecodeError
 
     out = SoundRun()
     if not wanted(cues):

@@ -3,7 +3,7 @@
 Each query is searched on two routes over the ``corpus`` collection:
 
 - ``dense``: the embedder's query vector against each chunk's ``text`` vector (cosine);
-- ``lexical``: our zh/en tokens (:mod:`retrieval.lexical`) against each chunk's BM25 ``lexical``
+- ``lexical``: our zh/en tokens (:mod:`retrieval.text.lexical`) against each chunk's BM25 ``lexical``
   vector (the engine applies the IDF), read as a share of every query token matched as a token
   found once in the corpus sample (:func:`lexical_scale`: the same at any corpus size).
 
@@ -68,14 +68,14 @@ back to back, others with an ellipsis).
 from __future__ import annotations
 
 import math
-import re
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from retrieval import lexical as lex
+from retrieval.text import lexical as lex
+from retrieval.text.scripts import script_group
 from retrieval.calibration.record import CONSERVATIVE
 from retrieval.websearch.relevance import TEMPLATE_WORDS, content_words, distinctive_words, holds_any_word, holds_many_words, holds_words
 
@@ -188,23 +188,6 @@ def _background(page_best: dict[str, float], named: frozenset[str] | set[str] = 
     if not ranked:
         return min(page_best.values())
     return ranked[min(K_BACKGROUND, len(ranked)) - 1]
-
-
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
-
-
-_ALNUM = re.compile(r"[^\W_]")
-
-
-def script_group(payload: dict[str, Any]) -> str:
-    """``cjk`` for a page written mostly in Chinese/Japanese characters, else ``latin`` (a query's cosines to
-    pages in the other script sit lower: each group gets its own background when it has enough pages).
-    Chunks stored since the hybrid search carry it (``script``); older ones are read here."""
-    if payload.get("script") in ("cjk", "latin"):
-        return str(payload["script"])
-    sample = f"{payload.get('title') or ''} {str(payload.get('text') or '')[:200]}"
-    letters = len(_ALNUM.findall(sample))
-    return "cjk" if letters and len(_CJK.findall(sample)) / letters > 0.3 else "latin"
 
 
 def _words(text: str) -> tuple[str, ...]:

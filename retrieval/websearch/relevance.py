@@ -2,13 +2,13 @@
 
 ``mentions``: an entity's name or an alias in a result's title or text as whole words (jieba's
 word boundaries for Chinese, as grounding's exact route reads them).  A name that is also an
-ordinary word (:func:`retrieval.lexical.needs_corroboration`: "Yes", 老板) counts only in the
+ordinary word (:func:`retrieval.text.lexical.needs_corroboration`: "Yes", 老板) counts only in the
 title: a page that merely uses the word is not about the meme.
 
 ``web_above_floor``: web backends (Tavily, SearXNG) rank the whole web and give no score on the
 local corpus's scale, so their relevance floor is lexical and does not depend on any corpus's
 size: the result must contain every *distinctive* word of the query (a word that is no ordinary
-word, Zipf < :data:`~retrieval.lexical.COMMON_ZIPF`, outside the query template), and the query
+word, Zipf < :data:`~retrieval.text.lexical.COMMON_ZIPF`, outside the query template), and the query
 must have at least one.  A caption made of ordinary words has none: its web results pass only
 when they are about a grounded entity.
 """
@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from retrieval import lexical as lex
+from retrieval.text import lexical as lex
 
 #: the words KAR's query templates add (queries.entity_query): no evidence of relevance
 TEMPLATE_WORDS = frozenset({"meme", "origin", "meaning", "梗", "文化背景", "出处", "文化", "背景"})

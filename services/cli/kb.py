@@ -233,8 +233,8 @@ def search_cmd(
         raise fail("search text is empty (give a search text, --image PATH or --audio PATH)", ExitCode.USAGE)
     sound_query = None
     if audio is not None:
-        from retrieval.sound_fingerprint import AudioDecodeError
-        from retrieval.sound_route import prepare
+        from retrieval.sounds.fingerprint import AudioDecodeError
+        from retrieval.sounds.route import prepare
 
         try:
             sound_query = prepare(audio.read_bytes())
@@ -331,7 +331,7 @@ def import_audio_cmd(
     if not folder.is_dir():
         raise fail(f"{folder} is not a folder", ExitCode.USAGE)
     with user_errors():
-        from retrieval.sound_import import import_audio_folder
+        from retrieval.sounds.importing import import_audio_folder
 
         with _open(create=False) as base:
             report = import_audio_folder(base, folder)
@@ -353,7 +353,7 @@ def stats_cmd(json_out: JsonOption = False, kb: KbOption = None) -> None:
     with user_errors(), _open(create=False) as base:
         stats = base.store.stats()
         from retrieval.calibration.stats import calibration_stats
-        from retrieval.image_route import image_stats
+        from retrieval.images.route import image_stats
 
         stats["entity_images"] = image_stats(base.store, base.image_route)
         stats["calibration"] = calibration_stats(base.store, base.embedder)

@@ -79,8 +79,8 @@ async def search_entities_by_sound(
     route of ``GET /v1/entities`` (a clip cannot travel in a query string).  A clip matching no entity sound
     returns no hits; a body holding no sound is refused (415)."""
     from retrieval.grounding import EntityGrounder, GroundingCues
-    from retrieval.sound_fingerprint import AudioDecodeError
-    from retrieval.sound_route import prepare
+    from retrieval.sounds.fingerprint import AudioDecodeError
+    from retrieval.sounds.route import prepare
 
     settings = services.settings
     limit = int(settings.max_upload_mb * 2**20)

@@ -81,7 +81,7 @@ def test_moegirl_wikitext_names_its_sound_files():
 def _search_by_sound(kb, settings, clip: np.ndarray):
     """What ``kar kb search --audio`` runs: the grounder with the KB's sound store, a sound cue alone."""
     from retrieval.grounding import EntityGrounder, GroundingCues
-    from retrieval.sound_route import prepare
+    from retrieval.sounds.route import prepare
 
     grounder = EntityGrounder(kb.store, kb.embedder, tau=0.875, sound_route=kb.sound_store)
     cues = GroundingCues()
@@ -188,7 +188,7 @@ def test_a_crawl_feed_row_with_audio_urls_imports_its_sounds_with_fetch_images(s
     import json
 
     from culturebase.settings import Settings
-    from retrieval.image_import import http_fetcher
+    from retrieval.images.importing import http_fetcher
 
     server, tune, _ = sound_site
     row = {

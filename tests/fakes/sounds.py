@@ -7,7 +7,7 @@ import wave
 
 import numpy as np
 
-from retrieval import sound_fingerprint as fp
+from retrieval.sounds import fingerprint as fp
 
 SR = fp.SAMPLE_RATE
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval import image_features as feats
-from retrieval.descriptor_index import DescriptorIndex, ImageKey, spread
+from retrieval.images import features as feats
+from retrieval.images.descriptor_index import DescriptorIndex, ImageKey, spread
 from tests.retrieval.test_image_verification import textured
 
 
@@ -94,7 +94,7 @@ def test_a_frames_mirrored_codes_get_the_votes_of_a_mirrored_copy_and_go_with_th
 
     from PIL import ImageOps
 
-    from retrieval.descriptor_index import FORMAT
+    from retrieval.images.descriptor_index import FORMAT
 
     index = DescriptorIndex(tmp_path / "desc")
     for seed in range(1, 7):
@@ -197,8 +197,8 @@ def test_several_descriptor_sets_vote_in_one_search_as_they_would_apart(tmp_path
 
 
 def test_a_search_split_over_query_threads_finds_the_same_votes(tmp_path):
-    from retrieval.descriptor_index import SPLIT_ROWS
-    from retrieval.query_threads import QueryThreads
+    from retrieval.images.descriptor_index import SPLIT_ROWS
+    from retrieval.images.query_threads import QueryThreads
 
     index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
     a = feats.describe_query(textured(3)).descriptors
@@ -222,7 +222,7 @@ def test_a_search_split_over_query_threads_finds_the_same_votes(tmp_path):
 
 
 def test_the_ivf_is_retrained_as_it_grows_and_answers_like_the_exact_one(tmp_path):
-    from retrieval import descriptor_index as di
+    from retrieval.images import descriptor_index as di
 
     index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
     assert index.kind == "ivf" and len(index.retrains) >= 2
@@ -287,7 +287,7 @@ def test_faiss_runs_in_the_calling_thread_of_every_thread_that_searches_adds_or_
 
     import faiss
 
-    from retrieval import descriptor_index as di
+    from retrieval.images import descriptor_index as di
 
     index = _index(tmp_path, seeds=range(1, 9), ivf_from=1000)
     index.vote(_features(2).descriptors)  # this thread is set: the others must set themselves
@@ -351,7 +351,7 @@ def test_a_retrain_of_too_few_descriptors_leaves_the_index_as_it_is(tmp_path):
 
 
 def test_probes_follow_the_index_lists_unless_given(tmp_path, monkeypatch):
-    from retrieval import descriptor_index as di
+    from retrieval.images import descriptor_index as di
 
     assert di.probes_for(di.NPROBE_LARGE_FROM - 1) == di.NPROBE
     assert di.probes_for(di.NPROBE_LARGE_FROM) == di.NPROBE_LARGE < di.NPROBE
@@ -376,7 +376,7 @@ def test_a_large_retrain_fills_its_lists_through_a_coarse_quantizer_and_queries_
     probes through the exact quantizer (each indexed code finds itself)."""
     import faiss
 
-    from retrieval import descriptor_index as di
+    from retrieval.images import descriptor_index as di
 
     rng = np.random.default_rng(5)
     prototypes = rng.integers(0, 256, (300, di.CODE_BYTES), dtype=np.uint8)

@@ -170,7 +170,7 @@ def test_fetch_images_goes_through_the_image_checks_and_refuses_private_addresse
     import threading
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-    from retrieval.image_import import http_fetcher
+    from retrieval.images.importing import http_fetcher
     from tests.support.images import template_image, to_bytes
 
     (tmp_path / "www").mkdir()

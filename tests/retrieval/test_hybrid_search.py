@@ -267,7 +267,7 @@ def test_the_search_reads_whole_payloads_of_the_pages_it_returns_only(pages_kb):
 
 
 def test_lexical_heights_are_read_on_the_samples_scale_not_the_corpus_size():
-    from retrieval.lexical import idf_single
+    from retrieval.text.lexical import idf_single
     from retrieval.websearch.hybrid import SAMPLE_SIZE, lexical_scale
 
     # a corpus larger than the sample: the same scale at 5,000 and at 500,000 chunks

@@ -15,8 +15,8 @@ from culturebase.store.images import IMAGE_EMBEDDINGS
 from culturebase.store.server import ServerBackend
 from retrieval.embedders import embedder_info
 from retrieval.grounding import EntityGrounder, GroundingCues
-from retrieval.image_embedder import ImageEmbedder, ImageEmbedderError, build_image_embedder
-from retrieval.image_hash import hash_image, open_image
+from retrieval.images.embedder import ImageEmbedder, ImageEmbedderError, build_image_embedder
+from retrieval.images.hashes import hash_image, open_image
 from retrieval.knowledge_base import KnowledgeBase
 from tests.crawlers.hash_embedder import HashEmbedder
 from tests.support.images import template_image, to_bytes

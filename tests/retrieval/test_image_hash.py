@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from retrieval.image_hash import REDUCING_GAP, dhash_bits, hash_image, phash_bits
+from retrieval.images.hashes import REDUCING_GAP, dhash_bits, hash_image, phash_bits
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "images"
 
@@ -55,7 +55,7 @@ def test_dhash_bits_equal_imagehash_dhash():
 def test_two_step_hashes_stay_near_the_one_step_hashes_an_older_kb_holds():
     """Hashes are taken with two-step thumbnails (REDUCING_GAP, the default); a KB indexed before holds one-step
     hashes: a few of the 128 bits apart, far below the near-copy distance (16)."""
-    from retrieval.image_hash import ImageHash
+    from retrieval.images.hashes import ImageHash
 
     gaps = []
     for img in _images():
@@ -84,7 +84,7 @@ def _banded(height: int, top: int = 0, bottom: int = 0, width: int = 300) -> Ima
 
 @pytest.mark.parametrize(("height", "top", "bottom"), [(400, 60, 0), (400, 0, 50), (333, 70, 40), (900, 120, 100)])
 def test_caption_bands_are_cut_where_the_picture_begins(height, top, bottom):
-    from retrieval.image_hash import remove_caption_bands
+    from retrieval.images.hashes import remove_caption_bands
 
     out = remove_caption_bands(_banded(height, top, bottom))
     assert out is not None and out.size == (300, height - top - bottom)
@@ -93,6 +93,6 @@ def test_caption_bands_are_cut_where_the_picture_begins(height, top, bottom):
 @pytest.mark.parametrize(("height", "top", "bottom"), [(400, 0, 0), (400, 200, 0), (400, 0, 190), (400, 10, 0)])
 def test_no_band_is_cut_from_a_picture_without_one_or_with_one_past_the_limits(height, top, bottom):
     """None for a plain picture, a band over 45 % of the height, or one under 6 % of it."""
-    from retrieval.image_hash import remove_caption_bands
+    from retrieval.images.hashes import remove_caption_bands
 
     assert remove_caption_bands(_banded(height, top, bottom)) is None

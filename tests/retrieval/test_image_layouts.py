@@ -7,7 +7,7 @@ import io
 
 from PIL import Image, ImageDraw, ImageOps
 
-from retrieval.image_route import LOOKALIKE_MARGIN, ImageRoute
+from retrieval.images.route import LOOKALIKE_MARGIN, ImageRoute
 from retrieval.knowledge_base import KnowledgeBase
 from tests.retrieval.test_image_verification import _add, _image_hits, kb, textured  # noqa: F401  (kb: fixture)
 from tests.support.images import meme_of, to_bytes
@@ -87,7 +87,7 @@ def test_a_mirrored_repost_is_found_and_says_so(kb):
 def test_a_query_split_over_threads_gets_what_one_thread_gets(kb):
     """``KAR_IMAGE_QUERY_THREADS``: a query's regions, whole picture, hashes, mirrored pass and lookups side by side
     give the same matches as one thread (a grid cell, a mirrored repost, a plain meme, a grid of unknown templates)."""
-    from retrieval.query_threads import QueryThreads
+    from retrieval.images.query_threads import QueryThreads
 
     grid = _add(kb, "Threads Grid", to_bytes(textured(120)))
     flipped = _add(kb, "Threads Mirrored", to_bytes(textured(121)))
@@ -147,7 +147,7 @@ def test_frames_described_before_mirrored_codes_were_kept_get_them_when_indexed_
     """A KB whose features were stored before their mirrored codes: rebuilt from the stored features, its frames are
     indexed without them (counted ``unmirrored``) and a mirrored cell is not found; indexing the entity again
     describes them, and it is."""
-    from retrieval import image_features as feats
+    from retrieval.images import features as feats
 
     ent = _add(kb, "Old Mirror", to_bytes(textured(141)))
     _add(kb, "Old Mirror Other", to_bytes(textured(142)))
@@ -175,7 +175,7 @@ def test_deleting_an_entity_removes_its_descriptors(kb: KnowledgeBase):
 def test_query_keypoints_are_spread_so_a_small_cell_beside_busy_text_keeps_its_share():
     """The whole query is described near its own size with keypoints taken cell by cell: a template in
     one cell of a 1×3 row beside two cells of dense text still gets enough keypoints to verify."""
-    from retrieval import image_features as feats
+    from retrieval.images import features as feats
 
     page = Image.new("RGB", (1000, 420), (255, 255, 255))
     d = ImageDraw.Draw(page)
@@ -193,7 +193,7 @@ def test_a_contest_lead_within_inlier_noise_claims_nothing():
     """Two templates verified over one part: a clear lead wins, a lead of a few inliers is a tie."""
     import numpy as np
 
-    from retrieval.image_route import ImageMatch
+    from retrieval.images.route import ImageMatch
 
     quad = np.array([[0.1, 0.1], [0.6, 0.1], [0.6, 0.6], [0.1, 0.6]], np.float32)
 
@@ -214,7 +214,7 @@ def _inside(box, expected, tol=0.04) -> bool:
 
 
 def test_picture_regions_are_the_cells_of_a_grid_and_none_for_a_plain_meme():
-    from retrieval import image_features as feats
+    from retrieval.images import features as feats
 
     cells = [textured(s) for s in (90, 91, 92, 93)]
     width, gap = 1000, 6
@@ -233,7 +233,7 @@ def test_grid_cells_are_found_on_a_card_a_few_grey_levels_off_its_page():
     """A light feed's white card on a 243 page, a dark one's 42 card on a 30 page (and the other way round):
     two flat colours, each inside the other's neighbourhood, each a large share of the picture; a row of three
     cells on the card is cut into its cells in a low-quality JPEG (neither level counted as flat before)."""
-    from retrieval import image_features as feats
+    from retrieval.images import features as feats
 
     cells = [textured(s) for s in (110, 111, 112)]
     for page_grey, card_grey in ((243, 254), (254, 243), (30, 42), (42, 30)):
@@ -287,8 +287,9 @@ def test_a_mirrored_cell_is_named_by_the_first_search_and_its_region_described_f
     reaches them, each once (the whole flipped picture too), and not at all when the first pass verifies.  A grid of templates not in the KB claims nothing;
     its flipped picture is hashed ahead on the other thread while the first pass verifies (unless a candidate has
     :data:`SPECULATE_BELOW_VOTES` votes), with the same matches either way."""
-    from retrieval import image_features, image_route
-    from retrieval.query_threads import QueryThreads
+    from retrieval.images import features as image_features
+    from retrieval.images import route as image_route
+    from retrieval.images.query_threads import QueryThreads
 
     ent = _add(kb, "Mirrored Cell", to_bytes(textured(132)))
     _add(kb, "Mirrored Cell Other", to_bytes(textured(133)))

@@ -14,7 +14,7 @@ from culturebase.store import CultureBaseStore
 from culturebase.store.edge import EdgeBackend
 from culturebase.store.server import ServerBackend
 from retrieval.grounding import EntityGrounder, GroundingCues
-from retrieval.image_hash import hash_image, open_image
+from retrieval.images.hashes import hash_image, open_image
 from retrieval.knowledge_base import KnowledgeBase
 from tests.crawlers.hash_embedder import HashEmbedder
 from tests.support.images import meme_of, template_image, to_bytes
@@ -183,7 +183,7 @@ def test_a_blank_background_template_stored_rotated_by_exif_is_trimmed_where_it_
     the trimmed hash is the hash of the upright picture alone (it was cut from the stored, unturned pixels)."""
     from PIL import Image, ImageOps
 
-    from retrieval.image_route import hash_frames
+    from retrieval.images.route import hash_frames
 
     picture = template_image(3, (200, 160))
     canvas = Image.new("RGB", (290, 230), (255, 255, 255))
@@ -207,7 +207,7 @@ def test_only_the_nearest_hash_neighbours_within_reach_are_verified(tmp_path, mo
     (a farther one only when votes shortlist it): the hash's candidates, nearest first, cut at both limits."""
     import dataclasses
 
-    from retrieval import image_route
+    from retrieval.images import route as image_route
 
     kb = _kb("embedded", tmp_path)
     try:

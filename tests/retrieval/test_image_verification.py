@@ -14,10 +14,10 @@ from culturebase.entity import Entity
 from culturebase.settings import Settings
 from culturebase.store import CultureBaseStore
 from culturebase.store.edge import EdgeBackend
-from retrieval import image_features as feats
+from retrieval.images import features as feats
 from retrieval.embedders import embedder_info
 from retrieval.grounding import EntityGrounder, GroundingCues
-from retrieval.image_hash import FRAME_SCAN, MAX_FRAMES, open_image, picture_region, sample_frames
+from retrieval.images.hashes import FRAME_SCAN, MAX_FRAMES, open_image, picture_region, sample_frames
 from retrieval.knowledge_base import KnowledgeBase
 from tests.crawlers.hash_embedder import HashEmbedder
 from tests.support.images import meme_of, to_bytes

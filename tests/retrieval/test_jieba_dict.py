@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 _CHILD = (
     "import json, sys\n"
     "import jieba, jieba.posseg\n"
-    "from retrieval.jieba_dict import PrefixDict, word_tags, tokenizer\n"
+    "from retrieval.text.jieba_dict import PrefixDict, word_tags, tokenizer\n"
     "table, theirs = word_tags(), jieba.posseg.dt.word_tag_tab\n"
     "assert all(table.get(w) == t for w, t in list(theirs.items())[::37]), 'tables differ'\n"
     "assert table.get('不是一个词') is None and '诸葛亮' in table\n"
@@ -56,7 +56,7 @@ def test_tables_and_segmentation_equal_jiebas_and_are_cached_in_the_data_dir(tmp
 def test_an_unwritable_data_dir_falls_back_to_jiebas_own_loading(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    code = ("import jieba\nfrom retrieval.jieba_dict import tokenizer\n"
+    code = ("import jieba\nfrom retrieval.text.jieba_dict import tokenizer\n"
             "print(tokenizer() is jieba.dt, list(tokenizer().cut('今天天气真好', HMM=False)))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "KAR_DATA_DIR": str(blocker)})

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from culturebase.entity import Entity
-from retrieval import lexical
-from retrieval.lexical import (
+from retrieval.text import lexical
+from retrieval.text.lexical import (
     caption_lines,
     caption_score,
     catchphrases,
@@ -122,7 +122,7 @@ def test_an_approximate_caption_match_of_ordinary_words_alone_is_none():
 
 
 def test_ocr_letter_readings_only_for_words_mixing_letters_and_digits():
-    from retrieval.lexical import ocr_letter_readings
+    from retrieval.text.lexical import ocr_letter_readings
 
     assert ocr_letter_readings("5tonks") == ["stonks"]
     assert ocr_letter_readings("such w0w") == ["such wow"]
@@ -132,7 +132,7 @@ def test_ocr_letter_readings_only_for_words_mixing_letters_and_digits():
 
 
 def test_dictionary_words_are_ordinary_names_are_not():
-    from retrieval.lexical import is_dictionary_word, needs_corroboration
+    from retrieval.text.lexical import is_dictionary_word, needs_corroboration
 
     for word in ("东坡肉", "烧麦", "火车", "老板", "麻婆豆腐"):
         assert is_dictionary_word(word) and needs_corroboration(word), word
@@ -141,7 +141,7 @@ def test_dictionary_words_are_ordinary_names_are_not():
 
 
 def test_whole_lines_fold_case_punctuation_and_attribution_dashes():
-    from retrieval.lexical import whole_lines
+    from retrieval.text.lexical import whole_lines
 
     keys = whole_lines("横眉冷对千夫指\n—— 鲁迅\nYes.\nOK\n卷\n5TONKS")
     assert {"鲁迅", "yes", "stonks", "5tonks", "横眉冷对千夫指"} <= keys

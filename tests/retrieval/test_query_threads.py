@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from retrieval.query_threads import QueryThreads
+from retrieval.images.query_threads import QueryThreads
 
 
 def test_results_come_in_the_jobs_order_and_one_thread_runs_them_in_the_caller():

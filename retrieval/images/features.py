@@ -1,6 +1,6 @@
 """Local image features and their geometric verification: the image route's second stage.
 
-The first stage (perceptual hashes, :mod:`retrieval.image_hash`) ranks entity images by a
+The first stage (perceptual hashes, :mod:`retrieval.images.hashes`) ranks entity images by a
 whole-picture fingerprint; it cannot tell a template from a look-alike of the same show, and
 it does not see a template that fills only part of the picture (a screenshot of a post, a
 collage).  The second stage checks the best hash candidates (and the candidates of the
@@ -122,7 +122,7 @@ class Features:
 
         index = self.__dict__.get("_index")
         if index is None:
-            from retrieval.descriptor_index import _single_threaded
+            from retrieval.images.descriptor_index import _single_threaded
 
             _single_threaded()
             index = faiss.IndexBinaryFlat(self.descriptors.shape[1] * 8)
@@ -166,7 +166,7 @@ def required_inliers(template_keypoints: int) -> int:
 
 
 def _grey_array(img: Image.Image, side: int) -> np.ndarray:
-    from retrieval.image_hash import flatten_grey
+    from retrieval.images.hashes import flatten_grey
 
     grey = flatten_grey(img)
     if max(grey.size) > side:
@@ -316,7 +316,7 @@ def describe_query(img: Image.Image, pixels: int = QUERY_PIXELS, features: int =
     cell of an 8×8 grid, so that chrome and text do not spend the budget a small template needs.  A query
     whose picture regions are described apart is described with a smaller budget (``pixels``, ``features``,
     ``detect``: :data:`QUERY_PIXELS_WITH_REGIONS`)."""
-    from retrieval.descriptor_index import spread
+    from retrieval.images.descriptor_index import spread
 
     cv2 = _cv2()
     longest = max(1, img.width, img.height)
@@ -487,7 +487,7 @@ def _gutters(background: np.ndarray, axis: int, min_cell: int) -> list[tuple[int
 def grey_of(img: Image.Image) -> np.ndarray:
     """The picture's grey pixels at full size (computed once per query for :func:`picture_regions` and
     :func:`describe_region`)."""
-    from retrieval.image_hash import flatten_grey
+    from retrieval.images.hashes import flatten_grey
 
     return np.asarray(flatten_grey(img), dtype=np.uint8)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from culturebase.entity import EntitySound
-from retrieval.image_import import ImageProblem
-from retrieval.sound_route import SoundRejected, SoundStore
+from retrieval.images.importing import ImageProblem
+from retrieval.sounds.route import SoundRejected, SoundStore
 
 Fetcher = Callable[[str], bytes]
 

@@ -1,7 +1,7 @@
 """The sound route's index: entity sound clips fingerprinted (landmarks) and matched.
 
 Entity sounds are stored once by content hash under ``KAR_DATA_DIR/sounds`` (``ab/<sha256>.<ext>``,
-:class:`SoundStore`); each is fingerprinted (:mod:`retrieval.sound_fingerprint`) when it is
+:class:`SoundStore`); each is fingerprinted (:mod:`retrieval.sounds.fingerprint`) when it is
 stored, at import and at crawl, and its landmarks kept in one index file beside them
 (``sounds/index.npz`` and ``sounds/index.json``: which sound number is which file of which entity).
 
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from culturebase.entity import Entity, EntitySound
-from retrieval import sound_fingerprint as fp
+from retrieval.sounds import fingerprint as fp
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The image route's hashes read the *whole* picture, so a template that fills a quarter of a
 screenshot, one cell of a grid or a quote post inside a post is not near any hash.  Local
 descriptors are: each entity image frame gives up to :data:`PER_IMAGE` ORB descriptors (256-bit,
-the ones :mod:`retrieval.image_features` stores for verification, spread over the picture by a
+the ones :mod:`retrieval.images.features` stores for verification, spread over the picture by a
 grid) and up to :data:`PER_IMAGE_COARSE` of its coarse ones (found in a 200 px copy, for a template
 shown small), all held in one faiss binary index (Hamming distance), each beside its *mirrored code*
 (the keypoint mirrored and described in the flipped picture: what a mirrored repost of the frame gives,
@@ -14,7 +14,7 @@ neighbours; a neighbour within :data:`MAX_HAMMING` bits is one vote for its imag
 descriptor votes at most once, for the image of its nearest neighbour, when that neighbour is
 distinctive: nearer than :data:`RATIO` × the nearest descriptor of any other image).  Images are ranked by votes over the square root of
 their descriptor count (an image with many descriptors collects chance votes) and the best
-become candidates for the geometric check (:func:`retrieval.image_features.verify`), which
+become candidates for the geometric check (:func:`retrieval.images.features.verify`), which
 stays the judge.
 
 Index kinds: below :data:`IVF_FROM` descriptors an exact ``IndexBinaryFlat`` behind an id map;
@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from retrieval.image_features import MirroredCodes
-    from retrieval.query_threads import QueryThreads
+    from retrieval.images.features import MirroredCodes
+    from retrieval.images.query_threads import QueryThreads
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 PER_IMAGE = 256
 PER_FRAME_MIN = 96
 #: beside them, up to this many of the image's *coarse* keypoints (found in its small copy:
-#: :data:`retrieval.image_features.COARSE_SIDE`), never fewer than :data:`COARSE_FRAME_MIN` a frame:
+#: :data:`retrieval.images.features.COARSE_SIDE`), never fewer than :data:`COARSE_FRAME_MIN` a frame:
 #: what a template shown in one cell of a grid votes with
 PER_IMAGE_COARSE = 96
 COARSE_FRAME_MIN = 32
@@ -113,7 +113,7 @@ FILL_PROBES = 8
 #: to share, OpenMP threads spinning against the service's other requests cost more than they gain, and two
 #: indexing processes that each trained with every core slowed each other several times over
 SEARCH_THREADS = 1
-#: a search split over a query's threads (:class:`~retrieval.query_threads.QueryThreads`) gives each at least
+#: a search split over a query's threads (:class:`~retrieval.images.query_threads.QueryThreads`) gives each at least
 #: this many descriptors (fewer are not worth a thread switch)
 SPLIT_ROWS = 256
 CODE_BYTES = 32

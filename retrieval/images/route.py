@@ -1,11 +1,11 @@
 """The image route of grounding: find the entity whose image (a meme template) the query image shows.
 
 Two stages.  **Index side**, once per entity image (``Entity.images``, files in
-``KAR_DATA_DIR/images``): up to :data:`~retrieval.image_hash.MAX_FRAMES` frames (an animated
+``KAR_DATA_DIR/images``): up to :data:`~retrieval.images.hashes.MAX_FRAMES` frames (an animated
 template is indexed by frames spread over its first ones; a still image by its one frame) are
-hashed (:mod:`retrieval.image_hash`: dHash ‖ pHash as a 128-d ±1 vector) into the ``images``
+hashed (:mod:`retrieval.images.hashes`: dHash ‖ pHash as a 128-d ±1 vector) into the ``images``
 collection, one point per (entity, image, frame), and described by local features
-(:mod:`retrieval.image_features`: ORB keypoints) stored once in the feature folder
+(:mod:`retrieval.images.features`: ORB keypoints) stored once in the feature folder
 (:class:`~culturebase.store.images.ImageFeatureStore`).  An image that is missing or no longer
 decodes is skipped with its reason (logged, counted, listed in :attr:`ImageRoute.skipped`);
 the rest are indexed.
@@ -13,13 +13,13 @@ the rest are indexed.
 **Query side**, once per request (:meth:`ImageRoute.prepare`): the image is hashed with its
 crops (caption bands removed, borders trimmed, the picture inside a screenshot) and described
 by local features, the whole picture and each picture region it shows (a post's meme, each
-cell of an image grid: :func:`retrieval.image_features.picture_regions`) apart, a small region
+cell of an image grid: :func:`retrieval.images.features.picture_regions`) apart, a small region
 enlarged; the whole picture's and every region's descriptors vote in one faiss search, for each frame's
 own codes and, apart, for its mirrored codes (what a mirrored repost shows: checked in the flipped picture
 when nothing verifies as it is).  Stage 1: each crop is one nearest-neighbour search in the store; per
 entity the smallest Hamming distance wins.  Stage 2: the :attr:`ImageRoute.verify` nearest
 entities are verified geometrically against their stored features (ratio-tested matches,
-RANSAC homography, :func:`retrieval.image_features.verify`).  The accept rule::
+RANSAC homography, :func:`retrieval.images.features.verify`).  The accept rule::
 
     verified   inliers ≥ MIN_INLIERS and a sane outline        evidence = 0.5 … 1.0 with the inliers
     hash       d ≤ τ_image when the template (or the query) has too few keypoints to be verified
@@ -32,7 +32,7 @@ keeps a look-alike of the same show or an unindexed template from being claimed.
 matches go back to the grounder, and :func:`retrieval.grounding.fuse_image_matches` folds them
 into the fused score (the one place routes are combined).
 
-The optional learned signal (``KAR_IMAGE_EMBEDDER=clip|siglip``, :mod:`retrieval.image_embedder`)
+The optional learned signal (``KAR_IMAGE_EMBEDDER=clip|siglip``, :mod:`retrieval.images.embedder`)
 embeds every entity image into the ``image_embeddings`` collection and the query's crops once
 per request; per entity the highest cosine similarity over crops is kept, with its own
 threshold τ_embed (``KAR_IMAGE_EMBED_TAU``).  The trace's ``image`` names the winning signal
@@ -54,18 +54,18 @@ from culturebase.entity import Entity
 from culturebase.images import ImageStore
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
-from retrieval import image_features as feats
-from retrieval.descriptor_index import DescriptorIndex, ImageKey, Vote
-from retrieval.image_hash import (
+from retrieval.images import features as feats
+from retrieval.images.descriptor_index import DescriptorIndex, ImageKey, Vote
+from retrieval.images.hashes import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
     trim_borders,
 )
-from retrieval.query_threads import Ahead, QueryThreads
+from retrieval.images.query_threads import Ahead, QueryThreads
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from retrieval.image_embedder import ImageEmbedder
+    from retrieval.images.embedder import ImageEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -150,10 +150,10 @@ class QueryImage(QueryHashes):
     #: the decoded picture, grey and upright (for the mirrored pass and the focus crops)
     picture: Any = None
     #: the pictures a screenshot shows (a post's meme, each cell of a grid), each described apart and enlarged
-    #: when small: (box in the picture's fractions, features) (:func:`retrieval.image_features.picture_regions`)
+    #: when small: (box in the picture's fractions, features) (:func:`retrieval.images.features.picture_regions`)
     regions: tuple[tuple[tuple[float, float, float, float], feats.Features], ...] = ()
     #: sha256 of the query's bytes: a stored image with the same bytes (its first frame) is at distance 0 (a KB
-    #: indexed before stored hashes were two-step, :data:`~retrieval.image_hash.REDUCING_GAP`, holds one-step ones)
+    #: indexed before stored hashes were two-step, :data:`~retrieval.images.hashes.REDUCING_GAP`, holds one-step ones)
     sha256: str = ""
 
 
@@ -164,7 +164,7 @@ class ImageMatch:
     ``distance`` is the summed Hamming distance of its nearest image (None when only the learned
     search reached it); ``inliers`` the RANSAC inliers of the verification (None when not
     verified: beyond the verified candidates or no stored features); ``keypoints`` the stored
-    image's keypoint count (below :data:`~retrieval.image_features.MIN_KEYPOINTS` it cannot be
+    image's keypoint count (below :data:`~retrieval.images.features.MIN_KEYPOINTS` it cannot be
     verified and hashes alone decide).
     """
 
@@ -559,7 +559,7 @@ class ImageRoute:
         full = next((f for part, f in features if part == "full"), None)
         if not self.descriptors.size or full is None or full.count < feats.MIN_KEYPOINTS:
             return {}, {}
-        from retrieval.descriptor_index import spread
+        from retrieval.images.descriptor_index import spread
 
         voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
         whole = spread(full.points, FULL_VOTERS_WITH_REGIONS if regions else full.count, full.width, full.height)
@@ -835,7 +835,7 @@ class ImageRoute:
 
 class _FlippedRegions(Sequence):
     """The query's picture regions as the flipped picture shows them, each described (its keypoints mirrored:
-    :func:`~retrieval.image_features.mirrored_query`) when first read: a mirrored candidate needs only the
+    :func:`~retrieval.images.features.mirrored_query`) when first read: a mirrored candidate needs only the
     regions that voted for it."""
 
     def __init__(self, regions: Sequence[tuple[tuple[float, float, float, float], feats.Features]]) -> None:

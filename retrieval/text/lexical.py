@@ -24,7 +24,7 @@ The same module holds the caption route's matching (:func:`catchphrases` of an e
 routes use: :func:`name_in_text` finds a name in a text only where jieba's segmentation of
 the text has word boundaries (``天天`` is not in ``今天天气``), and :func:`commonness` says how
 common a name is as an ordinary word (wordfreq's Zipf frequency, 0 for a word it has never seen,
-about 5 for ``老板`` or ``problem``; remembered in the data directory: :mod:`retrieval.word_frequency`); a name at least :data:`COMMON_ZIPF` common needs
+about 5 for ``老板`` or ``problem``; remembered in the data directory: :mod:`retrieval.text.word_frequency`); a name at least :data:`COMMON_ZIPF` common needs
 corroboration before its appearance in a sentence counts (:func:`needs_corroboration`).
 """
 
@@ -76,7 +76,7 @@ COMMON_ZIPF = 3.5
 
 
 def _jieba() -> Any:
-    from retrieval.jieba_dict import tokenizer  # its dictionary cached in the data directory
+    from retrieval.text.jieba_dict import tokenizer  # its dictionary cached in the data directory
 
     return tokenizer()
 
@@ -118,8 +118,8 @@ def commonness(name: str) -> float:
     """How common a name is as an ordinary word or phrase: wordfreq's Zipf frequency in the name's script
     (Chinese for CJK names, English otherwise; a Latin phrase as its words' frequencies multiplied);
     0.0 for a name wordfreq has never seen.  wordfreq's answers are remembered in the data directory
-    (:mod:`retrieval.word_frequency`), so a process asking about names asked before does not import it."""
-    from retrieval.word_frequency import zipf_frequency
+    (:mod:`retrieval.text.word_frequency`), so a process asking about names asked before does not import it."""
+    from retrieval.text.word_frequency import zipf_frequency
 
     key = normalize(name).strip()
     if not key:
@@ -163,7 +163,7 @@ PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz", "x", "eng"})
 
 
 def _word_tags() -> Any:
-    from retrieval.jieba_dict import word_tags  # jieba.posseg's table, without parsing dict.txt each start
+    from retrieval.text.jieba_dict import word_tags  # jieba.posseg's table, without parsing dict.txt each start
 
     return word_tags()
 

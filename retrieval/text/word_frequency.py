@@ -1,7 +1,7 @@
 """wordfreq's Zipf frequencies, remembered in the data directory so that a process need not import wordfreq.
 
 The exact and caption routes ask how common an entity's name (or a word of its catchphrase) is
-(:func:`retrieval.lexical.commonness`).  Answering the first such question used to cost a cold
+(:func:`retrieval.text.lexical.commonness`).  Answering the first such question used to cost a cold
 process about 0.5 s of CPU before any lookup (several seconds of wall time on a loaded machine):
 importing wordfreq imports regex, ftfy and langcodes and compiles their patterns, wordfreq finds
 its data folder through ``inspect.stack()``, and each language's table is unpacked from msgpack.

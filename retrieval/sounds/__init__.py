@@ -1,0 +1,2 @@
+"""The sound route: audio fingerprints of entity sound clips, their store and match, and the sounds of
+imported records."""
