@@ -9,7 +9,7 @@ from PIL import Image
 from agents.media.explain import prepare_media, sniff_file
 from culturebase.settings import Settings
 from retrieval.grounding import EntityGrounder, GroundingCues
-from tests.retrieval.test_image_route import INDEXED, OTHERS, _import_file, _kb
+from tests.retrieval.images.test_route import INDEXED, OTHERS, _import_file, _kb
 from tests.support.clips import make_video
 from tests.support.images import meme_of, template_image
 

@@ -9,7 +9,7 @@ from PIL import Image, ImageDraw, ImageOps
 
 from retrieval.images.route import LOOKALIKE_MARGIN, ImageRoute
 from retrieval.knowledge_base import KnowledgeBase
-from tests.retrieval.test_image_verification import _add, _image_hits, kb, textured  # noqa: F401  (kb: fixture)
+from tests.retrieval.images.test_verification import _add, _image_hits, kb, textured  # noqa: F401  (kb: fixture)
 from tests.support.images import meme_of, to_bytes
 
 
@@ -264,7 +264,7 @@ def test_a_template_in_a_small_cell_is_verified_in_its_region_enlarged(kb):
 
 
 def test_an_exif_rotated_upload_is_read_upright_for_every_crop(kb):
-    from tests.retrieval.test_image_verification import screenshot_of
+    from tests.retrieval.images.test_verification import screenshot_of
 
     upright = Image.open(io.BytesIO(screenshot_of(meme_of(textured(99), 99))))
     # the same screenshot stored on its side with an EXIF orientation tag that turns it upright (a phone photo)

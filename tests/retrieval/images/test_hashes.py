@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 
 from retrieval.images.hashes import REDUCING_GAP, dhash_bits, hash_image, phash_bits
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "images"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "images"
 
 
 def _images() -> list[Image.Image]:

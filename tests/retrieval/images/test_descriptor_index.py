@@ -7,7 +7,7 @@ import pytest
 
 from retrieval.images import features as feats
 from retrieval.images.descriptor_index import DescriptorIndex, ImageKey, spread
-from tests.retrieval.test_image_verification import textured
+from tests.retrieval.images.test_verification import textured
 
 
 def _features(seed: int, size=(400, 300)) -> feats.Features:
