@@ -42,17 +42,17 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def module_name(path: Path) -> str:
+def module_name(path: Path, root: Path = ROOT) -> str:
     """Dotted module name of a file under the project root."""
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def library_files() -> list[Path]:
+def library_files(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
     """Every Python file of the library packages."""
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+    return sorted(p for pkg in packages for p in (root / pkg).rglob("*.py"))
 
 
 def resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -75,9 +75,9 @@ def floor_of(module: str) -> int:
     return rank
 
 
-def edges() -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
+def edges(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
     """(importer, imported) pairs between project modules, and the private names imported."""
-    modules = {module_name(p): p for p in library_files()}
+    modules = {module_name(p, root): p for p in library_files(root, packages)}
     found: list[tuple[str, str]] = []
     private: list[dict[str, str]] = []
 
@@ -106,9 +106,9 @@ def edges() -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
     return sorted(set(found)), private
 
 
-def report() -> dict:
+def report(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict:
     """The figures: cycles, upward edges, private imports."""
-    pairs, private = edges()
+    pairs, private = edges(root, packages)
     graph = nx.DiGraph(pairs)
     cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
     upward = [
