@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from culturebase.store.layout import LayoutPolicy, StoreLayout, search_params
+
 SparseVec = dict[int, float]
 POINT_NAMESPACE = uuid.UUID("6f1c3c1e-3d43-4c56-9a65-2f0b1f6c9a11")
 SCHEMA_VERSION = 1
@@ -119,11 +121,21 @@ class PayloadFilter:
         return (flt or cls()).lacking(*vector_names)
 
 
-def payload_selection(payload_keys: Sequence[str] | None) -> bool | list[str]:
-    """What a search asks the engine for: the whole payload, or only ``payload_keys`` and ``_id``."""
-    if payload_keys is None:
-        return True
-    return ["_id", *(k for k in payload_keys if k != "_id")]
+@dataclass(frozen=True)
+class Nearest:
+    """One nearest-points query as a backend runs it.
+
+    ``vector``: a dense vector (a list of floats) or, with ``sparse``, a :data:`SparseVec`; ``exact`` and
+    ``hnsw_ef`` apply to dense queries only; ``payload_keys`` as in :meth:`Collection.search`."""
+
+    vector_name: str
+    vector: list[float] | SparseVec
+    limit: int
+    flt: PayloadFilter | None = None
+    sparse: bool = False
+    exact: bool = False
+    hnsw_ef: int | None = None
+    payload_keys: Sequence[str] | None = None
 
 
 def point_uuid(point_id: str) -> str:
@@ -131,49 +143,34 @@ def point_uuid(point_id: str) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, point_id))
 
 
-def sparse_parts(vector: SparseVec) -> tuple[list[int], list[float]]:
-    """Sorted indices and their values, the form both Qdrant APIs take."""
-    idx = sorted(vector)
-    return idx, [float(vector[i]) for i in idx]
-
-
-def point_parts(
-    point: PointRecord, spec: CollectionSpec, embedder: EmbedderInfo
-) -> tuple[dict[str, list[float]], dict[str, tuple[list[int], list[float]]], dict[str, Any]]:
-    """Validated dense vectors (as lists), sparse vectors (indices, values) and payload (with ``_id``) of a point.
-
-    A dense vector the point does not carry is left out (the engine stores the point without it)."""
-    dense: dict[str, list[float]] = {}
-    for name in spec.dense:
-        if point.dense.get(name) is None:  # no vector on a route the entity has nothing to say on
-            continue
-        vec = np.asarray(point.dense[name], dtype=np.float32)
-        if vec.shape != (embedder.dim,):
-            raise StoreError(f"point {point.id!r}: vector {name!r} has shape {vec.shape}, expected ({embedder.dim},)")
-        dense[name] = vec.tolist()
-    sparse = {name: sparse_parts(point.sparse.get(name) or {}) for name in spec.sparse}
-    return dense, sparse, {**point.payload, "_id": point.id}
-
-
-def point_from_record(payload: dict[str, Any] | None, vector: Any, spec: CollectionSpec) -> PointRecord:
-    """A stored point (payload with ``_id``, engine vectors) back as a :class:`PointRecord`."""
-    payload = dict(payload or {})
-    pid = str(payload.pop("_id"))
-    vectors = vector if isinstance(vector, dict) else {}
-    dense = {n: np.asarray(vectors[n], dtype=np.float32) for n in spec.dense if n in vectors}
-    sparse: dict[str, SparseVec] = {}
-    for n in spec.sparse:
-        v = vectors.get(n)
-        if v is not None:
-            sparse[n] = dict(zip(v.indices, v.values))
-    return PointRecord(id=pid, dense=dense, payload=payload, sparse=sparse)
-
-
 class Collection(abc.ABC):
-    """One named collection in a backend."""
+    """One named collection in a backend: its shape, the embedder that built it, its storage layout.
 
-    spec: CollectionSpec
-    embedder: EmbedderInfo
+    ``hnsw_ef``: the beam width of its graph searches; ``read_only``: why it may not be written (an older
+    layout), or None."""
+
+    def __init__(
+        self,
+        spec: CollectionSpec,
+        embedder: EmbedderInfo,
+        hnsw_ef: int = 256,
+        layout: StoreLayout | None = None,
+        read_only: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.embedder = embedder
+        self.hnsw_ef = hnsw_ef
+        self.layout = layout
+        self.read_only = read_only
+
+    def _writable(self) -> None:
+        """Raise :class:`StoreReadOnlyError` when the collection may not be written."""
+        if self.read_only:
+            raise StoreReadOnlyError(self.read_only)
+
+    def _search_params(self, models: Any, query: "Nearest") -> Any:
+        """The engine's search params of a dense query (``models``: either engine's model module)."""
+        return search_params(models, self.layout, query.hnsw_ef or self.hnsw_ef, query.limit, exact=query.exact)
 
     @abc.abstractmethod
     def upsert(self, points: Sequence[PointRecord]) -> None:
@@ -195,7 +192,6 @@ class Collection(abc.ABC):
     def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
         """Every payload, in id order, fetched in batches."""
 
-    @abc.abstractmethod
     def search(
         self,
         vector_name: str,
@@ -211,8 +207,9 @@ class Collection(abc.ABC):
         against); ``hnsw_ef``: this search's beam width instead of the collection's; ``payload_keys``: each
         hit's payload holds only these keys and ``_id`` (None: the whole payload; turning a long payload into
         a Python dict is most of a search's cost: read the rest of the few hits kept with :meth:`retrieve`)."""
+        dense = np.asarray(vector, dtype=np.float32).tolist()
+        return self.nearest(Nearest(vector_name, dense, limit, flt, exact=exact, hnsw_ef=hnsw_ef, payload_keys=payload_keys))
 
-    @abc.abstractmethod
     def search_sparse(
         self,
         vector_name: str,
@@ -222,6 +219,13 @@ class Collection(abc.ABC):
         payload_keys: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
         """Best points by dot product on a named sparse vector (``payload_keys`` as in :meth:`search`)."""
+        if not vector:
+            return []
+        return self.nearest(Nearest(vector_name, vector, limit, flt, sparse=True, payload_keys=payload_keys))
+
+    @abc.abstractmethod
+    def nearest(self, query: "Nearest") -> list[ScoredRecord]:
+        """The hits of one nearest-points query (what :meth:`search` and :meth:`search_sparse` run)."""
 
     @abc.abstractmethod
     def retrieve_sparse(self, ids: Sequence[str], vector_name: str) -> dict[str, SparseVec]:
@@ -262,9 +266,18 @@ class Collection(abc.ABC):
 
 
 class Backend(abc.ABC):
-    """A place that holds collections."""
+    """A place that holds collections; those it creates get HNSW graphs of ``hnsw_m`` links built with
+    ``hnsw_ef_construct``, are searched with ``hnsw_ef``, and get the layout ``layout_policy`` chooses."""
 
     kind: str
+
+    def __init__(
+        self, hnsw_ef: int = 256, hnsw_m: int = 16, hnsw_ef_construct: int = 100, layout_policy: LayoutPolicy | None = None
+    ) -> None:
+        self.hnsw_ef = hnsw_ef
+        self.hnsw_m = hnsw_m
+        self.hnsw_ef_construct = hnsw_ef_construct
+        self.layout_policy = layout_policy or LayoutPolicy()
 
     @abc.abstractmethod
     def open_collection(

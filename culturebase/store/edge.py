@@ -16,7 +16,6 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +23,14 @@ import numpy as np
 
 # the metadata and generation files (and their fingerprint) live where a reader needs no store import
 from culturebase.generation import GENERATION_FILE, META_FILE, collection_fingerprint  # noqa: F401
-from culturebase.store.base import (
-    SCHEMA_VERSION,
-    Backend,
-    Collection,
-    CollectionSpec,
-    EmbedderInfo,
-    PayloadFilter,
-    PointRecord,
-    ScoredRecord,
-    SparseVec,
-    StoreError,
-    StoreLockedError,
-    StoreReadOnlyError,
-    check_embedder,
-    payload_selection,
-    point_from_record,
-    point_parts,
-    point_uuid,
-    sparse_parts,
-)
+from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, Nearest, PayloadFilter, PointRecord
+from culturebase.store.base import ScoredRecord, SparseVec, StoreError, StoreLockedError, StoreNotFoundError, check_embedder, point_uuid
 from culturebase.store.fifo_turns import FifoTurns
-from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params, search_params
+from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params
 from culturebase.store.memory import release_free_heap
 from culturebase.store.payload_cache import PayloadCache
+from culturebase.store.translate import EDGE, collection_meta, paged, payload_selection, point_from_record, scored
+from culturebase.store.translate import sparse_by_id, vectors_by_id, with_meta
 
 log = logging.getLogger(__name__)
 #: KB of vectors per segment from which a segment gets its HNSW graphs
@@ -56,28 +39,7 @@ SMALL_INDEX_KB = 100
 
 
 def _edge() -> Any:
-    import qdrant_edge
-
-    return qdrant_edge
-
-
-def _edge_filter(flt: PayloadFilter | None) -> Any:
-    if flt is None:
-        return None
-    qe = _edge()
-    must = []
-    for key, values in flt.equals:
-        match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
-        must.append(qe.FieldCondition(key=key, match=match))
-    if flt.ids:
-        must.append(qe.HasIdCondition({point_uuid(i) for i in flt.ids}))
-    must_not = [qe.HasVectorCondition(name) for name in flt.lacks_vectors]
-    return qe.Filter(must=must or None, must_not=must_not or None)
-
-
-def _scored(hit: Any) -> ScoredRecord:
-    payload = hit.payload  # converted from the engine's payload on each access: once
-    return ScoredRecord(payload["_id"], float(hit.score), payload)
+    return EDGE.models
 
 
 def _point_key(point_id: str) -> uuid.UUID:
@@ -85,38 +47,16 @@ def _point_key(point_id: str) -> uuid.UUID:
     return uuid.UUID(point_uuid(point_id))
 
 
-def _vectors_by_id(records: Sequence[Any], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
-    """``{id: {name: vector}}`` of retrieved records (the engine converts ``payload`` and ``vector`` on each
-    access: each is read once)."""
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for r in records:
-        payload, vectors = r.payload, r.vector
-        if not payload or not isinstance(vectors, dict):
-            continue
-        out[payload["_id"]] = {n: np.asarray(vectors[n], dtype=np.float32) for n in vector_names if vectors.get(n) is not None}
-    return out
-
-
 class EdgeCollection(Collection):
     """A collection stored as one Qdrant Edge shard."""
 
     def __init__(
-        self,
-        path: Path,
-        spec: CollectionSpec,
-        embedder: EmbedderInfo,
-        shard: Any,
-        hnsw_ef: int = 256,
-        layout: StoreLayout | None = None,
-        read_only: str | None = None,
+        self, path: Path, spec: CollectionSpec, embedder: EmbedderInfo, shard: Any,
+        hnsw_ef: int = 256, layout: StoreLayout | None = None, read_only: str | None = None,
     ) -> None:
-        self.path = path
-        self.hnsw_ef = hnsw_ef
-        self.spec = spec
-        self.embedder = embedder
+        super().__init__(spec, embedder, hnsw_ef, layout, read_only)
+        self.path = path  # the shard's folder (its metadata and generation files beside the shard)
         self._shard = shard
-        self.layout = layout
-        self.read_only = read_only
         # whether anything was written since the last flush (the next write then starts a new generation)
         self._dirty = False
         # the engine holds the GIL during a read: callers take it in arrival order (fifo_turns.py)
@@ -130,10 +70,6 @@ class EdgeCollection(Collection):
     def _written(self, ids: Iterable[str]) -> None:
         self._count = None
         self.payloads.drop(_point_key(i) for i in ids)
-
-    def _writable(self) -> None:
-        if self.read_only:
-            raise StoreReadOnlyError(self.read_only)
 
     # -- writes -------------------------------------------------------------------------
     def _mark_written(self) -> None:
@@ -151,14 +87,8 @@ class EdgeCollection(Collection):
         self._writable()
         self._mark_written()
         self._written(p.id for p in points)
-        qe = _edge()
-        batch = []
-        for p in points:
-            dense, sparse, payload = point_parts(p, self.spec, self.embedder)
-            vectors: dict[str, Any] = {**dense}
-            vectors.update({name: qe.SparseVector(indices=i, values=v) for name, (i, v) in sparse.items()})
-            batch.append(qe.Point(id=point_uuid(p.id), vector=vectors, payload=payload))
-        self._shard.update(qe.UpdateOperation.upsert_points(batch))
+        batch = EDGE.points(points, self.spec, self.embedder)
+        self._shard.update(_edge().UpdateOperation.upsert_points(batch))
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
@@ -198,19 +128,10 @@ class EdgeCollection(Collection):
     def scroll_points(self, batch: int = 256) -> Iterator[PointRecord]:
         """Every point with its dense and sparse vectors (reindex without re-embedding)."""
         qe = _edge()
-        offset = None
         names = list(self.spec.dense) + list(self.spec.sparse)
-        while True:
-            records, offset = self._shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=names)
-            )
-            for r in records:
-                yield point_from_record(r.payload, r.vector, self.spec)
-            if offset is None or not records:
-                return
-
-    def _search_params(self, limit: int, exact: bool = False, hnsw_ef: int | None = None) -> Any:
-        return search_params(_edge(), self.layout, hnsw_ef or self.hnsw_ef, limit, exact=exact)
+        pages = paged(lambda offset: self._shard.scroll(qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=names)))
+        for r in pages:
+            yield point_from_record(r.payload, r.vector, self.spec)
 
     # -- reads --------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -233,19 +154,14 @@ class EdgeCollection(Collection):
             return {}
         with self._turns.turn():
             records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=["_id"], with_vector=[vector_name])
-        out: dict[str, SparseVec] = {}
-        for r in records:
-            vec = r.vector.get(vector_name) if isinstance(r.vector, dict) else None
-            if vec is not None and r.payload:
-                out[r.payload["_id"]] = dict(zip(vec.indices, vec.values))
-        return out
+        return sparse_by_id(records, vector_name)
 
     def retrieve_vectors(self, ids: Sequence[str], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
         if not ids or not vector_names:
             return {}
         with self._turns.turn():
             records = self._shard.retrieve([point_uuid(i) for i in ids], with_payload=["_id"], with_vector=list(vector_names))
-        return _vectors_by_id(records, vector_names)
+        return vectors_by_id(records, vector_names)
 
     def count(self, flt: PayloadFilter | None = None) -> int:
         """Exact number of points matching the filter.  Unfiltered, counted once and kept until the next
@@ -256,36 +172,32 @@ class EdgeCollection(Collection):
             if self._count is None:
                 self._count = int(self._shard.count(qe.CountRequest(exact=True)))
             return self._count
-        return int(self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(flt))))
+        return int(self._shard.count(qe.CountRequest(exact=True, filter=EDGE.filter(flt))))
 
     def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
         qe = _edge()
-        offset = None
-        while True:
-            records, offset = self._shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=batch, filter=_edge_filter(flt), with_payload=True, with_vector=False)
+        edge_filter = EDGE.filter(flt)
+        pages = paged(
+            lambda offset: self._shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=batch, filter=edge_filter, with_payload=True, with_vector=False)
             )
-            for r in records:
-                yield r.payload
-            if offset is None or not records:
-                return
+        )
+        for r in pages:
+            yield r.payload
 
-    def search(
-        self,
-        vector_name: str,
-        vector: np.ndarray,
-        limit: int,
-        flt: PayloadFilter | None = None,
-        exact: bool = False,
-        hnsw_ef: int | None = None,
-        payload_keys: Sequence[str] | None = None,
-    ) -> list[ScoredRecord]:
+    def nearest(self, query: Nearest) -> list[ScoredRecord]:
         qe = _edge()
-        query = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=vector_name)
-        params = self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef)
-        selection = payload_selection(payload_keys)
+        if query.sparse:
+            vector, params = EDGE.sparse(query.vector), None  # type: ignore[arg-type]
+        else:
+            vector, params = query.vector, self._search_params(qe, query)
+        selection = payload_selection(query.payload_keys)
         request = qe.SearchRequest(
-            query=query, limit=limit, filter=_edge_filter(flt), params=params, with_payload=selection if selection is not True else False
+            query=qe.Query.Nearest(vector, using=query.vector_name),
+            limit=query.limit,
+            filter=EDGE.filter(query.flt),
+            params=params,
+            with_payload=selection if selection is not True else False,
         )
         return self._search(request, lean=selection is not True)
 
@@ -296,7 +208,7 @@ class EdgeCollection(Collection):
         if lean:
             with self._turns.turn():
                 hits = self._shard.search(request)
-            return [_scored(h) for h in hits]
+            return [scored(h) for h in hits]
         with self._turns.turn():
             hits = self._shard.search(request)
             found, missing = self.payloads.lookup(h.id for h in hits)
@@ -311,28 +223,6 @@ class EdgeCollection(Collection):
             if payload is not None:
                 out.append(ScoredRecord(payload["_id"], float(h.score), payload))
         return out
-
-    def search_sparse(
-        self,
-        vector_name: str,
-        vector: SparseVec,
-        limit: int,
-        flt: PayloadFilter | None = None,
-        payload_keys: Sequence[str] | None = None,
-    ) -> list[ScoredRecord]:
-        if not vector:
-            return []
-        qe = _edge()
-        idx, values = sparse_parts(vector)
-        sv = qe.SparseVector(indices=idx, values=values)
-        selection = payload_selection(payload_keys)
-        request = qe.SearchRequest(
-            query=qe.Query.Nearest(sv, using=vector_name),
-            limit=limit,
-            filter=_edge_filter(flt),
-            with_payload=selection if selection is not True else False,
-        )
-        return self._search(request, lean=selection is not True)
 
     def close(self) -> None:
         try:
@@ -356,12 +246,9 @@ class EdgeBackend(Backend):
         layout_policy: LayoutPolicy | None = None,
         search_threads: int = 1,
     ) -> None:
+        super().__init__(hnsw_ef, hnsw_m, hnsw_ef_construct, layout_policy)
         self.root = Path(root)
         self.search_threads = search_threads  # of shards created here (persisted with each shard)
-        self.layout_policy = layout_policy or LayoutPolicy()
-        self.hnsw_ef = hnsw_ef
-        self.hnsw_m = hnsw_m
-        self.hnsw_ef_construct = hnsw_ef_construct
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -420,10 +307,7 @@ class EdgeBackend(Backend):
         meta = self.collection_info(name)
         if meta is None:
             raise StoreError(f"no collection {name!r} at {self.root}")
-        if value is None:
-            meta.pop(key, None)
-        else:
-            meta[key] = value
+        with_meta(meta, key, value)
         path = self._meta_path(name)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(meta, indent=2), "utf-8")
@@ -472,17 +356,7 @@ class EdgeBackend(Backend):
         keyword = qe.KeywordIndexParams(memory=qe.Memory.Cold) if layout.on_disk else qe.PayloadSchemaType.Keyword
         for field_name in spec.keyword_indexes:
             shard.update(qe.UpdateOperation.create_field_index(field_name, keyword))
-        meta = {
-            "collection": spec.name,
-            "embedder": embedder.name,
-            "dim": embedder.dim,
-            "sparse": embedder.sparse,
-            "dense_vectors": list(spec.dense),
-            "sparse_vectors": list(spec.sparse),
-            "schema_version": SCHEMA_VERSION,
-            "layout": layout.to_meta(),
-            "created_at": datetime.now(timezone.utc).isoformat(),
-        }
+        meta = collection_meta(spec, embedder, layout)
         tmp = folder / (META_FILE + ".tmp")
         tmp.write_text(json.dumps(meta, indent=2), "utf-8")
         tmp.replace(folder / META_FILE)
@@ -509,8 +383,6 @@ class EdgeBackend(Backend):
         read_only = None
         if meta is None:
             if not create:
-                from culturebase.store.base import StoreNotFoundError
-
                 raise StoreNotFoundError(f"no collection {spec.name!r} in {self.root} yet: import entities first (kar kb import FILE)")
             if folder.exists():
                 shutil.rmtree(folder)  # a creation that died before writing its metadata
@@ -535,11 +407,7 @@ class EdgeBackend(Backend):
         shutil.rmtree(self.root / name, ignore_errors=True)
 
     def replace_collection(
-        self,
-        spec: CollectionSpec,
-        embedder: EmbedderInfo,
-        points: Iterator[Sequence[PointRecord]],
-        expected_points: int | None = None,
+        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]], expected_points: int | None = None
     ) -> EdgeCollection:
         new_dir = self.root / f"{spec.name}.new"
         old_dir = self.root / f"{spec.name}.old"

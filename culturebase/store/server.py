@@ -14,32 +14,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
-from culturebase.store.base import (
-    SCHEMA_VERSION,
-    Backend,
-    Collection,
-    CollectionSpec,
-    EmbedderInfo,
-    PayloadFilter,
-    PointRecord,
-    ScoredRecord,
-    SparseVec,
-    StoreError,
-    StoreNotFoundError,
-    StoreReadOnlyError,
-    check_embedder,
-    payload_selection,
-    point_from_record,
-    point_parts,
-    point_uuid,
-    sparse_parts,
-)
-from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params, search_params
+from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, Nearest, PayloadFilter, PointRecord
+from culturebase.store.base import ScoredRecord, SparseVec, StoreError, StoreNotFoundError, check_embedder, point_uuid
+from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params
+from culturebase.store.translate import CLIENT, collection_meta, paged, payload_selection, point_from_record, scored
+from culturebase.store.translate import sparse_by_id, vectors_by_id, with_meta
 
 # Qdrant's default indexing threshold (KB of vectors in a segment before it gets an HNSW graph);
 # a bulk import sets it to 0 (no indexing) and restores it at the end
@@ -47,51 +30,20 @@ DEFAULT_INDEXING_THRESHOLD_KB = 10_000
 
 
 def _models() -> Any:
-    from qdrant_client import models
-
-    return models
-
-
-def _filter(flt: PayloadFilter | None) -> Any:
-    if flt is None:
-        return None
-    m = _models()
-    must = []
-    for key, values in flt.equals:
-        match = m.MatchValue(value=values[0]) if len(values) == 1 else m.MatchAny(any=list(values))
-        must.append(m.FieldCondition(key=key, match=match))
-    if flt.ids:
-        must.append(m.HasIdCondition(has_id=[point_uuid(i) for i in flt.ids]))
-    must_not = [m.HasVectorCondition(has_vector=name) for name in flt.lacks_vectors]
-    return m.Filter(must=must or None, must_not=must_not or None)
+    return CLIENT.models
 
 
 class ServerCollection(Collection):
     """A collection on a Qdrant server, addressed by its alias."""
 
     def __init__(
-        self,
-        client: Any,
-        alias: str,
-        spec: CollectionSpec,
-        embedder: EmbedderInfo,
-        write_wait: bool = True,
-        hnsw_ef: int = 256,
-        layout: StoreLayout | None = None,
-        read_only: str | None = None,
+        self, client: Any, alias: str, spec: CollectionSpec, embedder: EmbedderInfo, write_wait: bool = True,
+        hnsw_ef: int = 256, layout: StoreLayout | None = None, read_only: str | None = None,
     ) -> None:
+        super().__init__(spec, embedder, hnsw_ef, layout, read_only)
         self._client = client
-        self.hnsw_ef = hnsw_ef
         self.alias = alias
-        self.spec = spec
-        self.embedder = embedder
         self._wait = write_wait
-        self.layout = layout
-        self.read_only = read_only
-
-    def _writable(self) -> None:
-        if self.read_only:
-            raise StoreReadOnlyError(self.read_only)
 
     def begin_bulk(self) -> None:
         """Switch indexing off (indexing_threshold=0) while a bulk import writes."""
@@ -104,26 +56,16 @@ class ServerCollection(Collection):
         )
 
     def scroll_points(self, batch: int = 256) -> Iterator[PointRecord]:
-        offset = None
         names = list(self.spec.dense) + list(self.spec.sparse)
-        while True:
-            records, offset = self._client.scroll(self.alias, limit=batch, offset=offset, with_payload=True, with_vectors=names)
-            for r in records:
-                yield point_from_record(r.payload, r.vector, self.spec)
-            if offset is None or not records:
-                return
+        pages = paged(lambda offset: self._client.scroll(self.alias, limit=batch, offset=offset, with_payload=True, with_vectors=names))
+        for r in pages:
+            yield point_from_record(r.payload, r.vector, self.spec)
 
     def upsert(self, points: Sequence[PointRecord]) -> None:
         if not points:
             return
         self._writable()
-        m = _models()
-        structs = []
-        for p in points:
-            dense, sparse, payload = point_parts(p, self.spec, self.embedder)
-            vectors: dict[str, Any] = {**dense}
-            vectors.update({name: m.SparseVector(indices=i, values=v) for name, (i, v) in sparse.items()})
-            structs.append(m.PointStruct(id=point_uuid(p.id), vector=vectors, payload=payload))
+        structs = CLIENT.points(points, self.spec, self.embedder)
         self._client.upsert(self.alias, points=structs, wait=self._wait)
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -147,12 +89,7 @@ class ServerCollection(Collection):
         records = self._client.retrieve(
             self.alias, ids=[point_uuid(i) for i in ids], with_payload=["_id"], with_vectors=[vector_name]
         )
-        out: dict[str, SparseVec] = {}
-        for r in records:
-            vec = r.vector.get(vector_name) if isinstance(r.vector, dict) else None
-            if vec is not None and r.payload:
-                out[r.payload["_id"]] = dict(zip(vec.indices, vec.values))
-        return out
+        return sparse_by_id(records, vector_name)
 
     def retrieve_vectors(self, ids: Sequence[str], vector_names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
         if not ids or not vector_names:
@@ -160,71 +97,37 @@ class ServerCollection(Collection):
         records = self._client.retrieve(
             self.alias, ids=[point_uuid(i) for i in ids], with_payload=["_id"], with_vectors=list(vector_names)
         )
-        return {
-            r.payload["_id"]: {n: np.asarray(r.vector[n], dtype=np.float32) for n in vector_names if r.vector.get(n) is not None}
-            for r in records
-            if r.payload and isinstance(r.vector, dict)
-        }
+        return vectors_by_id(records, vector_names)
 
     def count(self, flt: PayloadFilter | None = None) -> int:
-        return int(self._client.count(self.alias, count_filter=_filter(flt), exact=True).count)
+        return int(self._client.count(self.alias, count_filter=CLIENT.filter(flt), exact=True).count)
 
     def scroll(self, batch: int = 256, flt: PayloadFilter | None = None) -> Iterator[dict[str, Any]]:
-        offset = None
-        while True:
-            records, offset = self._client.scroll(
-                self.alias, scroll_filter=_filter(flt), limit=batch, offset=offset, with_payload=True, with_vectors=False
+        client_filter = CLIENT.filter(flt)
+        pages = paged(
+            lambda offset: self._client.scroll(
+                self.alias, scroll_filter=client_filter, limit=batch, offset=offset, with_payload=True, with_vectors=False
             )
-            for r in records:
-                yield r.payload
-            if offset is None or not records:
-                return
+        )
+        for r in pages:
+            yield r.payload
 
-    def search(
-        self,
-        vector_name: str,
-        vector: np.ndarray,
-        limit: int,
-        flt: PayloadFilter | None = None,
-        exact: bool = False,
-        hnsw_ef: int | None = None,
-        payload_keys: Sequence[str] | None = None,
-    ) -> list[ScoredRecord]:
+    def nearest(self, query: Nearest) -> list[ScoredRecord]:
+        if query.sparse:
+            vector, params = CLIENT.sparse(query.vector), None  # type: ignore[arg-type]
+        else:
+            vector, params = query.vector, self._search_params(_models(), query)
         res = self._client.query_points(
             self.alias,
-            query=np.asarray(vector, dtype=np.float32).tolist(),
-            using=vector_name,
-            limit=limit,
-            query_filter=_filter(flt),
-            search_params=self._search_params(limit, exact=exact, hnsw_ef=hnsw_ef),
-            with_payload=payload_selection(payload_keys),
+            query=vector,
+            using=query.vector_name,
+            limit=query.limit,
+            query_filter=CLIENT.filter(query.flt),
+            search_params=params,
+            with_payload=payload_selection(query.payload_keys),
         )
-        return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
+        return [scored(h) for h in res.points]
 
-    def _search_params(self, limit: int, exact: bool = False, hnsw_ef: int | None = None) -> Any:
-        return search_params(_models(), self.layout, hnsw_ef or self.hnsw_ef, limit, exact=exact)
-
-    def search_sparse(
-        self,
-        vector_name: str,
-        vector: SparseVec,
-        limit: int,
-        flt: PayloadFilter | None = None,
-        payload_keys: Sequence[str] | None = None,
-    ) -> list[ScoredRecord]:
-        if not vector:
-            return []
-        m = _models()
-        idx, values = sparse_parts(vector)
-        res = self._client.query_points(
-            self.alias,
-            query=m.SparseVector(indices=idx, values=values),
-            using=vector_name,
-            limit=limit,
-            query_filter=_filter(flt),
-            with_payload=payload_selection(payload_keys),
-        )
-        return [ScoredRecord(h.payload["_id"], float(h.score), h.payload) for h in res.points]
 
 
 class ServerBackend(Backend):
@@ -249,15 +152,12 @@ class ServerBackend(Backend):
     ) -> None:
         from qdrant_client import QdrantClient
 
-        self.layout_policy = layout_policy or LayoutPolicy()
+        super().__init__(hnsw_ef, hnsw_m, hnsw_ef_construct, layout_policy)
         self.url = url or location or ":memory:"
         self.prefix = prefix
         self.shards = shards
         self.replication_factor = replication_factor
         self.write_consistency = write_consistency
-        self.hnsw_ef = hnsw_ef
-        self.hnsw_m = hnsw_m
-        self.hnsw_ef_construct = hnsw_ef_construct
         if url:
             self._client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
         else:
@@ -288,10 +188,7 @@ class ServerBackend(Backend):
         if physical is None:
             raise StoreError(f"no collection {name!r} on {self.describe()}")
         meta = dict(self._client.get_collection(physical).config.metadata or {})
-        if value is None:
-            meta.pop(key, None)
-        else:
-            meta[key] = value
+        with_meta(meta, key, value)
         self._client.update_collection(physical, metadata=meta)
 
     def _create_physical(self, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> str:
@@ -309,17 +206,7 @@ class ServerBackend(Backend):
             shard_number=self.shards,
             replication_factor=self.replication_factor,
             write_consistency_factor=self.write_consistency,
-            metadata={
-                "collection": spec.name,
-                "embedder": embedder.name,
-                "dim": embedder.dim,
-                "sparse": embedder.sparse,
-                "dense_vectors": list(spec.dense),
-                "sparse_vectors": list(spec.sparse),
-                "schema_version": SCHEMA_VERSION,
-                "layout": layout.to_meta(),
-                "created_at": datetime.now(timezone.utc).isoformat(),
-            },
+            metadata=collection_meta(spec, embedder, layout),
         )
         import warnings
 
@@ -367,11 +254,7 @@ class ServerBackend(Backend):
         self._open.pop(name, None)
 
     def replace_collection(
-        self,
-        spec: CollectionSpec,
-        embedder: EmbedderInfo,
-        points: Iterator[Sequence[PointRecord]],
-        expected_points: int | None = None,
+        self, spec: CollectionSpec, embedder: EmbedderInfo, points: Iterator[Sequence[PointRecord]], expected_points: int | None = None
     ) -> ServerCollection:
         alias = self._alias(spec.name)
         old = self._physical(alias)
