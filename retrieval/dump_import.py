@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from culturebase.entity import Entity
 from culturebase.identity import KEPT_APART, TWO_PAGES, IdentityIndex, Signature, alias_collision, dissolved, event, join, join_rule, repair
 from culturebase.importers import DumpEntry, DumpError, ImportReport, Rejected, format_validation_error, open_dump
-from culturebase.importers.base import _ijson, first_bytes, open_binary
+from culturebase.importers.base import first_bytes, ijson_module, open_binary
 from culturebase.importers.kymkb import find_kymkb_file
 from culturebase.importers.moegirl import CHAR2SUBJECT
 
@@ -35,6 +35,8 @@ __all__ = ["ImportFileError", "count_entries", "import_dump", "read_dump", "reco
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int], None]
+#: stores a record's images and sound clips (record, entry index) and returns the record that names them
+Resolver = Callable[[dict[str, Any], int], dict[str, Any]]
 #: formats whose images are the operator's own (paths, stored forms, URLs): fetched unless told not to
 OWN_FORMATS = ("jsonl", "release")
 #: formats counted by line (the rest by entry index)
@@ -55,7 +57,7 @@ def record_to_entity(record: dict[str, Any]) -> Entity:
 def count_entries(path: Path, fmt: str) -> int | None:
     """How many entries a dump holds, counted without converting them (for the progress bar's ETA and
     the storage layout); None when it cannot be counted cheaply."""
-    ijson = _ijson()
+    ijson = ijson_module()
     try:
         if fmt == "moegirl":
             target = path if path.is_file() else path / CHAR2SUBJECT
@@ -80,7 +82,7 @@ def _validated(
     entries: Iterator[DumpEntry],
     report: ImportReport,
     categories: set[str] | None,
-    resolve: Callable[[dict[str, Any], int], dict[str, Any]] | None,
+    resolve: Resolver | None,
     drop_images: bool,
 ) -> Iterator[tuple[DumpEntry, Entity]]:
     """Valid entities of the dump; rejections, category skips, notes and the stop go into the report."""
@@ -283,6 +285,39 @@ def _write(kb: Any, writer: Any, pending: tuple[list[Entity], Any], written: set
     report.images += sum(len(e.images) for e in entities)
 
 
+def _media_resolver(
+    path: Path,
+    fmt: str,
+    images: Any,
+    sounds: Any,
+    fetcher: Callable[[str], bytes] | None,
+    fetch_images: bool,
+    report: ImportReport,
+) -> Resolver:
+    """What stores a record's images (and sound clips, with ``sounds``) and fills the report with their problems.
+
+    Remote media are fetched only with ``fetch_images``, by ``fetcher`` (None: the default one for ``fmt``)."""
+    from retrieval.images.importing import guarded_fetcher, http_fetcher, resolve_images
+
+    if fetcher is None:  # the operator's own file may name any host; a published dump's URLs must be public
+        fetcher = (http_fetcher if fmt in OWN_FORMATS else guarded_fetcher)(images.max_bytes)
+    base_dir = path.parent if path.is_file() else path
+    fetch = fetcher if fetch_images else None
+
+    def resolve(record: dict[str, Any], where: int) -> dict[str, Any]:
+        record, problems = resolve_images(record, where, base_dir, images, fetch)
+        report.image_problems.extend(problems)
+        if record.get("audio"):  # entity sound clips: stored and fingerprinted (retrieval/sounds/importing.py)
+            from retrieval.sounds.importing import resolve_audio
+
+            if sounds is not None:
+                record, problems = resolve_audio(record, where, base_dir, sounds, fetch)
+                report.image_problems.extend(problems)
+        return record
+
+    return resolve
+
+
 def _open_dump(
     path: Path,
     fmt: str | None,
@@ -303,26 +338,7 @@ def _open_dump(
         unit = "entry"  # `scrapy crawl -o items.json`: a JSON array
     report = ImportReport(path=str(path), format=fmt, unit=unit, dry_run=dry_run)
     fetch_images = fmt in OWN_FORMATS if fetch_images is None else fetch_images
-    resolve = None
-    if images is not None:
-        from retrieval.images.importing import guarded_fetcher, http_fetcher, resolve_images
-
-        if fetcher is None:  # the operator's own file may name any host; a published dump's URLs must be public
-            fetcher = (http_fetcher if fmt in OWN_FORMATS else guarded_fetcher)(images.max_bytes)
-
-        base_dir = path.parent if path.is_file() else path
-
-        def resolve(record: dict[str, Any], where: int) -> dict[str, Any]:
-            record, problems = resolve_images(record, where, base_dir, images, fetcher if fetch_images else None)
-            report.image_problems.extend(problems)
-            if record.get("audio"):  # entity sound clips: stored and fingerprinted (retrieval/sounds/importing.py)
-                from retrieval.sounds.importing import resolve_audio
-
-                if sounds is not None:
-                    record, problems = resolve_audio(record, where, base_dir, sounds, fetcher if fetch_images else None)
-                    report.image_problems.extend(problems)
-            return record
-
+    resolve = None if images is None else _media_resolver(path, fmt, images, sounds, fetcher, fetch_images, report)
     cats = {c.strip().casefold() for c in categories if c.strip()} if categories else None
     drop_images = dry_run or (fmt not in OWN_FORMATS and (not fetch_images or resolve is None))  # a dump's image URL: fetched or counted
     return fmt, _validated(entries, report, cats, resolve, drop_images=drop_images), report

@@ -57,7 +57,8 @@ def open_binary(path: Path) -> BinaryIO:
         raise DumpError(f"{path}: permission denied") from None
 
 
-def _ijson() -> Any:
+def ijson_module() -> Any:
+    """The ``ijson`` streaming JSON parser (imported on first use)."""
     import ijson
 
     return ijson
@@ -66,7 +67,7 @@ def _ijson() -> Any:
 def stream_array_items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     """``(index, item, None)`` for every item of the top-level JSON array(s), in order; a dump cut short
     or broken ends with ``(index, None, message)`` naming the entry where reading stopped."""
-    ijson = _ijson()
+    ijson = ijson_module()
     n = 0
     with open_binary(path) as fh:
         try:
@@ -82,7 +83,7 @@ def stream_array_items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
 def stream_object_items(path: Path) -> Iterator[tuple[int, str, Any, str | None]]:
     """``(index, key, value, None)`` for every member of a top-level JSON object; a cut ends like
     :func:`stream_array_items`."""
-    ijson = _ijson()
+    ijson = ijson_module()
     n = 0
     with open_binary(path) as fh:
         try:
