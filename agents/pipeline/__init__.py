@@ -1,7 +1,8 @@
 """The KAR pipeline and its baselines (LangGraph), with prompts, extraction parsing, queries and evidence."""
 
 from agents.pipeline.extraction import ExtractedEntity, Extraction, parse_extraction
-from agents.pipeline.graph import PipelineConfig, PipelineDeps, build_graph
+from agents.pipeline.deps import PipelineConfig, PipelineDeps
+from agents.pipeline.graph import build_graph
 from agents.pipeline.pipeline import KARPipeline, UnknownConditionError
 from agents.pipeline.queries import Query, build_queries, entity_query
 from agents.pipeline.state import (

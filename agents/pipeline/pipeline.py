@@ -15,7 +15,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from agents.pipeline.graph import PipelineDeps, build_graph
+from agents.pipeline.deps import PipelineDeps
+from agents.pipeline.graph import build_graph
 from agents.pipeline.state import CONDITIONS, ExplainContext, ExplainResult, PipelineState, StageEvent
 
 #: state keys a caller may add for video / task items (see PipelineState)
