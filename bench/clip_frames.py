@@ -91,7 +91,7 @@ def main() -> None:
     from retrieval.embedders import embedder_info
     from retrieval.images.route import ImageRoute
     from retrieval.knowledge_base import KnowledgeBase
-    from retrieval.routes.frames import best_of_frames
+    from retrieval.grounding.routes.frames import best_of_frames
 
     data_dir = Path(args.data)
     templates = json.loads((data_dir / "memegen_templates.json").read_text("utf-8"))

@@ -96,7 +96,7 @@ class StubGrounder:
 
     def ground(self, cues, language=None):  # noqa: ANN001
         odd = any(ch in cues.ocr_text for ch in "13579") and cues.ocr_text.strip()[-1] in "13579"
-        hits = [] if odd else [GroundedEntity(e, 0.95, "name", 0.9, 1.0, 0.0, e.name, {"name": 0.9}, e.name) for e in self.entities]
+        hits = [] if odd else [GroundedEntity(e, 0.95, "name", {"name": 0.9}, e.name, dense=0.9, reasons={"exact": e.name}) for e in self.entities]
         return GroundingResult(hits, hits, self.tau)
 
 

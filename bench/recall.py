@@ -42,7 +42,7 @@ from culturebase.store import PayloadFilter  # noqa: E402
 from grounding_precision import interleaved_latency, load_queries, open_kb  # noqa: E402
 from precision_kb import CachedEmbedder  # noqa: E402
 from retrieval.embedders import build_embedder  # noqa: E402
-from retrieval.routes.dense import FALLBACK_VECTOR, ROUTE_VECTOR  # noqa: E402
+from retrieval.grounding.routes.dense import FALLBACK_VECTOR, ROUTE_VECTOR  # noqa: E402
 
 log = logging.getLogger("bench.recall")
 K = 10

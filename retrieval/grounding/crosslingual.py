@@ -14,7 +14,7 @@ another language ``L`` (both with reference texts in ``language_reference.json``
 
     q̃ = q − μ_query[Lq]              ṽ = v − μ_passage[L]       (means of the reference texts embedded
                                                                    as queries / passages)
-    c(q, v) = cos(q̃, ṽ) − HUB_WEIGHT · hub_Lq(ṽ)                  hub: mean of ṽ's K_HUB best cosines with
+    c(q, v) = cos(q̃, ṽ) − hub_weight · hub_Lq(ṽ)                  hub: mean of ṽ's k_hub best cosines with
                                                                    the centered reference queries of Lq
     mapped(q, v) = a_q + b_q · c(q, v)                             a_q, b_q: least squares of the raw q·r on
                                                                    c(q, r) over the reference passages r of Lq
@@ -26,7 +26,8 @@ the query's K-th neighbour among the other language's candidates (the accept rul
 the per-language height).  Candidates of ``L`` are the best ``limit`` for ``q̃`` (one more search
 per other language) plus those the plain search already found; their stored vectors are re-read
 (``retrieve_dense``) and scored exactly.  The grounder keeps, per entity, the larger of the plain
-cosine and ``mapped`` (retrieval/grounding.py, route ``visual`` only: :data:`ROUTES`).
+cosine and ``mapped`` (:mod:`retrieval.grounding.routes.dense`, route ``visual`` only: :data:`ROUTES`).
+``hub_weight`` and ``k_hub`` are :data:`retrieval.grounding.params.PARAMS`'s.
 """
 
 from __future__ import annotations
@@ -45,16 +46,13 @@ from typing import Any
 import numpy as np
 
 from culturebase.entity import Entity
-from retrieval.language_search import search_by_language
-from retrieval.routes.base import ENTITIES
+from retrieval.grounding.candidates import ENTITIES
+from retrieval.grounding.language_search import search_by_language
+from retrieval.grounding.params import PARAMS
 
 #: the dense routes the pass runs on: the VLM's visual handle is a description whose language is the
 #: VLM's choice, not the entity's; names, aliases and OCR'd catchphrases are matched in their own language
 ROUTES = ("visual",)
-#: weight of the hubness term (CSLS): chosen on the bench's calibration split (docs/grounding.md)
-HUB_WEIGHT = 1.0
-#: how many of the best centered reference-query cosines make a candidate's hubness
-K_HUB = 10
 REFERENCE_FILE = "language_reference.json"
 
 log = logging.getLogger(__name__)
@@ -77,11 +75,11 @@ def query_language(text: str) -> str:
 
 def reference_texts() -> dict[str, list[str]]:
     """The bundled reference sentences per language (translations of each other, naming no entity)."""
-    data = json.loads(resources.files("retrieval").joinpath(REFERENCE_FILE).read_text("utf-8"))
+    data = json.loads(resources.files("retrieval.grounding").joinpath(REFERENCE_FILE).read_text("utf-8"))
     out = {k: v for k, v in data.items() if isinstance(v, list)}
     for lang, texts in out.items():
-        if len(texts) < 2 * K_HUB or not all(isinstance(t, str) and t.strip() for t in texts):
-            raise ValueError(f"{REFERENCE_FILE}: language {lang!r} needs at least {2 * K_HUB} non-empty texts")
+        if len(texts) < 2 * PARAMS.k_hub or not all(isinstance(t, str) and t.strip() for t in texts):
+            raise ValueError(f"{REFERENCE_FILE}: language {lang!r} needs at least {2 * PARAMS.k_hub} non-empty texts")
     return out
 
 
@@ -115,9 +113,9 @@ class LanguageReference:
     queries_centered: np.ndarray  # unit(r − μ_query): the hubness reference of a query in this language
 
     def hub(self, centered: np.ndarray) -> np.ndarray:
-        """Mean of each centered vector's K_HUB best cosines with this language's centered reference queries."""
+        """Mean of each centered vector's ``k_hub`` best cosines with this language's centered reference queries."""
         sims = _dot(centered, self.queries_centered)
-        k = min(K_HUB, sims.shape[1])
+        k = min(PARAMS.k_hub, sims.shape[1])
         return np.partition(sims, sims.shape[1] - k, axis=1)[:, -k:].mean(axis=1)
 
 
@@ -202,7 +200,7 @@ class CrossLingualHit:
 class CrossLingualPass:
     """Scores a dense query against the entities of the other languages (module docstring)."""
 
-    def __init__(self, embedder: Any, hub_weight: float = HUB_WEIGHT, k_background: int = 10) -> None:
+    def __init__(self, embedder: Any, hub_weight: float = PARAMS.hub_weight, k_background: int = PARAMS.k_background) -> None:
         self.embedder = embedder
         self.hub_weight = hub_weight
         self.k_background = k_background

@@ -5,23 +5,45 @@ is matched against every candidate's catchphrases (its usage's quoted lines, ali
 :func:`retrieval.text.lexical.catchphrases`) by normalised containment
 (:func:`retrieval.text.lexical.caption_score`).  A line too short for that (fewer than 4 CJK or 8 Latin
 characters) still counts when it is, as a whole, one of the catchphrases (:func:`retrieval.text.lexical.whole_lines`:
-``Yes.``, ``真香``, ``STONKS``, an attribution line ``—— 鲁迅``): it scores :data:`WHOLE_LINE`.  That is
+``Yes.``, ``真香``, ``STONKS``, an attribution line ``—— 鲁迅``): it scores ``PARAMS.whole_line``.  That is
 how memes quote; the same word inside a sentence is no such line.  The route scores candidates; it
 brings none.
 """
 
 from __future__ import annotations
 
+from retrieval.grounding.candidates import ENTITIES, CandidatePool, RouteHit, RouteQuery, RouteRun
+from retrieval.grounding.params import PARAMS
+from retrieval.grounding.registry import register_route
 from retrieval.text import lexical as lex
-from retrieval.routes.base import ENTITIES, CandidatePool, RouteHit, RouteQuery, RouteRun
 
 NAME = "caption"
-#: the score of a short OCR line that is as a whole one of the entity's catchphrases (a verbatim long line scores 1.0)
-WHOLE_LINE = 0.5
+
+
+@register_route()
+class CaptionRoute:
+    """An OCR line inside one of the entity's catchphrases; scores every candidate (module docstring)."""
+
+    name = NAME
+    scores = (NAME,)
+    reads = ("ocr_text",)
+    role = "evidence"
+    weight = PARAMS.route_weights[NAME]
+    accepts_alone = False
+    phases = ("score",)
+
+    def wanted(self, query: RouteQuery) -> bool:
+        """Whether any cue has letters, digits or CJK characters."""
+        return bool(query.dense)
+
+    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
+        """The ``score`` phase: :func:`score`."""
+        return score(query, pool)
 
 
 def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
-    """Each candidate's best line/catchphrase pair; the hit's cue is the OCR line, its reason the pair."""
+    """Each candidate's best line/catchphrase pair; the hit's cue is the OCR line, its reason the pair
+    (``{"line": ..., "catchphrase": ...}``)."""
     run = RouteRun()
     lines = lex.caption_lines(query.cues.ocr_text)
     whole = lex.whole_lines(query.cues.ocr_text)
@@ -32,17 +54,17 @@ def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
     for ent in pool.entities.values():
         phrases = ENTITIES.derived(ent, "catchphrases", lex.catchphrases)
         match = lex.caption_score(lines, phrases) if lines else None
-        if (match is None or match.score < WHOLE_LINE) and whole:
-            match = _whole_line(whole, phrases) or match
+        if (match is None or match.score < PARAMS.whole_line) and whole:
+            match = whole_line_match(whole, phrases) or match
         if match is not None:
-            run.hits.append(RouteHit(NAME, ent, match.score, cue=match.line, reason=match))
+            run.hits.append(RouteHit(NAME, ent, match.score, cue=match.line, reason={"line": match.line, "catchphrase": match.phrase}))
     return run
 
 
-def _whole_line(whole: set[str], phrases: list[str]) -> lex.CaptionMatch | None:
+def whole_line_match(whole: set[str], phrases: list[str]) -> lex.CaptionMatch | None:
     """A catchphrase that some OCR line is as a whole (squashed keys equal)."""
     for phrase in phrases:
         key = lex.squash(phrase)
         if key in whole:
-            return lex.CaptionMatch(WHOLE_LINE, key, phrase)
+            return lex.CaptionMatch(PARAMS.whole_line, key, phrase)
     return None

@@ -1,7 +1,7 @@
 """The lexical route: BM25 over the embedder-independent sparse vector (:mod:`retrieval.text.lexical`).
 
 One query per distinct dense-query text; an entity's score is min(1, BM25 / (|q|·idf₁))
-(:func:`retrieval.text.lexical.normalized_bm25`).  The route brings :data:`LEXICAL_POOL` × the
+(:func:`retrieval.text.lexical.normalized_bm25`).  The route brings ``PARAMS.lexical_pool`` × the
 candidate count (a sparse search is cheap), so that the caption and exact routes can score an
 entity whose catchphrase is in the OCR text even when thousands of short names share its
 characters (at 40,000 Moegirl names 1 in 3 were out of reach otherwise).
@@ -10,11 +10,33 @@ characters (at 40,000 Moegirl names 1 in 3 were out of reach otherwise).
 from __future__ import annotations
 
 from culturebase.store import PayloadFilter
+from retrieval.grounding.candidates import CandidatePool, RouteHit, RouteQuery, RouteRun
+from retrieval.grounding.params import PARAMS
+from retrieval.grounding.registry import register_route
 from retrieval.text import lexical as lex
-from retrieval.routes.base import CandidatePool, RouteHit, RouteQuery, RouteRun
 
 NAME = "lexical"
-LEXICAL_POOL = 5
+
+
+@register_route()
+class LexicalRoute:
+    """BM25 on the embedder-independent ``lexical`` vector; brings candidates (module docstring)."""
+
+    name = NAME
+    scores = (NAME,)
+    reads = ("ocr_text", "visual_handle", "entities")
+    role = "evidence"
+    weight = PARAMS.route_weights[NAME]
+    accepts_alone = False
+    phases = ("find",)
+
+    def wanted(self, query: RouteQuery) -> bool:
+        """Whether any cue has letters, digits or CJK characters."""
+        return bool(query.dense)
+
+    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
+        """The ``find`` phase: :func:`find`."""
+        return find(query, pool)
 
 
 def find(query: RouteQuery, pool: CandidatePool) -> RouteRun:
@@ -28,7 +50,7 @@ def find(query: RouteQuery, pool: CandidatePool) -> RouteRun:
         qvec = lex.encode_query(text)
         if not qvec:
             continue
-        for hit in query.store.entities.search_sparse(NAME, qvec, query.limit * LEXICAL_POOL, flt):
+        for hit in query.store.entities.search_sparse(NAME, qvec, query.limit * PARAMS.lexical_pool, flt):
             run.hits.append(RouteHit(NAME, pool.entity_of(hit), lex.normalized_bm25(hit.score, qvec, query.n_entities), cue=text))
     run.status[NAME] = "ran"
     return run

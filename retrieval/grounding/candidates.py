@@ -1,11 +1,11 @@
 """What every grounding route shares: the query it reads, the hits it returns, the candidate pool.
 
-A route is a small unit: it reads a :class:`RouteQuery` (the cues and what is computed once from
-them) and the :class:`CandidatePool` (the entities found so far), and returns a :class:`RouteRun`:
-the entities it scored (each a :class:`RouteHit` with its score, the cue it matched and why), the
-entities it only brings as candidates, and one status line per route name for the trace ("ran",
-"skipped: why").  It never fuses: :mod:`retrieval.grounding` records the hits in the pool and
-fuses them (:func:`retrieval.grounding.fuse`).
+A route (:class:`retrieval.grounding.route.Route`) reads a :class:`RouteQuery` (the cues and what is
+computed once from them) and the :class:`CandidatePool` (the entities found so far), and returns a
+:class:`RouteRun`: the entities it scored (each a :class:`RouteHit` with its score, the cue it matched
+and why), the entities it only brings as candidates, the media matches it made (each a :class:`Match`),
+and one status line per route name for the trace ("ran", "skipped: why").  It never fuses: the
+grounder records the hits in the pool and fuses them (:mod:`retrieval.grounding.fusion`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from culturebase.entity import Entity
 
+from retrieval.grounding.cues import GroundingCues
+
 if TYPE_CHECKING:
     from culturebase.store import CultureBaseStore
     from retrieval.embedders.base import EmbeddingBatch
-    from retrieval.grounding import GroundingCues
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,14 @@ class RouteQuery:
     limit: int
     #: restrict entities to one language (None: all)
     language: str | None = None
+    #: the grounder's image route (``retrieval.images.route.ImageRoute``; None: no image index)
+    image_route: Any = None
+    #: the grounder's sound store (``retrieval.sounds.route.SoundStore``; None: no sound index)
+    sound_store: Any = None
+    #: the cross-lingual pass of the dense routes (:class:`retrieval.grounding.crosslingual.CrossLingualPass`; None: off)
+    crosslingual: Any = None
+    #: what a route keeps between its phases of this one query (route name → value)
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -63,11 +72,26 @@ class RouteHit:
 
 
 @dataclass
+class Match:
+    """One entity matched by a media route (an image, a clip's frames, a sound) outside the candidate pool.
+
+    ``evidence`` is in (0, 1] for an accepted match and None for one that is only traced; ``fields`` are
+    the trace fields it sets on the grounded entity (``{"image": {...}, "image_distance": 12}``)."""
+
+    entity_id: str
+    evidence: float | None
+    cue: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class RouteRun:
-    """What one route returns: its hits, the entities it brings without a score, and its trace status."""
+    """What one route returns: its hits, the entities it brings without a score, its media matches and its
+    trace status."""
 
     hits: list[RouteHit] = field(default_factory=list)
     found: list[Entity] = field(default_factory=list)
+    matches: list[Match] = field(default_factory=list)
     status: dict[str, str] = field(default_factory=dict)
 
 

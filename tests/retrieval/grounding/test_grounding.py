@@ -286,8 +286,8 @@ def test_distinctiveness_falls_with_how_common_the_word_is():
 
 def _dense_only(score: float, height: float) -> GroundedEntity:
     return GroundedEntity(
-        entity=Entity(name="x", language="en"), score=score, route="visual", dense=score, lexical=0.0, sparse=0.0,
-        matched_alias=None, route_scores={"visual": score}, cue="", height=height,
+        entity=Entity(name="x", language="en"), score=score, route="visual", route_scores={"visual": score}, cue="",
+        dense=score, height=height,
     )
 
 

@@ -1,7 +1,7 @@
 """One dense search split by entity language, instead of one language-filtered search per language.
 
 Grounding needs each query's best ``limit`` entities *per entity language* (the per-language
-background: :mod:`retrieval.routes.dense`).  A search filtered on ``language`` costs the engine a
+background: :mod:`retrieval.grounding.routes.dense`).  A search filtered on ``language`` costs the engine a
 payload-index check on every graph node it visits: on the 39,814-name bench KB (39,678 Chinese
 names) a Chinese-filtered ``identity`` search cost about 3× an unfiltered one, and a filtered search
 of a vector that few entities carry (``usage``, ``visual``: 172 of them) about 15×, because the

@@ -7,7 +7,7 @@ import numpy as np
 from culturebase.entity import Entity
 from culturebase.store import CultureBaseStore, EmbedderInfo, PayloadFilter
 from culturebase.store.edge import EdgeBackend
-from retrieval.language_search import search_by_language
+from retrieval.grounding.language_search import search_by_language
 
 DIM = 16
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.crosslingual import K_HUB, CrossLingualPass, query_language, reference_texts
-from retrieval.grounding import EntityGrounder, GroundingCues
+from retrieval.grounding.crosslingual import CrossLingualPass, query_language, reference_texts
+from retrieval.grounding import PARAMS, EntityGrounder, GroundingCues
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_query_language_by_script():
 def test_reference_texts_are_parallel_and_large_enough():
     refs = reference_texts()
     assert set(refs) >= {"en", "zh"}
-    assert len(refs["en"]) == len(refs["zh"]) >= 2 * K_HUB
+    assert len(refs["en"]) == len(refs["zh"]) >= 2 * PARAMS.k_hub
     assert all(query_language(t) == "zh" for t in refs["zh"]) and all(query_language(t) == "en" for t in refs["en"])
 
 
@@ -105,7 +105,7 @@ class _CountingHashEmbedder:
 
 
 def test_reference_embeddings_are_kept_on_disk_between_processes(tmp_path, monkeypatch):
-    import retrieval.crosslingual as xl
+    import retrieval.grounding.crosslingual as xl
 
     monkeypatch.setenv("KAR_DATA_DIR", str(tmp_path / "data"))
     first = _CountingHashEmbedder()

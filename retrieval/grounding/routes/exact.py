@@ -11,7 +11,7 @@ a guess nearly equals a name/alias (ratio r ≥ 0.85)   0.5 · r
 
 The OCR text is also read with its look-alike digits as letters (``5tonks`` → ``stonks``:
 :func:`retrieval.text.lexical.ocr_letter_readings`).  A name that is an ordinary word counts less
-inside a sentence, nothing from Zipf :data:`ZIPF_ORDINARY` on: there it needs corroboration
+inside a sentence, nothing from Zipf ``PARAMS.zipf_ordinary`` on: there it needs corroboration
 (the dense routes, a caption).  The route scores candidates; it brings none.
 """
 
@@ -23,15 +23,12 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from culturebase.entity import Entity, normalize_text
+from retrieval.grounding.candidates import CandidatePool, RouteHit, RouteQuery, RouteRun
+from retrieval.grounding.params import PARAMS
+from retrieval.grounding.registry import register_route
 from retrieval.text import lexical as lex
-from retrieval.routes.base import CandidatePool, RouteHit, RouteQuery, RouteRun
-from retrieval.routes.dense import MAX_CUE_CHARS
 
 NAME = "exact"
-#: a name found inside a sentence counts fully below this Zipf frequency (wordfreq) and not at all from
-#: ZIPF_ORDINARY on: there it needs corroboration (the dense routes, a caption) to reach τ.
-ZIPF_DISTINCT = 2.5
-ZIPF_ORDINARY = 4.0
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 
 #: normalised name keys, cached: the route keys every alias of every candidate on every query
@@ -40,13 +37,14 @@ _name_key = lru_cache(maxsize=65536)(normalize_text)
 
 def distinctiveness(name: str) -> float:
     """1.0 for a name that is no ordinary word, falling linearly to 0.0 between Zipf frequency
-    :data:`ZIPF_DISTINCT` and :data:`ZIPF_ORDINARY` (老板 4.98 → 0, 鲁迅 4.22 → 0, 诸葛亮 3.75 → 0.17,
+    ``PARAMS.zipf_distinct`` and ``PARAMS.zipf_ordinary`` (老板 4.98 → 0, 鲁迅 4.22 → 0, 诸葛亮 3.75 → 0.17,
     doge 2.97 → 0.69, 王司徒 2.24 → 1); 0.0 for a word of the Chinese dictionary however rare
     (东坡肉 2.5, 烧麦 3.12: :func:`~retrieval.text.lexical.is_dictionary_word`)."""
     if lex.is_dictionary_word(name):
         return 0.0
     z = lex.commonness(name)
-    return float(min(1.0, max(0.0, (ZIPF_ORDINARY - z) / (ZIPF_ORDINARY - ZIPF_DISTINCT))))
+    hi, lo = PARAMS.zipf_ordinary, PARAMS.zipf_distinct
+    return float(min(1.0, max(0.0, (hi - z) / (hi - lo))))
 
 
 def alias_in_text(alias_key: str, text_key: str) -> bool:
@@ -61,10 +59,6 @@ def alias_in_text(alias_key: str, text_key: str) -> bool:
     return re.search(rf"(?<![\w]){re.escape(alias_key)}(?![\w])", text_key) is not None
 
 
-#: a name/alias quoted in the OCR text
-QUOTED = 0.6
-
-
 def match_entity(
     entity: Entity,
     name_keys: set[str],
@@ -77,9 +71,9 @@ def match_entity(
         key = _name_key(alias)
         if key in name_keys:
             return 1.0, alias
-        if key in quoted and best < QUOTED:
-            best, matched = QUOTED, alias
-        elif best < QUOTED and any(alias_in_text(key, k) for k in ocr_keys):
+        if key in quoted and best < PARAMS.quoted:
+            best, matched = PARAMS.quoted, alias
+        elif best < PARAMS.quoted and any(alias_in_text(key, k) for k in ocr_keys):
             value = 0.6 * distinctiveness(alias)
             if value > best:
                 best, matched = value, alias
@@ -93,11 +87,32 @@ def match_entity(
     return best, matched
 
 
+@register_route()
+class ExactRoute:
+    """A name or alias given as a guess or written in the OCR text; scores every candidate (module docstring)."""
+
+    name = NAME
+    scores = (NAME,)
+    reads = ("ocr_text", "entities")
+    role = "evidence"
+    weight = PARAMS.route_weights[NAME]
+    accepts_alone = False
+    phases = ("score",)
+
+    def wanted(self, query: RouteQuery) -> bool:
+        """Whether any cue has letters, digits or CJK characters."""
+        return bool(query.dense)
+
+    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
+        """The ``score`` phase: :func:`score`."""
+        return score(query, pool)
+
+
 def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
     """Each candidate's exact score (entities with none are left out); the reason is the matched name/alias."""
     run = RouteRun()
     cues = query.cues
-    name_keys = {normalize_text(c.name[:MAX_CUE_CHARS]) for c in cues.entities if lex.squash(c.name)}
+    name_keys = {normalize_text(c.name[: PARAMS.max_cue_chars]) for c in cues.entities if lex.squash(c.name)}
     run.status[NAME] = "ran" if name_keys or lex.squash(cues.ocr_text) else "skipped: no entity guess or OCR text"
     ocr_key = normalize_text(cues.ocr_text[: lex.MAX_LEXICAL_CHARS])
     ocr_keys = (ocr_key, *lex.ocr_letter_readings(ocr_key))  # 5tonks is also read as stonks
