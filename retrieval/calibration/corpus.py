@@ -91,7 +91,7 @@ class CorpusFeatures:
 
 def corpus_features(kb: Any, probes: list[Probe], progress: Callable[[int, int], None] | None = None) -> CorpusFeatures:
     """Search every probe once and fuse its pages at both ordinary floors (module docstring)."""
-    from retrieval.websearch.hybrid import candidates, fuse_pages
+    from retrieval.websearch.hybrid import PageFloors, candidates, fuse_pages
 
     store = kb.store
     n = len(probes)
@@ -112,10 +112,8 @@ def corpus_features(kb: Any, probes: list[Probe], progress: Callable[[int, int],
             found = candidates(store, vec, probe.text)
             if not found.chunks:
                 continue
-            args = (found.query_tokens, found.n_chunks, 0.0, "sum")
-            kw = {"distinctive": found.distinctive, "k": TOP_PAGES, "background": found.background, "fetch": fetch, "query": probe.text}
-            off = fuse_pages(copy.deepcopy(found.chunks), *args, ordinary_floor=math.inf, **kw)  # type: ignore[arg-type]
-            on = {h.url: h.above_floor for h in fuse_pages(copy.deepcopy(found.chunks), *args, ordinary_floor=0.0, **kw)}  # type: ignore[arg-type]
+            off = fuse_pages(copy.deepcopy(found), PageFloors(0.0, math.inf), k=TOP_PAGES, fetch=fetch)
+            on = {h.url: h.above_floor for h in fuse_pages(copy.deepcopy(found), PageFloors(0.0, 0.0), k=TOP_PAGES, fetch=fetch)}
             for c, hit in enumerate(off[:TOP_PAGES]):
                 rel[i, c], a_inf[i, c], a_zero[i, c] = hit.relevance, hit.above_floor, on.get(hit.url, hit.above_floor)
                 right[i, c] = probe.expected is not None and canonical_url(hit.url) == canonical_url(probe.expected)

@@ -15,7 +15,8 @@ from typing import Any
 
 from culturebase.entity import canonical_url
 from retrieval.websearch.base import SearchResult
-from retrieval.websearch.hybrid import MAX_CHUNKS_PER_PAGE, MAX_SNIPPET_CHARS, join_chunks, page_key
+from retrieval.websearch.hybrid import join_chunks, page_key
+from retrieval.websearch.params import PARAMS
 
 #: pages per grounded entity that go first into the evidence block
 MAX_PAGES_PER_ENTITY = 2
@@ -40,13 +41,13 @@ class EntityPages:
         pages = sorted(by_page.items(), key=lambda kv: (canonical_url(str(kv[1][0].get("url") or kv[0])) not in source_keys, kv[0]))
         out = []
         for _, parts in pages[: self.max_pages]:
-            parts = sorted(parts, key=lambda p: int(p.get("chunk") or 0))[:MAX_CHUNKS_PER_PAGE]
+            parts = sorted(parts, key=lambda p: int(p.get("chunk") or 0))[: PARAMS.max_chunks_per_page]
             first = parts[0]
             out.append(
                 SearchResult(
                     title=str(first.get("title") or first.get("url") or ""),
                     url=str(first.get("url") or ""),
-                    content=join_chunks(parts)[: MAX_SNIPPET_CHARS * MAX_CHUNKS_PER_PAGE],
+                    content=join_chunks(parts)[: PARAMS.max_snippet_chars * PARAMS.max_chunks_per_page],
                     score=None,
                     above_floor=None,
                     entity_id=entity.id,

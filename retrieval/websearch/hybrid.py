@@ -7,18 +7,22 @@ Each query is searched on two routes over the ``corpus`` collection:
   vector (the engine applies the IDF), read as a share of every query token matched as a token
   found once in the corpus sample (:func:`lexical_scale`: the same at any corpus size).
 
+The tuned values named below (``q_background``, ``w_lexical``, ``title_min_coverage`` …) are the fields of
+:class:`~retrieval.websearch.params.HybridParams` (each with the bench command that chose it); the shipped ones
+are :data:`~retrieval.websearch.params.PARAMS`.
+
 **Heights, not raw scores.**  A cosine that separates well among 500 pages lets noise through
 among 50,000 (the best of many unrelated chunks rises with their number).  So each route's
-score is read against the query's own *background*: the score that the best :data:`Q_BACKGROUND`
+score is read against the query's own *background*: the score that the best ``q_background``
 of a fixed sample of the corpus reach (:class:`CorpusSample`; dense per script group, lexical with
 the sample's IDF estimate; chunks naming the query left out), a quantile whose meaning does not
 change with the corpus's size.  A page's height on a route is its best chunk's score minus that
 background, floored at 0 (lexical: as a share of :func:`lexical_scale`).  Without a sample (unit
-tests of the fusion) the :data:`K_BACKGROUND`-th best candidate page not naming the query stands in.
+tests of the fusion) the ``k_background``-th best candidate page not naming the query stands in.
 
 **Fusion.**  ``sum`` (the default, a calibrated sum)::
 
-    relevance = height_dense + W_LEXICAL · height_lexical
+    relevance = height_dense + w_lexical · height_lexical
 
 ranks pages by relevance.  ``rrf`` ranks them by reciprocal rank fusion of the two routes'
 page ranks (1/(60+r)); the floor is read on the same relevance either way (RRF's scale says
@@ -30,7 +34,7 @@ fitted by ``kar calibrate --corpus`` from the corpus's own titles and descriptio
 captions; the bundled embedder's by ``bench/evidence.py``).
 
 **The title rule.**  A page whose title stands in the query as whole words and covers at least
-:data:`TITLE_MIN_COVERAGE` of its words (KAR's template words left out) ranks before the others, the one
+``title_min_coverage`` of its words (KAR's template words left out) ranks before the others, the one
 covering more first (:func:`title_coverage`): for ``"Despacito meme origin meaning"`` the page "Despacito",
 not "Despacito 2" nor a page quoting the song more often.  It orders pages only; the floor is read on the
 relevance.  A description or a caption names no title (a title covers a small share of its words).
@@ -45,16 +49,16 @@ leading words, before the template, stands for the name (the longer such title f
 it orders pages only; the floor is read on the relevance.
 
 **Lexical alone.**  A page the dense route does not find above its background is above the floor only when it
-also holds every distinctive word of the query (:data:`LEXICAL_ALONE_NEEDS_WORDS`): ordinary words shared
+also holds every distinctive word of the query (``lexical_alone_needs_words``): ordinary words shared
 with a page ("call me when you can") are no evidence on their own, as for the web backends.
 
-**Ordinary words** (:data:`ORDINARY_WORDS_RULE`).  A page that the query does not name (neither the title nor
+**Ordinary words** (``ordinary_words_rule``).  A page that the query does not name (neither the title nor
 the name rule fires for it) and that holds no distinctive word of the query (no ordinary word, outside KAR's
 template: :func:`~retrieval.websearch.relevance.distinctive_words`) in its returned chunks is above the floor
 only at a second, higher floor (the record's ``corpus_ordinary_floor``): "when the bus driver waits for you" is made of
 ordinary words, and a page on bus drivers close to it is weak evidence; "a dog sitting in a burning room says
 everything is okay" is ordinary words too, and "This Is Fine" clears the higher floor with room to spare.
-A page holding at least :data:`ORDINARY_SHARED_WORDS` of the query's content words (function words left out)
+A page holding at least ``ordinary_shared_words`` of the query's content words (function words left out)
 counts as holding a distinctive one: a description written without the meme's name shares several words with
 the page it describes, where an ordinary caption shares one or two with a page on the same subject.  The
 web backends' floor is stricter: every web result must hold all the query's distinctive words
@@ -72,59 +76,18 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 from retrieval.text import lexical as lex
 from retrieval.text.scripts import script_group
 from retrieval.calibration.record import CONSERVATIVE
+from retrieval.websearch.params import PARAMS, HybridParams
 from retrieval.websearch.relevance import TEMPLATE_WORDS, content_words, distinctive_words, holds_any_word, holds_many_words, holds_words
 
-Fusion = Literal["sum", "rrf"]
-#: the query's background on a route is the score of its K_BACKGROUND-th best page there
-K_BACKGROUND = 10
-#: chunks fetched per route (several chunks of one page count once toward the background)
-POOL = 20
-#: weight of the lexical height in the calibrated sum (bench/evidence.py, calibration split: the best
-#: calibration MRR of entity and description queries among 0.25, 0.5, 1, 2, 4 at a floor letting ≤ 1 % of
-#: calibration captions through)
-W_LEXICAL = 0.5
-RRF_K = 60
-# the relevance floor and the ordinary-words floor read the embedder's scale: they are the calibration record's
-# (retrieval.calibration: corpus_floor, corpus_ordinary_floor); no embedder-specific number lives here
-MAX_CHUNKS_PER_PAGE = 2
-#: a page is above the floor only when its relevance is also at least this share of the query's best page
-RELATIVE_FLOOR = 0.9
-#: the dense background is the score the best Q_BACKGROUND of a corpus sample reach (CorpusSample)
-Q_BACKGROUND = 0.02
-#: chunks in the corpus sample, and the fewest of one script group for a group background of its own
-SAMPLE_SIZE = 1024
-MIN_GROUP_SAMPLE = 100
-MAX_SNIPPET_CHARS = 1200
 #: the payload keys the route searches read (the page, its URL, its script group); the title and text of
 #: only the pages returned are read afterwards (turning every candidate's text into a Python dict was most
 #: of a search's cost)
 LEAN_KEYS = ("page", "url", "script", "title")
-#: a page whose title stands in the query as whole words and covers at least this share of the query's words
-#: (KAR's template words left out) is ranked before the others (:func:`title_coverage`)
-TITLE_MIN_COVERAGE = 0.5
-MIN_TITLE_CHARS = 2
-#: the name rule (:func:`title_names`): a page titled as one of the grounded entity's names ranks first
-NAME_RULE = True
-#: a page the dense route does not find above its background is above the floor on the lexical route alone
-#: only when it holds every distinctive word of the query (and the query has one): the web backends' floor
-#: (relevance.web_above_floor).  Ordinary words shared with a page are no evidence on their own
-LEXICAL_ALONE_NEEDS_WORDS = True
-#: a page that the query does not name (its title: the title or name rule) and that holds no distinctive word of
-#: the query is above the floor only at the record's corpus_ordinary_floor or more: ordinary words shared with a page on the same
-#: subject ("when the bus driver waits for you") are weak evidence, and must be as strong as no ordinary caption
-#: of the tuning set reaches
-ORDINARY_WORDS_RULE = True
-#: ... unless it holds at least this many of the query's content words (relevance.content_words: no function
-#: words; 0: off): a description a person writes without the meme's name is ordinary words too ("a shiba inu
-#: with colourful comic sans captions"), and the page it describes shares several of them where a caption's
-#: page shares one or two (bench/evidence.py: chosen on calibration written descriptions and tuning captions,
-#: the fewest words that let no more tuning captions through)
-ORDINARY_SHARED_WORDS = 4
 
 #: full payloads of chunk ids (``Collection.retrieve`` as ``{id: payload}``)
 Fetch = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
@@ -178,8 +141,8 @@ def page_key(payload: dict[str, Any]) -> str:
     return str(payload.get("page") or payload.get("url") or payload.get("_id") or "")
 
 
-def _background(page_best: dict[str, float], named: frozenset[str] | set[str] = frozenset()) -> float:
-    """The score of the K_BACKGROUND-th best page that does not name the query (its distinctive words);
+def _background(page_best: dict[str, float], named: frozenset[str] | set[str] = frozenset(), k_background: int = PARAMS.k_background) -> float:
+    """The score of the ``k_background``-th best page that does not name the query (its distinctive words);
     with fewer such pages among the candidates, the lowest of them (or of all pages when every one names
     the query): an upper bound of the true background, since every page outside the candidates scores lower."""
     if not page_best:
@@ -187,28 +150,29 @@ def _background(page_best: dict[str, float], named: frozenset[str] | set[str] = 
     ranked = sorted((v for k, v in page_best.items() if k not in named), reverse=True)
     if not ranked:
         return min(page_best.values())
-    return ranked[min(K_BACKGROUND, len(ranked)) - 1]
+    return ranked[min(k_background, len(ranked)) - 1]
 
 
-def _words(text: str) -> tuple[str, ...]:
+def text_words(text: str) -> tuple[str, ...]:
+    """The words of ``text`` as the title and name rules compare them (normalised; jieba's words for Chinese)."""
     key = lex.normalize(text or "")
     return tuple(key[a:b] for a, b in lex.word_spans(key))
 
 
 @lru_cache(maxsize=65536)
 def _title_key(title: str) -> str:
-    return "".join(_words(title))
+    return "".join(text_words(title))
 
 
-def title_coverage(title: str, query_words: Sequence[str]) -> float:
+def title_coverage(title: str, query_words: Sequence[str], min_chars: int = PARAMS.min_title_chars) -> float:
     """The share of the query's words (KAR's template words left out) that a page's title covers when the
     whole title stands in the query as consecutive whole words (compared without spaces and punctuation:
     jieba's word boundaries for Chinese); 0.0 when it does not, or when the title is too short to name
-    anything (< :data:`MIN_TITLE_CHARS` letters or digits: "57" and "69" are KnowYourMeme pages).
+    anything (< ``min_chars`` letters or digits: "57" and "69" are KnowYourMeme pages).
     "Despacito" covers all of "Despacito meme origin meaning", "Despacito 2" none of it; "Virgin vs Chad"
     all of "Virgin vs Chad meme origin meaning", "Chad" a third.  Filler and untitled pages cover nothing."""
     target = _title_key(title)
-    if len(target) < MIN_TITLE_CHARS or not query_words or target not in "".join(query_words):
+    if len(target) < min_chars or not query_words or target not in "".join(query_words):
         return 0.0
     for i in range(len(query_words)):
         joined = ""
@@ -239,17 +203,17 @@ def lead_names(query_words: Sequence[str]) -> list[str]:
     return out
 
 
-def title_names(title: str, names: Sequence[str]) -> int:
+def title_names(title: str, names: Sequence[str], min_chars: int = PARAMS.min_title_chars) -> int:
     """How many characters of a grounded name a page's title is: the length of its title key (words joined
     without spaces and punctuation, as :func:`title_coverage` compares) when it equals one of ``names``' keys
-    (title keys, see :func:`name_keys_of`), else 0; titles shorter than :data:`MIN_TITLE_CHARS` name nothing."""
+    (title keys, see :func:`name_keys_of`), else 0; titles shorter than ``min_chars`` name nothing."""
     target = _title_key(title)
-    return len(target) if len(target) >= MIN_TITLE_CHARS and target in names else 0
+    return len(target) if len(target) >= min_chars and target in names else 0
 
 
-def name_keys_of(names: Sequence[str]) -> frozenset[str]:
+def name_keys_of(names: Sequence[str], min_chars: int = PARAMS.min_title_chars) -> frozenset[str]:
     """The title keys of a grounded entity's names and aliases (:func:`title_names` compares titles with them)."""
-    return frozenset(k for k in (_title_key(n) for n in names if n) if len(k) >= MIN_TITLE_CHARS)
+    return frozenset(k for k in (_title_key(n) for n in names if n) if len(k) >= min_chars)
 
 
 def _parts_text(parts: Sequence[dict[str, Any]]) -> str:
@@ -284,94 +248,94 @@ def join_chunks(parts: Sequence[dict[str, Any]]) -> str:
     return out
 
 
-def fuse_pages(
-    chunks: dict[str, ChunkScore],
-    query_tokens: int,
-    n_chunks: int,
-    floor: float,
-    fusion: Fusion = "sum",
-    w_lexical: float = W_LEXICAL,
-    distinctive: Sequence[str] = (),
-    k: int | None = None,
-    background: dict[str, float] | None = None,
-    relative: float | None = None,
-    fetch: Fetch | None = None,
-    query: str = "",
-    title_min: float | None = None,
-    lexical_alone_words: bool | None = None,
-    names: Sequence[str] | None = None,
-    name_rule: bool | None = None,
-    ordinary_words_rule: bool | None = None,
-    ordinary_floor: float | None = None,
-    shared_words: int | None = None,
-) -> list[PageHit]:
-    """Pages of the candidate chunks, best first, each with its relevance and whether it is above the floor
-    (``distinctive``: the query's distinctive words; pages holding all of them are left out of the
-    background; ``k``: only the best k pages are written out; ``fetch``: the full payloads of chunk ids,
-    for candidates found with :data:`LEAN_KEYS` only: read for the pages written out; ``query``: the query's
-    text, for the title rule: pages whose title covers at least ``title_min`` of it come first, see
-    :func:`title_coverage`; ``lexical_alone_words``: see :data:`LEXICAL_ALONE_NEEDS_WORDS`; ``names``: the
-    grounded entity's names and aliases for the name rule (None: read off the query, :func:`lead_names`);
-    ``name_rule``: see :data:`NAME_RULE`; ``ordinary_words_rule``, ``ordinary_floor``: see :data:`ORDINARY_WORDS_RULE` (None:
-    the conservative value, :data:`retrieval.calibration.CONSERVATIVE`); ``shared_words``: see :data:`ORDINARY_SHARED_WORDS` (0: off)).  The title
-    and name rules order pages; whether a page is above the floor is read on its relevance (and, with the
-    ordinary-words rule, on whether the query names it or shares a distinctive word with it)."""
-    name_rule = NAME_RULE if name_rule is None else name_rule
-    ordinary_words_rule = ORDINARY_WORDS_RULE if ordinary_words_rule is None else ordinary_words_rule
-    ordinary_floor = CONSERVATIVE.corpus_ordinary_floor if ordinary_floor is None else ordinary_floor
-    shared_words = ORDINARY_SHARED_WORDS if shared_words is None else shared_words
-    relative = RELATIVE_FLOOR if relative is None else relative
-    title_min = TITLE_MIN_COVERAGE if title_min is None else title_min
-    lexical_alone_words = LEXICAL_ALONE_NEEDS_WORDS if lexical_alone_words is None else lexical_alone_words
-    query_words = _words(query) if query and title_min <= 1.0 else ()
-    background = background or {}
-    if distinctive and fetch is not None and not ("all" in background and "lexical" in background):
-        # the background is read on the candidates, leaving out pages naming the query: their text is needed
-        lean = [cid for cid, c in chunks.items() if "text" not in c.payload]
-        if lean:
-            full = fetch(lean)
-            for cid in lean:
-                if cid in full:
-                    chunks[cid].payload = full[cid]
-    # one pass over the chunks: each page's chunks, best score per route, script group, naming the query
-    members: dict[str, list[ChunkScore]] = {}
-    dense_best: dict[str, float] = {}
-    lex_best: dict[str, float] = {}
-    group_of: dict[str, str] = {}
-    named: set[str] = set()
-    need_named = bool(distinctive) and not ("all" in background and "lexical" in background)
+@dataclass(frozen=True)
+class PageFloors:
+    """The two floors a page's relevance is read against.  Both read the embedder's score scale, so they are
+    the calibration record's (:mod:`retrieval.calibration`): ``floor`` its ``corpus_floor`` (or
+    ``KAR_EVIDENCE_FLOOR``), ``ordinary`` its ``corpus_ordinary_floor`` (None: the conservative value,
+    :data:`retrieval.calibration.record.CONSERVATIVE`)."""
+
+    floor: float
+    ordinary: float | None = None
+
+
+@dataclass
+class _PagePool:
+    """The candidate chunks grouped by page: each page's chunks, best score per route, script group, and the
+    pages naming the query (holding all its distinctive words)."""
+
+    members: dict[str, list[ChunkScore]] = field(default_factory=dict)
+    dense_best: dict[str, float] = field(default_factory=dict)
+    lex_best: dict[str, float] = field(default_factory=dict)
+    group_of: dict[str, str] = field(default_factory=dict)
+    named: set[str] = field(default_factory=set)
+
+
+def _sampled(background: dict[str, float]) -> bool:
+    """Whether both backgrounds were read on the corpus sample (else they are read on the candidates)."""
+    return "all" in background and "lexical" in background
+
+
+def _fill_payloads(chunks: dict[str, ChunkScore], fetch: Fetch) -> None:
+    """Read the full payloads of lean candidates (the background on the candidates needs their text)."""
+    lean = [cid for cid, c in chunks.items() if "text" not in c.payload]
+    if lean:
+        full = fetch(lean)
+        for cid in lean:
+            if cid in full:
+                chunks[cid].payload = full[cid]
+
+
+def _gather_pages(chunks: dict[str, ChunkScore], distinctive: Sequence[str], need_named: bool) -> _PagePool:
+    """One pass over the chunks: each page's chunks, best score per route, script group, naming the query."""
+    pool = _PagePool()
     for c in chunks.values():
         key = page_key(c.payload)
-        items = members.get(key)
+        items = pool.members.get(key)
         if items is None:
-            members[key] = items = []
-            group_of[key] = script_group(c.payload)
+            pool.members[key] = items = []
+            pool.group_of[key] = script_group(c.payload)
         items.append(c)
-        if c.dense is not None and c.dense > dense_best.get(key, float("-inf")):
-            dense_best[key] = c.dense
-        if c.lexical is not None and c.lexical > lex_best.get(key, float("-inf")):
-            lex_best[key] = c.lexical
-        if need_named and key not in named and _naming([c.payload], distinctive):
-            named.add(key)
-    idf_norm = lexical_scale(query_tokens, n_chunks)
-    # the backgrounds: read on the corpus sample when given (CorpusSample), else on the candidates (the
-    # K_BACKGROUND-th page not naming the query; per script group where the group has that many)
-    bg_lex = background["lexical"] if "lexical" in background else _background(lex_best, named)
+        if c.dense is not None and c.dense > pool.dense_best.get(key, float("-inf")):
+            pool.dense_best[key] = c.dense
+        if c.lexical is not None and c.lexical > pool.lex_best.get(key, float("-inf")):
+            pool.lex_best[key] = c.lexical
+        if need_named and key not in pool.named and _naming([c.payload], distinctive):
+            pool.named.add(key)
+    return pool
+
+
+def _backgrounds(pool: _PagePool, background: dict[str, float], k_background: int) -> tuple[float, dict[str, float], float]:
+    """The dense background, the dense background per script group, and the lexical background: read on the
+    corpus sample when given (:class:`CorpusSample`), else on the candidates (the ``k_background``-th page not
+    naming the query; per script group where the group has that many)."""
+    named = pool.named
+    bg_lex = background["lexical"] if "lexical" in background else _background(pool.lex_best, named, k_background)
     bg_group: dict[str, float] = {}
-    groups = set(group_of.values())
+    groups = set(pool.group_of.values())
     if "all" in background:
         bg_dense = background["all"]
         bg_group = {g: v for g, v in background.items() if g in ("cjk", "latin")}
     else:
-        bg_dense = _background(dense_best, named)
+        bg_dense = _background(pool.dense_best, named, k_background)
     if len(groups) > 1 and "all" not in background:
         for g in groups:
-            in_group = {key: v for key, v in dense_best.items() if group_of[key] == g}
-            if sum(1 for key in in_group if key not in named) >= K_BACKGROUND:
-                bg_group[g] = _background(in_group, named)
-    scored: list[tuple[float, float, float, float, str]] = []  # (order, relevance, hd, hl, page)
-    for key, items in members.items():
-        bg = bg_group.get(group_of[key], bg_dense)
+            in_group = {key: v for key, v in pool.dense_best.items() if pool.group_of[key] == g}
+            if sum(1 for key in in_group if key not in named) >= k_background:
+                bg_group[g] = _background(in_group, named, k_background)
+    return bg_dense, bg_group, bg_lex
+
+
+#: one scored page: (order key, relevance, dense height, lexical height, page)
+Scored = tuple[float, float, float, float, str]
+
+
+def _score_pages(pool: _PagePool, backgrounds: tuple[float, dict[str, float], float], idf_norm: float, w_lexical: float) -> list[Scored]:
+    """Each chunk's relevance (its heights over the backgrounds, summed); each page at its best chunk's."""
+    bg_dense, bg_group, bg_lex = backgrounds
+    scored: list[Scored] = []
+    for key, items in pool.members.items():
+        bg = bg_group.get(pool.group_of[key], bg_dense)
         best = (float("-inf"), 0.0, 0.0)
         for c in items:
             hd = c.dense - bg if c.dense is not None and c.dense > bg else 0.0
@@ -380,98 +344,147 @@ def fuse_pages(
             if c.relevance > best[0]:
                 best = (c.relevance, hd, hl)
         scored.append((best[0], *best, key))
-    rank_d, rank_l = _ranks(dense_best), _ranks(lex_best)
-    if fusion == "rrf":
-        scored = [(sum(1.0 / (RRF_K + r) for r in (rank_d.get(key), rank_l.get(key)) if r is not None), rel, hd, hl, key) for _, rel, hd, hl, key in scored]
-    # the title rule: a page whose title names most of the query (what KAR asks for when it has grounded an
-    # entity) ranks first, the one covering more of the query before the one covering less
-    cover = {key: title_coverage(str(members[key][0].payload.get("title") or ""), query_words) for key in members} if query_words else {}
-    # the name rule: a page titled as one of the grounded entity's names (given, or read off KAR's entity query)
-    # first, the longer name first
-    if name_rule:
-        keys = name_keys_of(names) if names else frozenset(lead_names(query_words if query_words else _words(query)))
-        named_len = {key: title_names(str(members[key][0].payload.get("title") or ""), keys) for key in members} if keys else {}
-    else:
-        named_len = {}
-    # above the floor: at least ``floor`` and at least RELATIVE_FLOOR of the best page's relevance (a page
-    # far below the query's best is not what the query is about, however many such pages the corpus holds)
-    cut = max(floor, relative * max((t[1] for t in scored), default=0.0))
-    first_url = {key: str(items[0].payload.get("url") or "") for key, items in members.items()}
+    return scored
 
-    def title_rank(key: str) -> float:
-        c = cover.get(key, 0.0)
-        return c if c >= title_min else 0.0
 
-    scored.sort(key=lambda t: (-named_len.get(t[4], 0), -title_rank(t[4]), -t[0], -t[1], first_url[t[4]]))
-    chosen: list[tuple[float, float, float, str, list[ChunkScore]]] = []
-    for _, rel, hd, hl, key in scored[: k if k is not None else len(scored)]:
-        items = sorted(members[key], key=lambda c: -c.relevance)
-        chosen.append((rel, hd, hl, key, [items[0]] + [c for c in items[1:MAX_CHUNKS_PER_PAGE] if c.relevance >= cut]))
-    full: dict[str, dict[str, Any]] = {}
-    if fetch is not None:
-        need = [c.id for *_, kept in chosen for c in kept if "text" not in c.payload]
-        full = fetch(need) if need else {}
-    out: list[PageHit] = []
+def _title_of(pool: _PagePool, key: str) -> str:
+    return str(pool.members[key][0].payload.get("title") or "")
+
+
+def _title_rules(pool: _PagePool, query: str, names: Sequence[str] | None, params: HybridParams) -> tuple[dict[str, float], dict[str, int]]:
+    """Per page: its title's coverage of the query where it reaches ``title_min_coverage`` (the title rule, else
+    0), and the length of the grounded name its title is (the name rule: names given, or read off KAR's entity
+    query; 0 when none)."""
+    query_words = text_words(query) if query and params.title_min_coverage <= 1.0 else ()
+    cover: dict[str, float] = {}
+    if query_words:
+        for key in pool.members:
+            c = title_coverage(_title_of(pool, key), query_words, params.min_title_chars)
+            cover[key] = c if c >= params.title_min_coverage else 0.0
+    named_len: dict[str, int] = {}
+    if params.name_rule:
+        keys = name_keys_of(names, params.min_title_chars) if names else frozenset(lead_names(query_words if query_words else text_words(query)))
+        if keys:
+            named_len = {key: title_names(_title_of(pool, key), keys, params.min_title_chars) for key in pool.members}
+    return cover, named_len
+
+
+@dataclass
+class _FloorRule:
+    """Whether a page is above the floor: at least ``cut`` (the floor, and the relative floor under the query's
+    best page), found by the dense route or holding the query's distinctive words, and, when the query does not
+    name it, holding a distinctive word or enough content words or reaching the ordinary floor."""
+
+    cut: float
+    ordinary: float
+    query: str
+    distinctive: Sequence[str]
+    params: HybridParams
     content: list[str] | None = None  # the query's content words, read when the ordinary-words rule needs them
-    for rel, hd, hl, key, kept in chosen:
-        parts = [full.get(c.id, c.payload) for c in kept]
-        p = parts[0]
-        above = rel >= cut and (hd > 0 or not lexical_alone_words or _naming(parts, distinctive))
-        if above and ordinary_words_rule and not (named_len.get(key, 0) or title_rank(key)):
+
+    def above(self, rel: float, hd: float, named_by_query: bool, parts: Sequence[dict[str, Any]]) -> bool:
+        p = self.params
+        above = rel >= self.cut and (hd > 0 or not p.lexical_alone_needs_words or _naming(parts, self.distinctive))
+        if above and p.ordinary_words_rule and not named_by_query:
             text = _parts_text(parts)
-            above = rel >= ordinary_floor or holds_any_word(distinctive, text)
-            if not above and shared_words:
-                if content is None:
-                    content = content_words(query)
-                above = holds_many_words(content, text, shared_words)
-        out.append(
-            PageHit(
-                url=str(p.get("url") or ""),
-                title=str(p.get("title") or p.get("url") or ""),
-                site=str(p.get("site") or ""),
-                text=join_chunks(parts)[: MAX_SNIPPET_CHARS * MAX_CHUNKS_PER_PAGE],
-                relevance=rel,
-                dense_height=hd,
-                lexical_height=hl,
-                above_floor=above,
-                chunks=sorted(int(x.get("chunk") or 0) for x in parts),
-                entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
-                rank_dense=rank_d.get(key),
-                rank_lexical=rank_l.get(key),
-            )
-        )
+            above = rel >= self.ordinary or holds_any_word(self.distinctive, text)
+            if not above and p.ordinary_shared_words:
+                if self.content is None:
+                    self.content = content_words(self.query)
+                above = holds_many_words(self.content, text, p.ordinary_shared_words)
+        return above
+
+
+def _page_hit(parts: Sequence[dict[str, Any]], scored: Scored, above: bool, ranks: tuple[dict[str, int], dict[str, int]], params: HybridParams) -> PageHit:
+    _, rel, hd, hl, key = scored
+    p = parts[0]
+    return PageHit(
+        url=str(p.get("url") or ""),
+        title=str(p.get("title") or p.get("url") or ""),
+        site=str(p.get("site") or ""),
+        text=join_chunks(parts)[: params.max_snippet_chars * params.max_chunks_per_page],
+        relevance=rel,
+        dense_height=hd,
+        lexical_height=hl,
+        above_floor=above,
+        chunks=sorted(int(x.get("chunk") or 0) for x in parts),
+        entity_id=str(p["entity_id"]) if p.get("entity_id") else None,
+        rank_dense=ranks[0].get(key),
+        rank_lexical=ranks[1].get(key),
+    )
+
+
+def fuse_pages(
+    found: Candidates,
+    floors: PageFloors,
+    params: HybridParams = PARAMS,
+    *,
+    k: int | None = None,
+    fetch: Fetch | None = None,
+    names: Sequence[str] | None = None,
+) -> list[PageHit]:
+    """Pages of one query's candidate chunks (``found``: chunks, route scores, distinctive words, backgrounds,
+    query text), best first, each with its relevance and whether it is above ``floors``; ``params``: the
+    fusion, the rules and the results' size (:class:`~retrieval.websearch.params.HybridParams`); ``k``: only
+    the best k pages are written out; ``fetch``: the full payloads of chunk ids, for candidates found with
+    :data:`LEAN_KEYS` only (read for the pages written out); ``names``: the grounded entity's names and aliases
+    for the name rule (None: read off the query, :func:`lead_names`).  The title and name rules order pages;
+    whether a page is above the floor is read on its relevance (and, with the ordinary-words rule, on whether
+    the query names it or shares a distinctive word with it).  The chunks' relevance (and lean payloads) are
+    written in place."""
+    chunks, distinctive, query = found.chunks, found.distinctive, found.query
+    background = found.background or {}
+    if distinctive and fetch is not None and not _sampled(background):
+        _fill_payloads(chunks, fetch)  # the background is read on the candidates, leaving out pages naming the query
+    pool = _gather_pages(chunks, distinctive, bool(distinctive) and not _sampled(background))
+    idf_norm = lexical_scale(found.query_tokens, found.n_chunks, params.sample_size)
+    scored = _score_pages(pool, _backgrounds(pool, background, params.k_background), idf_norm, params.w_lexical)
+    ranks = _ranks(pool.dense_best), _ranks(pool.lex_best)
+    if params.fusion == "rrf":
+        scored = [(sum(1.0 / (params.rrf_k + r) for r in (ranks[0].get(key), ranks[1].get(key)) if r is not None), rel, hd, hl, key) for _, rel, hd, hl, key in scored]
+    title_rank, named_len = _title_rules(pool, query, names, params)
+    # above the floor: at least the floor and at least relative_floor of the best page's relevance (a page far
+    # below the query's best is not what the query is about, however many such pages the corpus holds)
+    cut = max(floors.floor, params.relative_floor * max((t[1] for t in scored), default=0.0))
+    first_url = {key: str(items[0].payload.get("url") or "") for key, items in pool.members.items()}
+    scored.sort(key=lambda t: (-named_len.get(t[4], 0), -title_rank.get(t[4], 0.0), -t[0], -t[1], first_url[t[4]]))
+    chosen: list[tuple[Scored, list[ChunkScore]]] = []
+    for t in scored[: k if k is not None else len(scored)]:
+        items = sorted(pool.members[t[4]], key=lambda c: -c.relevance)
+        chosen.append((t, [items[0]] + [c for c in items[1 : params.max_chunks_per_page] if c.relevance >= cut]))
+    need = [c.id for _, kept in chosen for c in kept if "text" not in c.payload] if fetch is not None else []
+    full = fetch(need) if need and fetch is not None else {}
+    ordinary = CONSERVATIVE.corpus_ordinary_floor if floors.ordinary is None else floors.ordinary
+    rule = _FloorRule(cut, ordinary, query, distinctive, params)
+    out: list[PageHit] = []
+    for t, kept in chosen:
+        parts = [full.get(c.id, c.payload) for c in kept]
+        named_by_query = bool(named_len.get(t[4], 0) or title_rank.get(t[4], 0.0))
+        out.append(_page_hit(parts, t, rule.above(t[1], t[2], named_by_query, parts), ranks, params))
     return out
 
 
-def lexical_scale(query_tokens: int, n_chunks: int) -> float:
+def lexical_scale(query_tokens: int, n_chunks: int, sample_size: int = PARAMS.sample_size) -> float:
     """What a lexical height is a share of: every query token matched as a token found in one chunk of the
-    corpus sample (|q| · idf of 1 in min(N, SAMPLE_SIZE)).  Not of N: the IDF of 1 in N grows with the
+    corpus sample (|q| · idf of 1 in min(N, ``sample_size``)).  Not of N: the IDF of 1 in N grows with the
     corpus while the scores of a page's own words need not (filler made of the real pages' sentences
     leaves them where they were), and dividing by it lowered the right page's height at 50,000 chunks
     until a third of description queries' pages fell below the floor.  The background, a quantile of the
     same sample, is what follows the corpus's size."""
-    return max(query_tokens, 1) * lex.idf_single(min(max(n_chunks, 1), SAMPLE_SIZE))
+    return max(query_tokens, 1) * lex.idf_single(min(max(n_chunks, 1), sample_size))
 
 
-def _upper_quantile(scores: Any) -> float:
-    """The score the best Q_BACKGROUND of ``scores`` reach (nearest rank; a partition, not a sort), and
-    never nearer the top than the K_BACKGROUND-th score: in a small corpus the sample is the whole corpus,
-    the right page's chunks among it, and its best 2 % would be the answer itself."""
-    import numpy as np
-
-    idx = max(0, min(int(round((1.0 - Q_BACKGROUND) * (len(scores) - 1))), len(scores) - K_BACKGROUND))
-    return float(np.partition(scores, idx)[idx])
-
-
-def _rank_of_quantile(n: int) -> int:
-    """The rank from the top (1: the best) of the score :func:`_upper_quantile` reads among ``n`` scores."""
-    return n - max(0, min(int(round((1.0 - Q_BACKGROUND) * (n - 1))), n - K_BACKGROUND))
+def _rank_of_quantile(n: int, params: HybridParams) -> int:
+    """The rank from the top (1: the best) of the score the best ``q_background`` of ``n`` scores reach (nearest
+    rank), and never nearer the top than the ``k_background``-th score: in a small corpus the sample is the
+    whole corpus, the right page's chunks among it, and its best 2 % would be the answer itself."""
+    return n - max(0, min(int(round((1.0 - params.q_background) * (n - 1))), n - params.k_background))
 
 
 class CorpusSample:
-    """A fixed pseudo-random sample of the corpus's chunks (the first :data:`SAMPLE_SIZE` by point id, a
+    """A fixed pseudo-random sample of the corpus's chunks (the first ``sample_size`` by point id, a
     hash of the chunk id): their dense vectors, script groups and normalised title + text.  The dense
-    background of a query is the score its best :data:`Q_BACKGROUND` share of these chunks reach
+    background of a query is the score its best ``q_background`` share of these chunks reach
     (chunks holding every distinctive word of the query left out): a quantile of the corpus, so its
     meaning does not change with the corpus's size, where the K-th best page rises with every page added."""
 
@@ -508,8 +521,8 @@ class CorpusSample:
             sparse.append(point.sparse.get("lexical") or {})
         return cls(vecs, groups, texts, collection.count(), sparse if any(sparse) else ())
 
-    def lexical_background(self, query: dict[int, float], n_chunks: int, distinctive: Sequence[str] = ()) -> float | None:
-        """The BM25 score the best Q_BACKGROUND of the sampled chunks reach for a lexical query, with the
+    def lexical_background(self, query: dict[int, float], n_chunks: int, distinctive: Sequence[str] = (), params: HybridParams = PARAMS) -> float | None:
+        """The BM25 score the best ``q_background`` of the sampled chunks reach for a lexical query, with the
         engine's IDF (ln(1 + (N - n + 0.5) / (n + 0.5))) of each token's document count estimated from the
         sample; None without lexical vectors."""
         import numpy as np
@@ -530,29 +543,29 @@ class CorpusSample:
             at.append(rows)
             add.append(ws * (float(qw) * idf))
         scores = np.bincount(np.concatenate(at), np.concatenate(add), minlength=n_rows) if at else np.zeros(n_rows)
-        return self._quantile_not_naming(scores, None, distinctive)
+        return self._quantile_not_naming(scores, None, distinctive, params)
 
-    def background(self, query_vector: Any, distinctive: Sequence[str] = ()) -> dict[str, float]:
+    def background(self, query_vector: Any, distinctive: Sequence[str] = (), params: HybridParams = PARAMS) -> dict[str, float]:
         """``{"all": b, group: b_group, ...}``: the dense background overall and per script group (a group
-        with at least :data:`MIN_GROUP_SAMPLE` sampled chunks)."""
+        with at least ``min_group_sample`` sampled chunks)."""
         import numpy as np
 
         if not len(self.texts):
             return {}
         scores = self.vectors @ np.asarray(query_vector, dtype=np.float32)
         out: dict[str, float] = {}
-        b = self._quantile_not_naming(scores, None, distinctive)
+        b = self._quantile_not_naming(scores, None, distinctive, params)
         if b is not None:
             out["all"] = b
         for g in ("cjk", "latin"):
             rows = self._group_index[g]
-            if len(rows) >= MIN_GROUP_SAMPLE:
-                b = self._quantile_not_naming(scores, rows, distinctive)
+            if len(rows) >= params.min_group_sample:
+                b = self._quantile_not_naming(scores, rows, distinctive, params)
                 if b is not None:
                     out[g] = b
         return out
 
-    def _quantile_not_naming(self, scores: Any, rows: Any, distinctive: Sequence[str]) -> float | None:
+    def _quantile_not_naming(self, scores: Any, rows: Any, distinctive: Sequence[str], params: HybridParams) -> float | None:
         """The score at the background's rank from the top (:func:`_rank_of_quantile` of the rows' number)
         among the rows (all when None) that do not hold every distinctive word; only the best rows are read
         for the words, in widening batches, never the whole sample's text."""
@@ -563,7 +576,7 @@ class CorpusSample:
         n = len(scores)
         if not n:
             return None
-        rank = _rank_of_quantile(n)
+        rank = _rank_of_quantile(n, params)
         if not distinctive:
             return float(np.partition(scores, n - rank)[n - rank])
         texts = self.texts
@@ -588,7 +601,7 @@ class CorpusSample:
 _SAMPLES: weakref.WeakKeyDictionary[Any, CorpusSample] = weakref.WeakKeyDictionary()
 
 
-def corpus_sample(collection: Any, size: int = SAMPLE_SIZE) -> CorpusSample:
+def corpus_sample(collection: Any, size: int = PARAMS.sample_size) -> CorpusSample:
     """The collection's :class:`CorpusSample`, drawn once and drawn again when the corpus's size has changed
     by more than a tenth (a few pages imported leave a random sample random)."""
     n = collection.count()
@@ -614,9 +627,11 @@ class Candidates:
     query: str = ""
 
 
-def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL, lean: bool = True) -> Candidates:
-    """Search both routes of the store's corpus for a query (its dense vector given).  ``lean``: the
-    candidates' payloads hold only :data:`LEAN_KEYS` (give :func:`fuse_pages` a ``fetch``); else whole."""
+def candidates(store: Any, query_vector: Any, query: str, params: HybridParams = PARAMS, lean: bool = True) -> Candidates:
+    """Search both routes of the store's corpus for a query (its dense vector given; ``params.pool`` chunks per
+    route).  ``lean``: the candidates' payloads hold only :data:`LEAN_KEYS` (give :func:`fuse_pages` a
+    ``fetch``); else whole."""
+    pool = params.pool
     corpus = store.corpus
     chunks: dict[str, ChunkScore] = {}
     distinctive = tuple(distinctive_words(query))
@@ -637,11 +652,11 @@ def candidates(store: Any, query_vector: Any, query: str, pool: int = POOL, lean
     if not chunks:
         return Candidates(chunks, len(qsparse), 0, distinctive, query=query)
     n = corpus.count()
-    sample = corpus_sample(corpus)
+    sample = corpus_sample(corpus, params.sample_size)
     background: dict[str, float] = {}
     if query_vector is not None:
-        background.update(sample.background(query_vector, distinctive))
-    lex_bg = sample.lexical_background(qsparse, n, distinctive) if qsparse else None
+        background.update(sample.background(query_vector, distinctive, params))
+    lex_bg = sample.lexical_background(qsparse, n, distinctive, params) if qsparse else None
     if lex_bg is not None:
         background["lexical"] = lex_bg
     return Candidates(chunks, len(qsparse), n, distinctive, background or None, query)
@@ -652,22 +667,17 @@ def search_corpus(
     query_vector: Any,
     query: str,
     k: int,
-    floor: float,
-    fusion: Fusion = "sum",
-    pool: int = POOL,
-    w_lexical: float = W_LEXICAL,
+    floors: PageFloors,
+    params: HybridParams = PARAMS,
     names: Sequence[str] | None = None,
-    ordinary_floor: float | None = None,
 ) -> list[PageHit]:
     """The best ``k`` pages of the store's corpus for a query (its dense vector given), fused and floored;
     ``names``: the grounded entity's names and aliases when the query is about one (the name rule)."""
-    found = candidates(store, query_vector, query, pool)
+    found = candidates(store, query_vector, query, params)
     if not found.chunks:
         return []
 
     def fetch(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         return {str(p["_id"]): p for p in store.corpus.retrieve(list(ids))}
 
-    return fuse_pages(
-        found.chunks, found.query_tokens, found.n_chunks, floor, fusion, w_lexical, found.distinctive, k, found.background, fetch=fetch, query=query, names=names, ordinary_floor=ordinary_floor
-    )
+    return fuse_pages(found, floors, params, k=k, fetch=fetch, names=names)

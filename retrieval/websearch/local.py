@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.calibration.resolve import Calibration, resolve_calibration
 from retrieval.websearch.base import SearchError, SearchResult
-from retrieval.websearch.hybrid import LEXICAL_ALONE_NEEDS_WORDS, MAX_SNIPPET_CHARS, NAME_RULE, ORDINARY_SHARED_WORDS, ORDINARY_WORDS_RULE, TITLE_MIN_COVERAGE, Fusion, PageHit, search_corpus
+from retrieval.websearch.hybrid import PageFloors, PageHit, search_corpus
+from retrieval.websearch.params import PARAMS, HybridParams, PageFusion
 
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.knowledge_base import KnowledgeBase
 
-__all__ = ["LocalCorpusSearch", "MAX_SNIPPET_CHARS"]
+__all__ = ["LocalCorpusSearch"]
 
 
 class LocalCorpusSearch:
@@ -36,15 +38,18 @@ class LocalCorpusSearch:
         lock: threading.Lock | None = None,
         min_score: float = 0.0,
         mode: Literal["hybrid", "dense"] = "hybrid",
-        fusion: Fusion = "sum",
+        fusion: PageFusion = "sum",
         floor: float | None = None,
         calibration: Calibration | None = None,
+        hybrid: HybridParams = PARAMS,
     ) -> None:
         self.kb = kb
         self.lock = lock or threading.Lock()
         self.min_score = min_score
         self.mode = mode
         self.fusion = fusion
+        #: the hybrid search's tuned values, with ``fusion`` as given
+        self.hybrid = replace(hybrid, fusion=fusion)
         # the floors are the calibration record's (the KB's, the bundled one, or conservative values); floor
         # overrides the record's corpus floor (KAR_EVIDENCE_FLOOR)
         self.calibration = calibration or resolve_calibration(kb.store, kb.embedder.name, kb.embedder.dim)
@@ -60,8 +65,8 @@ class LocalCorpusSearch:
         # them is not this search's
         return {
             "max_results": max_results, "embedder": self.kb.embedder.name, "mode": "hybrid", "fusion": self.fusion, "floor": self.floor,
-            "title_rule": TITLE_MIN_COVERAGE, "lexical_alone_needs_words": LEXICAL_ALONE_NEEDS_WORDS, "name_rule": NAME_RULE,
-            "ordinary_words_rule": ORDINARY_WORDS_RULE, "ordinary_floor": self.ordinary_floor, "ordinary_shared_words": ORDINARY_SHARED_WORDS,
+            "title_rule": self.hybrid.title_min_coverage, "lexical_alone_needs_words": self.hybrid.lexical_alone_needs_words, "name_rule": self.hybrid.name_rule,
+            "ordinary_words_rule": self.hybrid.ordinary_words_rule, "ordinary_floor": self.ordinary_floor, "ordinary_shared_words": self.hybrid.ordinary_shared_words,
         }
 
     def pages(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[PageHit]:
@@ -70,7 +75,7 @@ class LocalCorpusSearch:
         :mod:`retrieval.websearch.hybrid`; None: read off the query when it has KAR's entity form)."""
         with self.lock:  # the embedder only; the corpus search below runs concurrently
             vector = self.kb.embedder.encode_queries([query]).dense[0]
-        return search_corpus(self.kb.store, vector, query, max_results, self.floor, self.fusion, names=names, ordinary_floor=self.ordinary_floor)
+        return search_corpus(self.kb.store, vector, query, max_results, PageFloors(self.floor, self.ordinary_floor), self.hybrid, names=names)
 
     def search_sync(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
         """Blocking search (used by the async method in a worker thread); ``names`` as in :meth:`pages`."""
@@ -91,7 +96,7 @@ class LocalCorpusSearch:
                 SearchResult(
                     title=str(p.get("title") or p.get("url") or ""),
                     url=str(p.get("url") or ""),
-                    content=str(p.get("text") or "")[:MAX_SNIPPET_CHARS],
+                    content=str(p.get("text") or "")[: self.hybrid.max_snippet_chars],
                     score=round(float(hit.score), 4),
                 )
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,30 @@ from culturebase.settings import Settings
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.websearch import LocalCorpusSearch
 from retrieval.websearch.entity_pages import EntityPages
-from retrieval.websearch.hybrid import ORDINARY_SHARED_WORDS, ChunkScore, fuse_pages, join_chunks
+from retrieval.websearch.hybrid import Candidates, ChunkScore, PageFloors, PageHit, fuse_pages, join_chunks
+from retrieval.websearch.params import PARAMS
 from retrieval.websearch.relevance import content_words
 from tests.fakes.pages import PAGES, write_pages
+
+
+def fuse(
+    chunks: dict[str, ChunkScore],
+    query_tokens: int,
+    n_chunks: int,
+    floor: float,
+    *,
+    distinctive: tuple[str, ...] = (),
+    background: dict[str, float] | None = None,
+    query: str = "",
+    ordinary_floor: float | None = None,
+    k: int | None = None,
+    fetch=None,
+    names=None,
+    **params,
+) -> list[PageHit]:
+    """:func:`fuse_pages` on these candidates, with these floors and the shipped parameters but ``params``."""
+    found = Candidates(chunks, query_tokens, n_chunks, distinctive, background, query)
+    return fuse_pages(found, PageFloors(floor, ordinary_floor), replace(PARAMS, **params), k=k, fetch=fetch, names=names)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +153,7 @@ def _chunk(page: str, n: int, dense: float | None, lexical: float | None = None)
 def test_at_most_two_chunks_of_a_page_adjacent_ones_joined():
     chunks = {c.payload["_id"]: c for c in [_chunk("https://a.org/p", n, 0.95 - n * 0.001) for n in range(4)]}
     chunks.update({c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.80) for i in range(10)]})
-    pages = fuse_pages(chunks, query_tokens=0, n_chunks=14, floor=0.05)
+    pages = fuse(chunks, query_tokens=0, n_chunks=14, floor=0.05)
     top = pages[0]
     assert top.url == "https://a.org/p" and top.chunks == [0, 1]
     assert top.text == "https://a.org/p part 0. https://a.org/p part 1."
@@ -141,10 +163,10 @@ def test_at_most_two_chunks_of_a_page_adjacent_ones_joined():
 def test_the_background_is_the_queries_own_so_a_flat_field_passes_nothing():
     flat = {c.payload["_id"]: c for c in [_chunk(f"https://b.org/{i}", 0, 0.86 - i * 0.001) for i in range(30)]}
     # (the ordinary-words rule apart: these pages hold no word of a query, see its own test)
-    assert not any(p.above_floor for p in fuse_pages(flat, 0, 30, floor=0.05, ordinary_words_rule=False))
+    assert not any(p.above_floor for p in fuse(flat, 0, 30, floor=0.05, ordinary_words_rule=False))
     peak = dict(flat)
     peak["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.95)
-    first = fuse_pages(peak, 0, 31, floor=0.05, ordinary_words_rule=False)[0]
+    first = fuse(peak, 0, 31, floor=0.05, ordinary_words_rule=False)[0]
     assert first.url == "https://a.org/x" and first.above_floor and first.dense_height == pytest.approx(0.95 - 0.852, abs=1e-6)  # the 10th page, now that x is first
 
 
@@ -185,10 +207,10 @@ def test_pages_naming_the_query_are_no_background_for_it():
         chunks[c.payload["_id"]] = c
     chunks["https://a.org/k#0"] = _chunk("https://a.org/k", 0, 0.95)
     chunks["https://a.org/k#0"].payload["text"] = "Kekistan is a fictional country."
-    without = fuse_pages(chunks, 0, 23, floor=0.07, relative=0.0)
+    without = fuse(chunks, 0, 23, floor=0.07, relative_floor=0.0)
     assert without[0].url == "https://a.org/k" and not without[0].above_floor  # the 10th page names the query
     assert without[0].dense_height == pytest.approx(0.95 - 0.892, abs=1e-6)
-    named = fuse_pages(chunks, 0, 23, floor=0.07, distinctive=("kekistan",), relative=0.0)
+    named = fuse(chunks, 0, 23, floor=0.07, distinctive=("kekistan",), relative_floor=0.0)
     assert named[0].url == "https://a.org/k" and named[0].above_floor
     assert named[0].dense_height == pytest.approx(0.95 - 0.791, abs=1e-6)  # the 10th page that does not name it
 
@@ -198,10 +220,10 @@ def test_a_page_far_below_the_best_one_is_not_above_the_floor():
     chunks["https://a.org/x#0"] = _chunk("https://a.org/x", 0, 0.90)
     chunks["https://a.org/y#0"] = _chunk("https://a.org/y", 0, 0.75)
     chunks["https://a.org/z#0"] = _chunk("https://a.org/z", 0, 0.55)
-    pages = {p.url: p for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.7, ordinary_words_rule=False)}
+    pages = {p.url: p for p in fuse(chunks, 0, 23, floor=0.05, relative_floor=0.7, ordinary_words_rule=False)}
     # background 0.44 (the 10th page): heights 0.46, 0.31, 0.11; 0.7 of the best is 0.322
     assert pages["https://a.org/x"].above_floor and not pages["https://a.org/y"].above_floor and not pages["https://a.org/z"].above_floor
-    assert all(p.above_floor for p in fuse_pages(chunks, 0, 23, floor=0.05, relative=0.0, ordinary_words_rule=False)[:3])
+    assert all(p.above_floor for p in fuse(chunks, 0, 23, floor=0.05, relative_floor=0.0, ordinary_words_rule=False)[:3])
 
 
 def test_the_corpus_sample_background_is_a_quantile_so_it_does_not_rise_with_size():
@@ -258,28 +280,28 @@ def test_the_search_reads_whole_payloads_of_the_pages_it_returns_only(pages_kb):
         asked.append(list(ids))
         return {p["_id"]: p for p in pages_kb.store.corpus.retrieve(list(ids))}
 
-    a = fuse_pages(lean.chunks, lean.query_tokens, lean.n_chunks, 0.09, k=2, background=lean.background, fetch=fetch)
-    b = fuse_pages(full.chunks, full.query_tokens, full.n_chunks, 0.09, k=2, background=full.background)
+    a = fuse(lean.chunks, lean.query_tokens, lean.n_chunks, 0.09, k=2, background=lean.background, fetch=fetch)
+    b = fuse(full.chunks, full.query_tokens, full.n_chunks, 0.09, k=2, background=full.background)
     assert [(p.url, p.title, p.text, p.chunks, p.above_floor) for p in a] == [(p.url, p.title, p.text, p.chunks, p.above_floor) for p in b]
     assert len(asked) == 1 and len(asked[0]) == sum(len(p.chunks) for p in a) < len(lean.chunks)  # the 2 pages only
-    hits = search_corpus(pages_kb.store, vec, query, 2, 0.09)
+    hits = search_corpus(pages_kb.store, vec, query, 2, PageFloors(0.09))
     assert [(h.url, h.text) for h in hits] == [(p.url, p.text) for p in b]
 
 
 def test_lexical_heights_are_read_on_the_samples_scale_not_the_corpus_size():
     from retrieval.text.lexical import idf_single
-    from retrieval.websearch.hybrid import SAMPLE_SIZE, lexical_scale
+    from retrieval.websearch.hybrid import lexical_scale
 
     # a corpus larger than the sample: the same scale at 5,000 and at 500,000 chunks
-    assert lexical_scale(10, 5_000) == lexical_scale(10, 500_000) == pytest.approx(10 * idf_single(SAMPLE_SIZE))
+    assert lexical_scale(10, 5_000) == lexical_scale(10, 500_000) == pytest.approx(10 * idf_single(PARAMS.sample_size))
     assert lexical_scale(10, 100) == pytest.approx(10 * idf_single(100))  # the sample is the whole corpus
 
 
 def test_a_title_covers_the_query_only_as_whole_words_of_it():
-    from retrieval.websearch.hybrid import _words, title_coverage
+    from retrieval.websearch.hybrid import text_words, title_coverage
 
     def cover(title: str, query: str) -> float:
-        return title_coverage(title, _words(query))
+        return title_coverage(title, text_words(query))
 
     assert cover("Despacito", "Despacito meme origin meaning") == 1.0
     assert cover("Despacito 2", "Despacito meme origin meaning") == 0.0
@@ -306,12 +328,12 @@ def test_the_page_titled_as_the_query_ranks_first_without_moving_the_floor():
     chunks["https://k.org/d2#0"] = _titled("https://k.org/d2", "Despacito 2", 0, 0.90, 30.0)
     chunks["https://k.org/d#0"] = _titled("https://k.org/d", "Despacito", 0, 0.86, 28.0)
     query = "Despacito meme origin meaning"
-    plain = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0)
+    plain = fuse(dict(chunks), 4, 14, floor=0.05, relative_floor=0.0)
     assert [p.url for p in plain[:2]] == ["https://k.org/d2", "https://k.org/d"]
-    titled = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query)
+    titled = fuse(dict(chunks), 4, 14, floor=0.05, relative_floor=0.0, query=query)
     assert [p.url for p in titled[:2]] == ["https://k.org/d", "https://k.org/d2"]
     assert {p.url: (p.relevance, p.above_floor) for p in titled} == {p.url: (p.relevance, p.above_floor) for p in plain}
-    off = fuse_pages(dict(chunks), 4, 14, floor=0.05, relative=0.0, query=query, title_min=2.0, name_rule=False)
+    off = fuse(dict(chunks), 4, 14, floor=0.05, relative_floor=0.0, query=query, title_min_coverage=2.0, name_rule=False)
     assert [p.url for p in off[:2]] == ["https://k.org/d2", "https://k.org/d"]
 
 
@@ -319,29 +341,29 @@ def test_a_page_found_on_the_lexical_route_alone_needs_the_querys_distinctive_wo
     # the dense route finds nothing above its background (a flat field); one page shares words with the query
     chunks = {f"https://b.org/{i}#0": _chunk(f"https://b.org/{i}", 0, 0.80 - i * 0.001, 1.0) for i in range(12)}
     chunks["https://a.org/x#0"] = _titled("https://a.org/x", "I Have The High Ground", 0, 0.70, 40.0, "call me when you can, said the Jedi")
-    ordinary = fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0)
+    ordinary = fuse(dict(chunks), 5, 13, floor=0.05, relative_floor=0.0)
     assert ordinary[0].url == "https://a.org/x" and ordinary[0].dense_height == 0.0 and ordinary[0].lexical_height > 0
     assert not ordinary[0].above_floor  # a caption of ordinary words: no distinctive word to hold
-    assert fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, lexical_alone_words=False)[0].above_floor
-    named = fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, distinctive=("jedi",))
+    assert fuse(dict(chunks), 5, 13, floor=0.05, relative_floor=0.0, lexical_alone_needs_words=False)[0].above_floor
+    named = fuse(dict(chunks), 5, 13, floor=0.05, relative_floor=0.0, distinctive=("jedi",))
     assert named[0].url == "https://a.org/x" and named[0].above_floor  # the page holds the query's distinctive word
-    assert not fuse_pages(dict(chunks), 5, 13, floor=0.05, relative=0.0, distinctive=("sith",))[0].above_floor
+    assert not fuse(dict(chunks), 5, 13, floor=0.05, relative_floor=0.0, distinctive=("sith",))[0].above_floor
 
 
 def test_the_local_search_cache_key_names_the_rules(pages_kb):
     params = LocalCorpusSearch(pages_kb).params(5)
     assert params["title_rule"] == 0.5 and params["lexical_alone_needs_words"] is True and params["mode"] == "hybrid"
-    assert params["name_rule"] is True and params["ordinary_words_rule"] is True and params["ordinary_shared_words"] == ORDINARY_SHARED_WORDS
+    assert params["name_rule"] is True and params["ordinary_words_rule"] is True and params["ordinary_shared_words"] == PARAMS.ordinary_shared_words
     assert "title_rule" not in LocalCorpusSearch(pages_kb, mode="dense").params(5)
 
 
 def test_the_names_of_kars_entity_query_are_its_leading_words_before_the_template():
-    from retrieval.websearch.hybrid import _words, lead_names
+    from retrieval.websearch.hybrid import lead_names, text_words
 
-    assert lead_names(_words("Doge Photo of Kabosu meme origin meaning")) == ["doge", "dogephoto", "dogephotoof", "dogephotoofkabosu"]
-    assert "王司徒" in lead_names(_words("王司徒 三国演义 梗 文化背景 出处"))
-    assert lead_names(_words("when the bus driver waits for you")) == []  # not KAR's entity form
-    assert lead_names(_words("meme origin meaning")) == []  # the template alone names nothing
+    assert lead_names(text_words("Doge Photo of Kabosu meme origin meaning")) == ["doge", "dogephoto", "dogephotoof", "dogephotoofkabosu"]
+    assert "王司徒" in lead_names(text_words("王司徒 三国演义 梗 文化背景 出处"))
+    assert lead_names(text_words("when the bus driver waits for you")) == []  # not KAR's entity form
+    assert lead_names(text_words("meme origin meaning")) == []  # the template alone names nothing
 
 
 def _doge_chunks() -> dict[str, ChunkScore]:
@@ -357,17 +379,17 @@ def _doge_chunks() -> dict[str, ChunkScore]:
 
 def test_the_page_titled_as_the_grounded_name_ranks_first_when_the_query_holds_the_source_work():
     query = "Doge Photo of Kabosu meme origin meaning"
-    off = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, name_rule=False)
+    off = fuse(_doge_chunks(), 6, 16, floor=0.05, relative_floor=0.0, query=query, name_rule=False)
     assert [p.url for p in off[:3]] == ["https://k.org/kabosu", "https://k.org/doge2", "https://k.org/doge"]
     # the name read off the query (KAR's entity form: the name comes first)
-    read = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query)
+    read = fuse(_doge_chunks(), 6, 16, floor=0.05, relative_floor=0.0, query=query)
     assert read[0].url == "https://k.org/doge"
     # the grounded names given: they decide, not the query's words
-    given = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Doge", "Shiba Inu Doge"])
+    given = fuse(_doge_chunks(), 6, 16, floor=0.05, relative_floor=0.0, query=query, names=["Doge", "Shiba Inu Doge"])
     assert given[0].url == "https://k.org/doge"
-    alias = fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Kabosu Dog", "cheems"])
+    alias = fuse(_doge_chunks(), 6, 16, floor=0.05, relative_floor=0.0, query=query, names=["Kabosu Dog", "cheems"])
     assert alias[0].url == "https://k.org/cheems"  # word-aware and case-insensitive, an alias counts
-    assert fuse_pages(_doge_chunks(), 6, 16, floor=0.05, relative=0.0, query=query, names=["Dog"])[0].url == "https://k.org/kabosu"  # not part of a word
+    assert fuse(_doge_chunks(), 6, 16, floor=0.05, relative_floor=0.0, query=query, names=["Dog"])[0].url == "https://k.org/kabosu"  # not part of a word
     # the rule orders pages only: relevance and the floor are read as without it
     assert {p.url: (p.relevance, p.above_floor) for p in read} == {p.url: (p.relevance, p.above_floor) for p in off}
 
@@ -376,8 +398,8 @@ def test_a_caption_is_not_reordered_by_the_name_rule():
     chunks = _doge_chunks()
     chunks["https://k.org/when#0"] = _titled("https://k.org/when", "When", 0, 0.30, 1.0)
     caption = "when the dog waits for you at the door"
-    assert [p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption)] == [
-        p.url for p in fuse_pages(dict(chunks), 6, 17, floor=0.05, relative=0.0, query=caption, name_rule=False)
+    assert [p.url for p in fuse(dict(chunks), 6, 17, floor=0.05, relative_floor=0.0, query=caption)] == [
+        p.url for p in fuse(dict(chunks), 6, 17, floor=0.05, relative_floor=0.0, query=caption, name_rule=False)
     ]
 
 
@@ -395,18 +417,18 @@ def test_a_query_of_ordinary_words_needs_the_higher_floor_for_a_page_on_its_subj
     chunks = {f"https://b.org/{i}#0": _titled(f"https://b.org/{i}", f"Other {i}", 0, 0.50 - i * 0.01, 1.0) for i in range(12)}
     chunks["https://k.org/bus#0"] = _titled("https://k.org/bus", "People Who Thank the Bus Driver", 0, 0.80, 30.0, "a bus driver waits for a passenger and people thank the driver")
     caption = "when the bus driver waits for you"
-    plain = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=False)
+    plain = fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query=caption, ordinary_words_rule=False)
     assert plain[0].url == "https://k.org/bus" and plain[0].above_floor and plain[0].dense_height > 0
     high = plain[0].relevance + 0.01
-    ruled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_words_rule=True, ordinary_floor=high)
+    ruled = fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query=caption, ordinary_words_rule=True, ordinary_floor=high)
     assert ruled[0].url == "https://k.org/bus" and not ruled[0].above_floor  # the same rank, below the ordinary floor
     assert ruled[0].relevance == plain[0].relevance
-    assert fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=caption, ordinary_floor=high - 0.02)[0].above_floor  # on by default
-    held = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a passenger", distinctive=("passenger",), ordinary_floor=high)
+    assert fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query=caption, ordinary_floor=high - 0.02)[0].above_floor  # on by default
+    held = fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query="the driver waits for a passenger", distinctive=("passenger",), ordinary_floor=high)
     assert held[0].above_floor  # a distinctive word of the query that the page holds: the ordinary floor is not read
-    lacking = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="the driver waits for a tourist", distinctive=("tourist",), ordinary_floor=high)
+    lacking = fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query="the driver waits for a tourist", distinctive=("tourist",), ordinary_floor=high)
     assert not lacking[0].above_floor
-    titled = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query="People Who Thank the Bus Driver meme origin meaning", ordinary_floor=high)
+    titled = fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query="People Who Thank the Bus Driver meme origin meaning", ordinary_floor=high)
     assert titled[0].above_floor  # the query names the page by its title (ordinary words, a meme's name)
 
 
@@ -419,8 +441,8 @@ def test_a_description_sharing_several_content_words_with_its_page_is_spared_the
     )
     description = "that cartoon of a dog sitting calmly in a room on fire with his coffee"
     assert content_words(description) == ["cartoon", "dog", "sitting", "calmly", "room", "fire", "coffee"]
-    high = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_words_rule=False)[0].relevance + 0.01
-    spared = fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_floor=high)
+    high = fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query=description, ordinary_words_rule=False)[0].relevance + 0.01
+    spared = fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query=description, ordinary_floor=high)
     assert spared[0].url == "https://k.org/fine" and spared[0].above_floor  # cartoon, dog, room, coffee: 4 words
-    assert not fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_floor=high, shared_words=5)[0].above_floor
-    assert not fuse_pages(dict(chunks), 6, 13, floor=0.05, relative=0.0, query=description, ordinary_floor=high, shared_words=0)[0].above_floor
+    assert not fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query=description, ordinary_floor=high, ordinary_shared_words=5)[0].above_floor
+    assert not fuse(dict(chunks), 6, 13, floor=0.05, relative_floor=0.0, query=description, ordinary_floor=high, ordinary_shared_words=0)[0].above_floor
