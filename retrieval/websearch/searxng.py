@@ -9,8 +9,8 @@ the JSON format is off in a fresh instance (403: add ``json`` to ``search.format
 ``settings.yml``), and an answer with no results while engines were unresponsive means no
 engine could search (rate limits, CAPTCHAs), not that the web has nothing.  429, 5xx,
 transport errors and timeouts are retried with exponential backoff; the client is built lazily,
-one per event loop.  The disk cache (:class:`~retrieval.websearch.cache.CachedSearch`) sits in
-front of it like any backend.
+one per event loop (:class:`~retrieval.websearch.client.RetryingClient`).  The disk cache
+(:class:`~retrieval.websearch.cache.CachedSearch`) sits in front of it like any backend.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
 from retrieval.websearch.base import SearchError, SearchNotConfiguredError, SearchResult
+from retrieval.websearch.client import RetryingClient
 
 JSON_OFF_HELP = "enable the JSON format in the instance's settings.yml (search: formats: [html, json]) and restart it"
 
@@ -36,11 +35,10 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (_Retryable, httpx.TransportError, asyncio.TimeoutError))
 
 
-class SearxngSearch:
+class SearxngSearch(RetryingClient):
     """A :class:`~retrieval.websearch.base.WebSearch` over a SearXNG instance's JSON API."""
 
     name = "searxng"
-    uses_names = False  # a web search ranks by the query alone: ``names`` never enter its cache key
 
     def __init__(
         self,
@@ -48,40 +46,35 @@ class SearxngSearch:
         *,
         language: str = "all",
         safesearch: int = 1,
-        timeout_s: float = 30.0,
-        max_retries: int = 3,
-        backoff_initial_s: float = 1.0,
-        backoff_max_s: float = 30.0,
+        **client: Any,
     ) -> None:
+        """``client``: the timeout and retry settings of :class:`~retrieval.websearch.client.RetryingClient`."""
         if not base_url:
             raise SearchNotConfiguredError(
                 "SearXNG search needs its address: set KAR_SEARXNG_URL (e.g. the compose profile `searxng`), "
                 "or use KAR_SEARCH_BACKEND=local"
             )
+        super().__init__(**client)
         self.base_url = base_url.rstrip("/")
         self.language = language
         self.safesearch = safesearch
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
-        self._client: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def params(self, max_results: int) -> dict[str, Any]:
         return {"max_results": max_results, "language": self.language, "safesearch": self.safesearch, "instance": self.base_url}
 
-    def _get_client(self) -> Any:
+    def new_client(self) -> Any:
         import httpx
 
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self.timeout_s, headers={"Accept": "application/json"})
-            self._loop = loop
-        return self._client
+        return httpx.AsyncClient(timeout=self.timeout_s, headers={"Accept": "application/json"})
+
+    async def close_client(self, client: Any) -> None:
+        await client.aclose()
+
+    def retryable(self, exc: BaseException) -> bool:
+        return is_retryable(exc)
 
     async def _get(self, query: str) -> dict[str, Any]:
-        client = self._get_client()
+        client = self.client()
         resp = await client.get(
             f"{self.base_url}/search",
             params={"q": query, "format": "json", "language": self.language, "safesearch": self.safesearch, "pageno": 1},
@@ -104,19 +97,7 @@ class SearxngSearch:
 
     async def search(self, query: str, max_results: int = 5, names: Sequence[str] | None = None) -> list[SearchResult]:
         """Results for ``query``; ``names`` are accepted and ignored (a web search ranks by the query alone)."""
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception(is_retryable),
-                stop=stop_after_attempt(self.max_retries + 1),
-                wait=wait_exponential_jitter(initial=self.backoff_initial_s, max=self.backoff_max_s),
-                reraise=True,
-            ):
-                with attempt:
-                    body = await self._get(query)
-        except SearchError as exc:
-            raise SearchError(f"searxng search {query!r} failed: {exc}") from exc
-        except Exception as exc:
-            raise SearchError(f"searxng search {query!r} failed: {type(exc).__name__}: {exc}") from exc
+        body = await self.retrying(query, lambda: self._get(query))
         raw = [r for r in body.get("results") or [] if isinstance(r, dict) and r.get("url")]
         down = [e for e in body.get("unresponsive_engines") or [] if e]
         if not raw and down:
@@ -131,11 +112,3 @@ class SearxngSearch:
             )
             for r in raw[:max_results]
         ]
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            try:
-                await self._client.aclose()
-            except RuntimeError:
-                pass
-            self._client = None
