@@ -73,6 +73,13 @@ class Source(BaseModel):
         return value
 
 
+def stored_path(value: str, kind: str) -> str:
+    """``value`` when it is a path inside the ``kind`` folder (``ab/<sha256>.<ext>``); else a ValueError."""
+    if value.startswith("/") or ".." in value.split("/"):
+        raise ValueError(f"must be a path inside the {kind} folder (ab/<sha256>.<ext>)")
+    return value
+
+
 class EntityImage(BaseModel):
     """An image of the entity, stored once under ``KAR_DATA_DIR/images`` by content hash."""
 
@@ -88,9 +95,7 @@ class EntityImage(BaseModel):
     @field_validator("path")
     @classmethod
     def _relative(cls, value: str) -> str:
-        if value.startswith("/") or ".." in value.split("/"):
-            raise ValueError("must be a path inside the image folder (ab/<sha256>.<ext>)")
-        return value
+        return stored_path(value, "image")
 
 
 class EntitySound(BaseModel):
@@ -107,9 +112,7 @@ class EntitySound(BaseModel):
     @field_validator("path")
     @classmethod
     def _relative(cls, value: str) -> str:
-        if value.startswith("/") or ".." in value.split("/"):
-            raise ValueError("must be a path inside the sound folder (ab/<sha256>.<ext>)")
-        return value
+        return stored_path(value, "sound")
 
 
 def _clean(value: Any) -> Any:

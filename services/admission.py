@@ -90,14 +90,8 @@ class Admission:
     def admit(self) -> Ticket:
         """Take a place in the queue, or raise the 503 at once when it is full."""
         if self.waiting + self.running >= self.max_in_flight + self.queue_size:
-            retry = self.retry_after_s()
-            self.metrics.rejections.labels("queue_full").inc()
-            raise ApiError(
-                503,
-                "busy",
-                f"the server is busy ({self.running} explaining, {self.waiting} waiting, queue limit {self.queue_size}); retry in {retry} s",
-                headers={"Retry-After": str(retry)},
-            )
+            what = f"({self.running} explaining, {self.waiting} waiting, queue limit {self.queue_size})"
+            raise self._busy("queue_full", what, self.retry_after_s())
         now = time.monotonic()
         self.waiting += 1
         return Ticket(arrived=now, deadline=now + self.timeout_s)
@@ -114,16 +108,15 @@ class Admission:
         ticket.started = time.monotonic()
         self.metrics.queue_wait.observe(ticket.started - ticket.arrived)
 
+    def _busy(self, reason: str, what: str, retry: int) -> ApiError:
+        """The 503 that asks the client to retry in ``retry`` s, counted under ``reason``."""
+        self.metrics.rejections.labels(reason).inc()
+        return ApiError(503, "busy", f"the server is busy {what}; retry in {retry} s", headers={"Retry-After": str(retry)})
+
     def _busy_media(self, why: str) -> ApiError:
         ahead = self.media_waiting + 1
         retry = max(1, min(MAX_RETRY_AFTER_S, math.ceil(self.media_estimate_s() * ahead / self.media_in_flight)))
-        self.metrics.rejections.labels("media_full").inc()
-        return ApiError(
-            503,
-            "busy",
-            f"the server is busy with clips ({self.media_in_flight} at a time, {self.media_waiting} waiting; {why}); retry in {retry} s",
-            headers={"Retry-After": str(retry)},
-        )
+        return self._busy("media_full", f"with clips ({self.media_in_flight} at a time, {self.media_waiting} waiting; {why})", retry)
 
     def media_estimate_s(self) -> float:
         """Seconds a clip is expected to take: the longest of the last few (a mean lets a slow burst run into 504s)."""

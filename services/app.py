@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -24,8 +24,10 @@ from fastapi.staticfiles import StaticFiles
 
 from culturebase.settings import Settings, get_settings
 from services.errors import ApiError, error_response, install_error_handlers
-from services.images import UrlFetcher
 from services.metrics import Metrics, MetricsMiddleware
+
+if TYPE_CHECKING:
+    from services.state import ServiceParts
 
 log = logging.getLogger("services")
 STATIC = Path(__file__).resolve().parent / "static"
@@ -91,18 +93,8 @@ class BodyLimitMiddleware:
         return f"{LIMIT_SETTING}={self.import_mb:g}"
 
 
-def create_app(
-    settings: Settings | None = None,
-    *,
-    kb: Any = None,
-    embedder: Any = None,
-    vlm: Any = "settings",
-    search: Any = "settings",
-    ocr: Any = "settings",
-    fetcher: UrlFetcher | None = None,
-    warmup: Any = "settings",
-) -> FastAPI:
-    """Build the API (parts may be passed in: an open KnowledgeBase, a VLM double, a search double; ``warmup``:
+def create_app(settings: Settings | None = None, *, warmup: Any = "settings", **parts: Unpack[ServiceParts]) -> FastAPI:
+    """Build the API (``parts`` may be passed in: an open KnowledgeBase, a VLM double, a search double; ``warmup``:
     the warm-up steps, ``[(name, blocking call), ...]``, or "settings": grounding and the corpus search when
     KAR_API_WARMUP is on, see :mod:`services.warming`)."""
     settings = settings or get_settings()
@@ -111,9 +103,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from services.state import build_services
 
-        services = await asyncio.to_thread(
-            build_services, settings, kb=kb, embedder=embedder, vlm=vlm, search=search, ocr=ocr, fetcher=fetcher
-        )
+        services = await asyncio.to_thread(build_services, settings, **parts)
         services.metrics = metrics
         metrics.bind_search(services.search)
         services.bind_admission()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from culturebase.settings import Settings
 from services.ablations import AblationManager
@@ -97,6 +97,18 @@ class KarServices:
             finally:
                 if held:
                     self.lock.release()
+
+
+class ServiceParts(TypedDict, total=False):
+    """Parts a caller may pass in instead of having them built from settings (an open KnowledgeBase, test
+    doubles); the defaults and meanings are :func:`build_services`'s."""
+
+    kb: Any
+    embedder: Any
+    vlm: Any
+    search: Any
+    ocr: Any
+    fetcher: UrlFetcher | None
 
 
 def build_services(

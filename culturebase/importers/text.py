@@ -53,8 +53,4 @@ def join_capped(paragraphs: Iterable[str], limit: int) -> tuple[str, bool]:
 
 def string_list(value: Any) -> list[str]:
     """Cleaned non-empty strings of a list (a lone string is a list of one)."""
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        return []
-    return [t for t in (clean_inline(v) for v in value) if t]
+    return clean_paragraphs(value)
