@@ -2,7 +2,7 @@
 
 Each field names the bench command that chose it (or says that none did).  ``python bench/evidence.py``
 searches the KnowYourMeme bench pages (``--filler 50000``: also at about 50,000 chunks) and chooses on its
-calibration split; ``docs/retrieval.md`` gives the figures.  The two floors read the embedder's score
+calibration split; ``docs/evidence.md`` gives the figures.  The two floors read the embedder's score
 scale, so they are not here: they are the calibration record's ``corpus_floor`` and
 ``corpus_ordinary_floor`` (:mod:`retrieval.calibration`).
 """
