@@ -623,119 +623,135 @@ def rules_on_calibration(rows: list[dict[str, Any]], w: float, relative: float) 
     return out
 
 
-def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | None, embed_ms: float | None = None) -> dict[str, Any]:
-    """The figures of searched rows (see :func:`measure`)."""
-    if choose:
-        best = None
-        for w in W_GRID:
-            CHOSEN["ordinary_floor"] = choose_ordinary_floor(rows, w)
-            CHOSEN["shared_words"] = choose_shared_words(rows, w, choose_floor(rows, w, shared_words=0))
-            floor = choose_floor(rows, w)
-            mrr = []
-            for r in rows:
-                if r["kind"] in ("entity", "description") and r["split"] == "calibration":
-                    ranked = page_ranking([p.url for p in hybrid_pages(r["found"], floor, w)])
-                    mrr.append(rank_metrics(ranked, r["url"])["mrr@10"])
-            score = mean(mrr)
-            log.info("calibration: w %.2f floor %.4f mrr %.4f", w, floor, score)
-            if best is None or score > best["mrr"]:
-                best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"], "shared_words": CHOSEN["shared_words"]}
-        fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"], "shared_words": best["shared_words"]}
-        CHOSEN["ordinary_floor"] = fixed["ordinary_floor"]
-        CHOSEN["shared_words"] = fixed["shared_words"]
-        fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
-        fixed["rules_on_calibration"] = rules_on_calibration(rows, best["w_lexical"], fixed["relative"])
-    assert fixed is not None
-    w, floor = fixed["w_lexical"], fixed["floor"]
-    CHOSEN["ordinary_floor"] = fixed.get("ordinary_floor")
-    CHOSEN["shared_words"] = fixed.get("shared_words")
-    rel = fixed.get("relative", PARAMS.relative_floor)
-    out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
-    lost: list[dict[str, Any]] = []
-    for split in ("calibration", "held-out"):
-        res: dict[str, Any] = {}
-        systems_out: dict[str, dict[str, Any]] = {n: {} for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
-        for kind in KINDS:
-            sel = [r for r in rows if r["kind"] == kind and r["split"] == split]
-            if not sel and kind in ("written", "written_zh"):
-                continue
-            per: dict[str, list[dict[str, float]]] = {n: [] for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
-            if kind == "entity_work":  # the name rule: with KAR's grounded names, read off the query, and off
-                per.update({"hybrid_sum_names_from_query": [], "hybrid_sum_no_name_rule": []})
-            for r in sel:
-                per["dense_today"].append(rank_metrics(r["dense"][0], r["url"]))
-                per["bm25s"].append(rank_metrics(r["bm25"][0], r["url"]))
-                hs = hybrid_pages(r["found"], floor, w, "sum", relative=rel, names=r.get("names"))
-                hr = hybrid_pages(r["found"], floor, w, "rrf", relative=rel, names=r.get("names"))
-                per["hybrid_sum"].append(rank_metrics(page_ranking([p.url for p in hs]), r["url"]))
-                per["hybrid_rrf"].append(rank_metrics(page_ranking([p.url for p in hr]), r["url"]))
-                if kind == "entity_work":
-                    for name, extra in (("hybrid_sum_names_from_query", {}), ("hybrid_sum_no_name_rule", {"name_rule": False})):
-                        ps = hybrid_pages(r["found"], floor, w, "sum", relative=rel, **extra)
-                        per[name].append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
-                if split == "held-out":
-                    d = per["dense_today"][-1]["rank"]
-                    n = per["hybrid_sum"][-1]["rank"]
-                    if d is not None and d <= 5 and (n is None or n > 5):
-                        mine = next((p for p in hs if canonical_url(p.url) == canonical_url(r["url"])), None)
-                        lost.append({
-                            "kind": kind, "query": r["query"], "dense_rank": d, "new_rank": n,
-                            "why": "not among either route's top chunks" if mine is None else
-                                   f"relevance {mine.relevance:.3f} (dense height {mine.dense_height:.3f}, lexical height {mine.lexical_height:.3f}) below {n - 1 if n else '?'} other pages",
-                        })
-            for n, ms in per.items():
-                systems_out.setdefault(n, {})[kind] = {
-                    "n": len(ms), "hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "ndcg@5": mean([m["ndcg@5"] for m in ms]),
-                }
-            # the floor's effect on the page's own query: is the right page above it?
-            if kind != "name":
-                systems_out["hybrid_sum"][kind]["right_page_above_floor"] = mean(
-                    [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names"))) else 0.0 for r in sel]
-                )
-        # evidence block of the entity query: share of other pages
-        ent = [r for r in rows if r["kind"] == "entity" and r["split"] == split]
-        o = {"dense_today": [0, 0], "bm25s": [0, 0], "hybrid_search_cot": [0, 0], "hybrid_kar": [0, 0], "hybrid_kar_entity_work": [0, 0]}
-        for r in [r for r in rows if r["kind"] == "entity_work" and r["split"] == split]:
-            results = as_results(hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names")))
-            a, b = other_share([p.url for p in select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"]).pieces], r["url"])
-            o["hybrid_kar_entity_work"][0] += a
-            o["hybrid_kar_entity_work"][1] += b
-        for r in ent:
-            for name, ev in (("dense_today", r["dense"][1]), ("bm25s", r["bm25"][1])):
-                a, b = other_share([e.url for e in ev], r["url"])
-                o[name][0] += a
-                o[name][1] += b
-            results = as_results(hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names")))
-            cot = select_evidence([(r["query"], "local", results)], None)
-            kar = select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"])
-            for name, s in (("hybrid_search_cot", cot), ("hybrid_kar", kar)):
-                a, b = other_share([p.url for p in s.pieces], r["url"])
-                o[name][0] += a
-                o[name][1] += b
-        evidence_share = {n: {"other_pages": a, "pieces": b, "share": round(a / b, 4) if b else None} for n, (a, b) in o.items()}
-        # ordinary captions
-        caps = [r for r in rows if r["kind"] == "caption" and r["split"] == CAPTION_SET[split]]
-        given = {"dense_today": 0, "bm25s": 0, "hybrid": 0}
-        passed: list[str] = []
-        for r in caps:
-            given["dense_today"] += 1 if r["dense"][1] else 0
-            given["bm25s"] += 1 if r["bm25"][1] else 0
-            s = select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=rel)))], None)
-            if s.pieces:
-                given["hybrid"] += 1
-                passed.append(r["query"])
-        by_lang = {}
-        for lang in ("en", "zh"):
-            lc = [r for r in caps if r.get("lang") == lang]
-            by_lang[lang] = {"n": len(lc), "given_evidence": sum(1 for r in lc if r["query"] in passed)}
-        res["ranking"] = systems_out
-        res["evidence_block_other_pages"] = evidence_share
-        res["ordinary_captions"] = {"set": CAPTION_SET[split], "n": len(caps), **{n: {"given_evidence": v, "share": round(v / len(caps), 4) if caps else None} for n, v in given.items()}, "hybrid_by_lang": by_lang, "hybrid_passed": passed[:20]}
-        out["splits"][split] = res
+def choose_settings(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The weight, floor, ordinary floor and shared words (the best calibration MRR of entity and description
+    queries over W_GRID), then the relative floor and the rules on and off, all on the calibration split."""
+    best = None
+    for w in W_GRID:
+        CHOSEN["ordinary_floor"] = choose_ordinary_floor(rows, w)
+        CHOSEN["shared_words"] = choose_shared_words(rows, w, choose_floor(rows, w, shared_words=0))
+        floor = choose_floor(rows, w)
+        mrr = []
+        for r in rows:
+            if r["kind"] in ("entity", "description") and r["split"] == "calibration":
+                ranked = page_ranking([p.url for p in hybrid_pages(r["found"], floor, w)])
+                mrr.append(rank_metrics(ranked, r["url"])["mrr@10"])
+        score = mean(mrr)
+        log.info("calibration: w %.2f floor %.4f mrr %.4f", w, floor, score)
+        if best is None or score > best["mrr"]:
+            best = {"w_lexical": w, "floor": floor, "mrr": score, "ordinary_floor": CHOSEN["ordinary_floor"], "shared_words": CHOSEN["shared_words"]}
+    assert best is not None
+    fixed = {"w_lexical": best["w_lexical"], "floor": best["floor"], "ordinary_floor": best["ordinary_floor"], "shared_words": best["shared_words"]}
+    CHOSEN["ordinary_floor"] = fixed["ordinary_floor"]
+    CHOSEN["shared_words"] = fixed["shared_words"]
+    fixed["relative"], fixed["relative_f1"] = choose_relative(rows, best["floor"], best["w_lexical"])
+    fixed["rules_on_calibration"] = rules_on_calibration(rows, best["w_lexical"], fixed["relative"])
+    return fixed
+
+
+def lost_page(kind: str, r: dict[str, Any], d: int | None, n: int | None, hs: list[Any]) -> dict[str, Any] | None:
+    """A held-out query whose page today's dense search had in its top 5 and the hybrid search has not."""
+    if d is None or d > 5 or (n is not None and n <= 5):
+        return None
+    mine = next((p for p in hs if canonical_url(p.url) == canonical_url(r["url"])), None)
+    return {
+        "kind": kind, "query": r["query"], "dense_rank": d, "new_rank": n,
+        "why": "not among either route's top chunks" if mine is None else
+               f"relevance {mine.relevance:.3f} (dense height {mine.dense_height:.3f}, lexical height {mine.lexical_height:.3f}) below {n - 1 if n else '?'} other pages",
+    }
+
+
+def kind_rankings(sel: list[dict[str, Any]], kind: str, split: str, floor: float, w: float, rel: float, lost: list[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
+    """Per system, the rank metrics of one kind's queries of one split (held-out pages lost appended to ``lost``)."""
+    per: dict[str, list[dict[str, float]]] = {n: [] for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
+    if kind == "entity_work":  # the name rule: with KAR's grounded names, read off the query, and off
+        per.update({"hybrid_sum_names_from_query": [], "hybrid_sum_no_name_rule": []})
+    for r in sel:
+        per["dense_today"].append(rank_metrics(r["dense"][0], r["url"]))
+        per["bm25s"].append(rank_metrics(r["bm25"][0], r["url"]))
+        hs = hybrid_pages(r["found"], floor, w, "sum", relative=rel, names=r.get("names"))
+        hr = hybrid_pages(r["found"], floor, w, "rrf", relative=rel, names=r.get("names"))
+        per["hybrid_sum"].append(rank_metrics(page_ranking([p.url for p in hs]), r["url"]))
+        per["hybrid_rrf"].append(rank_metrics(page_ranking([p.url for p in hr]), r["url"]))
+        if kind == "entity_work":
+            for name, extra in (("hybrid_sum_names_from_query", {}), ("hybrid_sum_no_name_rule", {"name_rule": False})):
+                ps = hybrid_pages(r["found"], floor, w, "sum", relative=rel, **extra)
+                per[name].append(rank_metrics(page_ranking([p.url for p in ps]), r["url"]))
+        if split == "held-out":
+            gone = lost_page(kind, r, per["dense_today"][-1]["rank"], per["hybrid_sum"][-1]["rank"], hs)
+            if gone is not None:
+                lost.append(gone)
+    return per
+
+
+def ranking_figures(rows: list[dict[str, Any]], split: str, floor: float, w: float, rel: float, lost: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """hit@1, MRR@10 and nDCG@5 per system and query kind of one split; the right page above the floor."""
+    systems_out: dict[str, dict[str, Any]] = {n: {} for n in ("dense_today", "bm25s", "hybrid_sum", "hybrid_rrf")}
+    for kind in KINDS:
+        sel = [r for r in rows if r["kind"] == kind and r["split"] == split]
+        if not sel and kind in ("written", "written_zh"):
+            continue
+        for n, ms in kind_rankings(sel, kind, split, floor, w, rel, lost).items():
+            systems_out.setdefault(n, {})[kind] = {
+                "n": len(ms), "hit@1": mean([m["hit@1"] for m in ms]), "mrr@10": mean([m["mrr@10"] for m in ms]), "ndcg@5": mean([m["ndcg@5"] for m in ms]),
+            }
+        # the floor's effect on the page's own query: is the right page above it?
+        if kind != "name":
+            systems_out["hybrid_sum"][kind]["right_page_above_floor"] = mean(
+                [1.0 if any(canonical_url(p.url) == canonical_url(r["url"]) and p.above_floor for p in hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names"))) else 0.0 for r in sel]
+            )
+    return systems_out
+
+
+def evidence_share_figures(rows: list[dict[str, Any]], split: str, floor: float, w: float, rel: float) -> dict[str, Any]:
+    """The share of the entity query's evidence block from other pages, per system."""
+    ent = [r for r in rows if r["kind"] == "entity" and r["split"] == split]
+    o = {"dense_today": [0, 0], "bm25s": [0, 0], "hybrid_search_cot": [0, 0], "hybrid_kar": [0, 0], "hybrid_kar_entity_work": [0, 0]}
+    for r in [r for r in rows if r["kind"] == "entity_work" and r["split"] == split]:
+        results = as_results(hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names")))
+        a, b = other_share([p.url for p in select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"]).pieces], r["url"])
+        o["hybrid_kar_entity_work"][0] += a
+        o["hybrid_kar_entity_work"][1] += b
+    for r in ent:
+        for name, ev in (("dense_today", r["dense"][1]), ("bm25s", r["bm25"][1])):
+            a, b = other_share([e.url for e in ev], r["url"])
+            o[name][0] += a
+            o[name][1] += b
+        results = as_results(hybrid_pages(r["found"], floor, w, relative=rel, names=r.get("names")))
+        cot = select_evidence([(r["query"], "local", results)], None)
+        kar = select_evidence([(r["query"], "local", results)], [r["entity"]], r["entity_pages"])
+        for name, s in (("hybrid_search_cot", cot), ("hybrid_kar", kar)):
+            a, b = other_share([p.url for p in s.pieces], r["url"])
+            o[name][0] += a
+            o[name][1] += b
+    return {n: {"other_pages": a, "pieces": b, "share": round(a / b, 4) if b else None} for n, (a, b) in o.items()}
+
+
+def caption_figures(rows: list[dict[str, Any]], split: str, floor: float, w: float, rel: float) -> dict[str, Any]:
+    """The ordinary captions of the split's caption set given any evidence, per system (hybrid: per language)."""
+    caps = [r for r in rows if r["kind"] == "caption" and r["split"] == CAPTION_SET[split]]
+    given = {"dense_today": 0, "bm25s": 0, "hybrid": 0}
+    passed: list[str] = []
+    for r in caps:
+        given["dense_today"] += 1 if r["dense"][1] else 0
+        given["bm25s"] += 1 if r["bm25"][1] else 0
+        s = select_evidence([(r["query"], "local", as_results(hybrid_pages(r["found"], floor, w, relative=rel)))], None)
+        if s.pieces:
+            given["hybrid"] += 1
+            passed.append(r["query"])
+    by_lang = {}
+    for lang in ("en", "zh"):
+        lc = [r for r in caps if r.get("lang") == lang]
+        by_lang[lang] = {"n": len(lc), "given_evidence": sum(1 for r in lc if r["query"] in passed)}
+    return {"set": CAPTION_SET[split], "n": len(caps), **{n: {"given_evidence": v, "share": round(v / len(caps), 4) if caps else None} for n, v in given.items()}, "hybrid_by_lang": by_lang, "hybrid_passed": passed[:20]}
+
+
+def timing_figures(rows: list[dict[str, Any]], embed_ms: float | None) -> dict[str, Any]:
+    """The p50 ms per search of each system, wall and process CPU, with and without the query embedding."""
     ms = {n: p50([r["ms"][n] for r in rows]) for n in ("dense", "bm25s", "hybrid")}
     cpu = {n: p50([r["ms"][n] for r in rows if n in r["ms"]]) for n in ("dense_cpu", "hybrid_cpu", "dense_k5", "dense_k5_cpu")}
     embed = embed_ms
-    out["ms_per_search_p50"] = {
+    return {
         "search_only": ms,
         "cpu_ms_p50": {"dense": cpu["dense_cpu"], "hybrid": cpu["hybrid_cpu"]},
         "hybrid_over_dense_cpu": round(cpu["hybrid_cpu"] / cpu["dense_cpu"], 2) if cpu["dense_cpu"] else None,
@@ -748,6 +764,26 @@ def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | No
         "hybrid_over_dense_with_embedding": round((ms["hybrid"] + (embed or 0)) / (ms["dense"] + (embed or 0)), 2),
         "note": "query vectors are computed once per query (cached) and shared by both dense searches; the query embedding time (the same for both) is the p50 of the bundled model on 30 of the queries, measured apart",
     }
+
+
+def figures(rows: list[dict[str, Any]], choose: bool, fixed: dict[str, Any] | None, embed_ms: float | None = None) -> dict[str, Any]:
+    """The figures of searched rows (see :func:`measure`)."""
+    if choose:
+        fixed = choose_settings(rows)
+    assert fixed is not None
+    w, floor = fixed["w_lexical"], fixed["floor"]
+    CHOSEN["ordinary_floor"] = fixed.get("ordinary_floor")
+    CHOSEN["shared_words"] = fixed.get("shared_words")
+    rel = fixed.get("relative", PARAMS.relative_floor)
+    out: dict[str, Any] = {"chosen_on_calibration": fixed, "splits": {}}
+    lost: list[dict[str, Any]] = []
+    for split in ("calibration", "held-out"):
+        out["splits"][split] = {
+            "ranking": ranking_figures(rows, split, floor, w, rel, lost),
+            "evidence_block_other_pages": evidence_share_figures(rows, split, floor, w, rel),
+            "ordinary_captions": caption_figures(rows, split, floor, w, rel),
+        }
+    out["ms_per_search_p50"] = timing_figures(rows, embed_ms)
     out["no_page_lost_held_out"] = {"count": len(lost), "queries": lost}
     return out
 
@@ -909,7 +945,7 @@ def shell_step(args: argparse.Namespace, pages: list[dict[str, Any]], queries: l
         return page_shell.run(pages, queries, captions, settings, embedder, tmp, K_EVIDENCE)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", type=Path, default=REAL)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "bench" / "evidence")
@@ -924,8 +960,18 @@ def main() -> None:
     ap.add_argument("--rows-in", type=Path, default=None, help="figures from rows pickled by an earlier --rows-out run (the same searches, another floor or rules; no search is run)")
     ap.add_argument("--rows-out", type=Path, default=None, help="pickle every searched row here (real.pkl, filler.pkl) for analysis")
     ap.add_argument("--shell", action="store_true", help="only the page-shell step: visible text against main text (see the module doc)")
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    return ap.parse_args()
+
+
+def fixed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The settings given on the command line (``--floor`` with ``--w-lexical``), or None: choose them."""
+    if args.floor is None or args.w_lexical is None:
+        return None
+    return {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words}
+
+
+def load_inputs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """The pages, the page queries, the captions, and the result's header (what was read)."""
     if not (args.real / "kym-memo-2019" / "pages.jsonl").exists():
         sys.exit(f"real pages not found under {args.real} (see ../shared/data/real/README.md)")
     pages = load_pages(args.real)
@@ -946,22 +992,67 @@ def main() -> None:
         "caption_sets": "tuning: the old calibration and old held-out captions (both looked at while tuning); fresh: the held-out set, read with the held-out pages",
         "note": "description queries are extracted text (words 40-64 of the page body with the title's words removed: derived from the page text); written ones are written by people without the name",
     }
-    if args.shell:
-        result["shell"] = shell_step(args, pages, queries, captions)
-        print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
-        return
-    if args.rows_in is not None:
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words} if args.floor is not None and args.w_lexical is not None else None
-        for name, key in (("real", "real_size"), ("filler", "filler_size")):
-            rows = load_rows(args.rows_in, name, apart=not args.no_fresh)
-            if rows is None:
-                continue
-            res = figures(rows, choose=fixed is None and name == "real", fixed=fixed, embed_ms=None)
-            if name == "real":
-                fixed = res["chosen_on_calibration"]
-            result[key] = {"rows_from": "the searches of an earlier run (--rows-in)", **res}
-        print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
-        return
+    return pages, queries, captions, result
+
+
+def rows_in_step(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """``--rows-in``: every figure from pickled searches (real size first: it chooses the settings)."""
+    fixed = fixed_settings(args)
+    for name, key in (("real", "real_size"), ("filler", "filler_size")):
+        rows = load_rows(args.rows_in, name, apart=not args.no_fresh)
+        if rows is None:
+            continue
+        res = figures(rows, choose=fixed is None and name == "real", fixed=fixed, embed_ms=None)
+        if name == "real":
+            fixed = res["chosen_on_calibration"]
+        result[key] = {"rows_from": "the searches of an earlier run (--rows-in)", **res}
+
+
+def query_embed_ms(raw: Any, texts: list[str]) -> float:
+    """The p50 ms of the bundled model on 30 of the queries (one at a time, the model alone)."""
+    sample = texts[:: max(1, len(texts) // 30)][:30]
+    times = []
+    for q in sample:
+        t = time.perf_counter()
+        raw.encode_queries([q])
+        times.append((time.perf_counter() - t) * 1000)
+    return p50(times)
+
+
+def real_step(
+    args: argparse.Namespace, settings: Settings, embedder: Any, tmp: Path, dump: Path, all_chunks: list[dict[str, Any]],
+    queries: list[dict[str, Any]], captions: list[dict[str, Any]], embed_ms: float, result: dict[str, Any],
+) -> dict[str, Any]:
+    """The pages imported and searched at their real size; the figures (settings chosen unless given)."""
+    kb = KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "kb"}), embedder=embedder)
+    report = import_pages(kb, dump)
+    result["corpus"] = {"pages": report.pages, "chunks": report.chunks, "skipped": len(report.skipped)}
+    fixed = fixed_settings(args)
+    rows = search_all(Systems(kb, all_chunks), queries, captions)
+    save_rows(args.rows_out, "real", rows)
+    real = figures(rows, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)
+    result["real_size"] = {"chunks": kb.store.corpus.count(), **real}
+    log.info("real size: %s", json.dumps(result, ensure_ascii=False, default=str))  # before the long filler part
+    kb.close()
+    return real
+
+
+def filler_step(
+    args: argparse.Namespace, settings: Settings, embedder: Any, dump: Path, all_chunks: list[dict[str, Any]],
+    queries: list[dict[str, Any]], captions: list[dict[str, Any]], fixed: dict[str, Any], embed_ms: float, result: dict[str, Any],
+) -> None:
+    """``--filler N``: the same searches at about N chunks, read with the settings chosen at real size."""
+    big_kb, filler = filler_corpus(args.work / f"kb-filler-{args.filler}", settings, embedder, dump, all_chunks, args.filler)
+    rows = search_all(Systems(big_kb, all_chunks + filler), queries, captions)
+    save_rows(args.rows_out, "filler", rows)
+    big = figures(rows, choose=False, fixed=fixed, embed_ms=embed_ms)
+    big["note"] = "filler dense vectors: made from their source chunks' vectors, spread around the centroid matched to real chunks (see add_filler), not embedded"
+    result["filler_size"] = {"chunks": big_kb.store.corpus.count(), **big}
+    big_kb.close()
+
+
+def search_step(args: argparse.Namespace, pages: list[dict[str, Any]], queries: list[dict[str, Any]], captions: list[dict[str, Any]], result: dict[str, Any]) -> None:
+    """Import speed, then the searches and figures at real size and (``--filler``) with filler."""
     settings = Settings()
     raw = build_embedder(settings)
     embedder = CachedEmbedder(raw, args.work / "embeddings", on_progress=lambda a, b: log.info("embedded %d/%d", a, b))
@@ -975,33 +1066,22 @@ def main() -> None:
         all_chunks = [c for i, p in enumerate(pages) for c in page_chunks(record_to_page(p, f"line {i + 1}"), None)]  # type: ignore[arg-type]
         embedder.encode_documents([c["text"] for c in all_chunks])  # fills the on-disk cache (resumable)
         embedder.encode_queries([q["query"] for q in queries + captions])
-        kb = KnowledgeBase.open(settings.model_copy(update={"kb_path": tmp / "kb"}), embedder=embedder)
-        report = import_pages(kb, dump)
-        result["corpus"] = {"pages": report.pages, "chunks": report.chunks, "skipped": len(report.skipped)}
-        sample = [q["query"] for q in (queries + captions)[:: max(1, len(queries + captions) // 30)]][:30]
-        times = []
-        for q in sample:
-            t = time.perf_counter()
-            raw.encode_queries([q])
-            times.append((time.perf_counter() - t) * 1000)
-        embed_ms = p50(times)
-        systems = Systems(kb, all_chunks)
-        fixed = {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words} if args.floor is not None and args.w_lexical is not None else None
-        rows = search_all(systems, queries, captions)
-        save_rows(args.rows_out, "real", rows)
-        real = figures(rows, choose=fixed is None, fixed=fixed, embed_ms=embed_ms)
-        result["real_size"] = {"chunks": kb.store.corpus.count(), **real}
-        log.info("real size: %s", json.dumps(result, ensure_ascii=False, default=str))  # before the long filler part
-        kb.close()
+        embed_ms = query_embed_ms(raw, [q["query"] for q in queries + captions])
+        real = real_step(args, settings, embedder, tmp, dump, all_chunks, queries, captions, embed_ms, result)
         if args.filler and args.filler > len(all_chunks):
-            big_kb, filler = filler_corpus(args.work / f"kb-filler-{args.filler}", settings, embedder, dump, all_chunks, args.filler)
-            systems = Systems(big_kb, all_chunks + filler)
-            rows = search_all(systems, queries, captions)
-            save_rows(args.rows_out, "filler", rows)
-            big = figures(rows, choose=False, fixed=real["chosen_on_calibration"], embed_ms=embed_ms)
-            big["note"] = "filler dense vectors: made from their source chunks' vectors, spread around the centroid matched to real chunks (see add_filler), not embedded"
-            result["filler_size"] = {"chunks": big_kb.store.corpus.count(), **big}
-            big_kb.close()
+            filler_step(args, settings, embedder, dump, all_chunks, queries, captions, real["chosen_on_calibration"], embed_ms, result)
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    pages, queries, captions, result = load_inputs(args)
+    if args.shell:
+        result["shell"] = shell_step(args, pages, queries, captions)
+    elif args.rows_in is not None:
+        rows_in_step(args, result)
+    else:
+        search_step(args, pages, queries, captions, result)
     print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
 
 
