@@ -195,7 +195,7 @@ def _iso(ts: float | None) -> str | None:
 
 
 # -- process liveness ---------------------------------------------------------------------
-def _proc_start(pid: int) -> str | None:
+def proc_start(pid: int) -> str | None:
     """The kernel start time of a pid (guards against pid reuse); None when it is gone or a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -221,7 +221,7 @@ def process_alive(pid: int | None, start: str | None) -> bool:
     """Whether the process that ran a job is still the same live process."""
     if not pid:
         return False
-    now = _proc_start(pid)
+    now = proc_start(pid)
     if now is None:
         return False
     return start in (None, "?") or now == "?" or now == start
@@ -304,7 +304,7 @@ class CrawlJobManager:
                 start_new_session=True,
             )
         self._procs[job_id] = proc
-        self.db.update_job(job_id, pid=proc.pid, pid_start=_proc_start(proc.pid))
+        self.db.update_job(job_id, pid=proc.pid, pid_start=proc_start(proc.pid))
 
     # -- read -----------------------------------------------------------------------------
     def get(self, job_id: str) -> CrawlJob:

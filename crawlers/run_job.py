@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from crawlers.jobs import CrawlDB, _proc_start
+from crawlers.jobs import CrawlDB, proc_start
 
 CLEAN_MARKER = "kar-clean-shutdown"
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         args.job_id,
         status="running",
         pid=pid,
-        pid_start=_proc_start(pid),
+        pid_start=proc_start(pid),
         started_at=row["started_at"] or time.time(),
     )
     params = json.loads(row["params"])

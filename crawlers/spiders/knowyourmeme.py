@@ -21,6 +21,7 @@ from culturebase.entity import canonical_url
 from crawlers.items import PageItem
 from crawlers.middlewares import PAGE_KEY
 from crawlers.sounds import MAX_PAGE_SOUNDS, is_audio_link
+from crawlers.spiders.args import as_list, truthy
 from crawlers.text import aliases_from_aka, clean_ws, one_line, title_variants, truncate
 
 SITE = "knowyourmeme"
@@ -30,18 +31,6 @@ _ENTRY_PATH = re.compile(r"^/memes/(?:(?:subcultures|people|events|sites|culture
 _NOT_ENTRIES = {"page", "all", "confirmed", "submissions", "researching", "deadpool", "popular", "trending", "new", "random", "search", "submit"}
 _TRACKING = re.compile(r"^(utm_\w+|ref|fbclid|gclid|spm)$", re.I)
 _BLOCK_TAGS = {"p", "ul", "ol", "blockquote", "h3", "h4", "table", "dl", "center", "div", "pre"}
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in re.split(r"[,\s]+", value) if v.strip()]
-    return [str(v) for v in value]
-
-
-def _truthy(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False
 
 
 def is_entry_path(path: str) -> bool:
@@ -143,9 +132,9 @@ class KnowYourMemeSpider(scrapy.Spider):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.start_urls = _as_list(start_urls) or list(DEFAULT_START)
+        self.start_urls = as_list(start_urls) or list(DEFAULT_START)
         self.limit = int(limit) if limit not in (None, "", 0, "0") else None
-        self.confirmed_only = _truthy(confirmed_only)
+        self.confirmed_only = truthy(confirmed_only)
         self.max_listing_pages = int(max_listing_pages) if max_listing_pages else None
         self.entries_scheduled = 0
         self.listing_pages = 0

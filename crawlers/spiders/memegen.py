@@ -29,7 +29,8 @@ from scrapy.http import Response
 from culturebase.entity import canonical_url
 from crawlers.items import PageItem
 from crawlers.middlewares import PAGE_KEY
-from crawlers.spiders.knowyourmeme import KnowYourMemeSpider, _as_list, _truthy
+from crawlers.spiders.args import as_list, truthy
+from crawlers.spiders.knowyourmeme import KnowYourMemeSpider
 from crawlers.text import one_line
 
 SITE = "memegen"
@@ -97,9 +98,9 @@ class MemegenSpider(scrapy.Spider):
 
     def __init__(self, start_urls: Any = None, limit: Any = None, follow_sources: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.start_urls = _as_list(start_urls) or list(DEFAULT_START)
+        self.start_urls = as_list(start_urls) or list(DEFAULT_START)
         self.limit = int(limit) if limit not in (None, "", 0, "0") else None
-        self.follow_sources = _truthy(follow_sources)
+        self.follow_sources = truthy(follow_sources)
         self.confirmed_only = False  # read by the KnowYourMeme entry parser
 
     async def start(self) -> AsyncIterator[Any]:
