@@ -7,12 +7,14 @@ name); the right answer is that page.  Negatives: the packaged ordinary captions
 Each probe is searched once (:func:`retrieval.websearch.hybrid.candidates`) and its pages fused twice with a
 zero floor, with the ordinary-words floor off (∞) and at 0: a page is then above the floors ``(f, o)`` when
 ``relevance ≥ f`` and (it is above with the ordinary floor at ∞, or above at 0 and ``relevance ≥ o``).  The
-floors are chosen as grounding's rule is (:mod:`retrieval.calibration.fit`): on the calibration split, the
-pairs whose Clopper-Pearson bound of captions given evidence is ≤ the target; among them the best share of
-positives whose first page above the floors is their own page.  Titles and first chunks are easy positives:
-a plateau of floors keeps them all, and its lowest edge is where the captions' bound only just holds; the middle
-of the plateau is taken (the median admissible floor, then the median ordinary floor at it), a margin on both
-sides.
+floors are chosen as grounding's rule is (:mod:`retrieval.calibration.fit`: Learn then Test with a fixed
+sequence): a sequence of floor pairs fixed from the positives alone (:func:`floor_path`: the floor from the
+highest down, each with the ordinary floor that lets most positives find their own page first), tested on the
+calibration split's captions in that order until one pair's Clopper-Pearson bound of captions given evidence
+exceeds the target.  Titles and first chunks are easy positives: a plateau of certified floors keeps them all,
+and its lowest edge is where the captions' bound only just holds; the middle of the plateau is taken, a margin
+on both sides.  The guarantee is grounding's: with 95 % confidence every certified pair, the one kept too, gives
+evidence to at most the target share of captions.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ import numpy as np
 
 from culturebase.entity import canonical_url
 
-from retrieval.calibration.fit import _upper_table, clopper_pearson_upper
+from retrieval.calibration.fit import clopper_pearson_upper, fixed_sequence, certifiable_rate
 from retrieval.calibration.probes import MAX_PROBE_CHARS, Probe, caption_probes, split_of
 from retrieval.calibration.record import Thresholds
 
-__all__ = ["CorpusFeatures", "choose_floors", "corpus_features", "corpus_figures", "page_probes"]
+__all__ = ["CorpusFeatures", "choose_floors", "corpus_features", "corpus_figures", "floor_path", "page_probes"]
 
 #: pages of each probe kept (best first)
 TOP_PAGES = 5
@@ -144,31 +146,33 @@ def corpus_figures(f: CorpusFeatures, t: Thresholds) -> dict[str, Any]:
     }
 
 
+def floor_path(cal: CorpusFeatures) -> list[tuple[float, float, int]]:
+    """The floors the test walks, strictest first: the floor from the top of :data:`FLOOR_GRID` down, each with the
+    middle of the ordinary floors that give the *positives* the most own pages first at it; and that count.  The
+    captions are not read, so the order is fixed before they test it."""
+    pos = np.array([p.expected is not None for p in cal.probes], bool)
+    out = []
+    for fl in FLOOR_GRID[::-1]:
+        goods = [int((_first_above(cal, float(fl), float(o))[1] & pos).sum()) for o in ORDINARY_GRID]
+        best = [float(o) for o, g in zip(ORDINARY_GRID, goods) if g == max(goods)]
+        out.append((float(fl), best[len(best) // 2], max(goods)))
+    return out
+
+
 def choose_floors(cal: CorpusFeatures, target: float, base: Thresholds) -> tuple[Thresholds, bool]:
-    """The admissible (floor, ordinary floor) pairs with the most positives finding their own page first; of those,
-    the middle of the plateau (module docstring); False when none is admissible (the lowest bound is kept)."""
+    """Floors by the fixed-sequence test of :mod:`retrieval.calibration.fit` on the captions: of the certified
+    floors with the most positives finding their own page first, the middle one (a margin on both sides of a
+    plateau); False when none is certified (the strictest floors are kept)."""
     neg = np.array([p.expected is None for p in cal.probes], bool)
-    table = _upper_table(int(neg.sum()))
-    admissible: list[tuple[int, float, float]] = []
-    fallback: tuple[Any, ...] | None = None
-    for fl in FLOOR_GRID:
-        for o in ORDINARY_GRID:
-            has, right = _first_above(cal, float(fl), float(o))
-            upper = float(table[int((has & neg).sum())])
-            good = int((right & ~neg).sum())
-            if upper <= target:
-                admissible.append((good, float(fl), float(o)))
-            if fallback is None or (-upper, good, float(fl), float(o)) > fallback:
-                fallback = (-upper, good, float(fl), float(o))
-    if admissible:
-        top = max(a[0] for a in admissible)
-        plateau = [a for a in admissible if a[0] == top]
-        floors = sorted({a[1] for a in plateau})
-        floor = floors[len(floors) // 2]
-        ordinary = sorted(a[2] for a in plateau if a[1] == floor)
-        return base.model_copy(update={"corpus_floor": floor, "corpus_ordinary_floor": ordinary[len(ordinary) // 2]}), True
-    assert fallback is not None
-    return base.model_copy(update={"corpus_floor": fallback[2], "corpus_ordinary_floor": fallback[3]}), False
+    path = floor_path(cal)
+    false = (int((_first_above(cal, fl, o)[0] & neg).sum()) for fl, o, _ in path)
+    certified = fixed_sequence(false, int(neg.sum()), certifiable_rate(target, int(neg.sum())))
+    if not certified:
+        return base.model_copy(update={"corpus_floor": path[0][0], "corpus_ordinary_floor": path[0][1]}), False
+    top = max(good for _, _, good in path[:certified])
+    plateau = [(fl, o) for fl, o, good in path[:certified] if good == top]
+    floor, ordinary = plateau[len(plateau) // 2]
+    return base.model_copy(update={"corpus_floor": floor, "corpus_ordinary_floor": ordinary}), True
 
 
 def corpus_probes(store: Any, languages: list[str], max_pages: int) -> list[Probe]:

@@ -6,20 +6,31 @@ the candidate is the expected entity.  Any rule ``(τ, min_height, min_evidence)
 probe's top hit is its best candidate that passes the margins, accepted when its score ≥ τ
 (:func:`retrieval.grounding.accepts` read on arrays).
 
-**The guarantee.**  On the calibration split, a rule is admissible when the one-sided
-:data:`CONFIDENCE` Clopper-Pearson upper bound of its false-grounding rate on the negatives (the packaged
-captions and null labels) is at most the target; among admissible rules the one with the best top-1 on the
-positives wins (ties: the higher τ, height, evidence margin).  With ``k`` false groundings among ``n``
-negatives, the bound says: with 95 % confidence the rule's false rate on text like the negatives is ≤ target.
-It needs ``n ≥ ln(0.05)/ln(1 − target)`` negatives even at ``k = 0`` (299 for 1 %): fewer, and no rule is
-admissible; the fit then takes the rule with the lowest bound and says so.  The held-out split is read once,
-after the choice: its false rate with its own bound, top-1, and the *oracle* (the best top-1 any rule of the
-grid reaches there at a false rate ≤ target).
+**The method: Learn then Test with a fixed sequence.**  The rules tested form one sequence fixed before any
+negative is read (:func:`rule_path`): τ from the top of :data:`TAU_GRID` down, and at each τ the margins that
+give the calibration split's *positives* their best top-1 there.  The calibration split's negatives (the
+packaged captions, null labels) then test the rules in that order (:func:`fixed_sequence`): a rule is certified
+when the one-sided :data:`CONFIDENCE` Clopper-Pearson upper bound of its false-grounding rate is ≤ the target,
+and the walk stops at the first rule that is not.  Of the certified rules the one with the best top-1 on the
+positives is kept (ties: the stricter).
+
+**The guarantee.**  With probability ≥ :data:`CONFIDENCE` over the draw of the negatives, *every* certified
+rule, hence the one kept, grounds at most the target share of text drawn like the negatives.  Testing in an
+order fixed in advance and stopping at the first failure controls the family-wise error at 1 − confidence with
+no multiple-testing correction (Angelopoulos et al., *Learn then Test*, 2021): a false certification needs the
+first rule in the sequence whose true rate exceeds the target to pass its own test, which happens with
+probability ≤ 1 − confidence.  Choosing the best of many rules each bounded on the same negatives gives no such
+guarantee (the pick lands where the negatives happened to fall just short).  The bound needs
+``n ≥ ln(1 − confidence)/ln(1 − target)`` negatives even at ``k = 0`` (299 for 1 %): with fewer, the test is run
+at the lowest rate ``n`` negatives can bound (:func:`clopper_pearson_upper` at ``k = 0``) and the report says so.
+The held-out split is read once, after the choice: its false rate with its own bound, top-1, and the *oracle*
+(the best top-1 any rule of the full grid reaches there at a point false rate ≤ the target).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +41,10 @@ from scipy.stats import beta
 from retrieval.calibration.probes import Probe
 from retrieval.calibration.record import Thresholds
 
-__all__ = ["CONFIDENCE", "Features", "RuleFigures", "choose_rule", "clopper_pearson_upper", "min_negatives", "probe_features", "rule_figures"]
+__all__ = [
+    "CONFIDENCE", "Features", "RuleFigures", "Selection", "choose_rule", "clopper_pearson_upper", "fixed_sequence", "min_negatives",
+    "oracle", "probe_features", "rule_figures", "rule_path", "certifiable_rate",
+]
 
 #: candidates of each probe kept (the top hit at any rule is among them: rules only drop candidates)
 TOP_M = 8
@@ -42,6 +56,7 @@ HEIGHT_GRID = np.round(np.arange(0.0, 0.205, 0.005), 3)
 EVIDENCE_GRID = (0.03, 0.045, 0.05, 0.06, 0.08, 0.1)
 
 
+@lru_cache(maxsize=65536)
 def clopper_pearson_upper(k: int, n: int, confidence: float = CONFIDENCE) -> float:
     """One-sided Clopper-Pearson upper bound of a rate seen ``k`` times in ``n`` (1.0 when ``n`` is 0)."""
     if n <= 0:
@@ -168,39 +183,60 @@ def _grid(f: Features) -> Iterable[tuple[float, float, np.ndarray, np.ndarray]]:
             yield float(h), float(e), (acc & neg).sum(axis=1), (acc & right & ~neg).sum(axis=1)
 
 
-def _upper_table(n: int) -> np.ndarray:
-    """:func:`clopper_pearson_upper` for k = 0 … n."""
-    k = np.arange(n + 1)
-    with np.errstate(all="ignore"):
-        upper = beta.ppf(CONFIDENCE, k + 1, np.maximum(n - k, 1))
-    return np.where(k >= n, 1.0, np.nan_to_num(upper, nan=1.0)) if n > 0 else np.ones(1)
+def certifiable_rate(target: float, negatives: int, confidence: float = CONFIDENCE) -> float:
+    """The rate the test is run at: ``target``, or the lowest rate ``negatives`` can bound when that is higher."""
+    return max(target, clopper_pearson_upper(0, negatives, confidence))
 
 
-def choose_rule(cal: Features, target: float, base: Thresholds) -> tuple[Thresholds, bool]:
-    """The admissible rule with the best top-1 on ``cal`` (module docstring); False when none was admissible
-    (the rule with the lowest bound is returned).  Corpus floors are kept from ``base``."""
-    n_neg = int(sum(p.expected is None for p in cal.probes))
-    table = _upper_table(n_neg)
-    best: tuple[Any, ...] | None = None
-    fallback: tuple[Any, ...] | None = None
-    for h, e, false, correct in _grid(cal):
-        upper = table[false]
-        ok = upper <= target
-        if ok.any():  # the best top-1 among admissible τ, the highest τ on a tie
-            i = max(np.flatnonzero(ok), key=lambda j: (correct[j], TAU_GRID[j]))
-            key = (int(correct[i]), float(TAU_GRID[i]), h, e)
-            best = key if best is None or key > best else best
-        i = max(range(len(TAU_GRID)), key=lambda j: (-upper[j], correct[j], TAU_GRID[j]))
-        fkey = (-float(upper[i]), int(correct[i]), float(TAU_GRID[i]), h, e)
-        fallback = fkey if fallback is None or fkey > fallback else fallback
-    if best is not None:
-        _, tau, h, e = best
-        ok_found = True
-    else:
-        assert fallback is not None
-        _, _, tau, h, e = fallback
-        ok_found = False
-    return base.model_copy(update={"tau": float(tau), "min_height": h, "min_evidence": e}), ok_found
+def fixed_sequence(false: Iterable[int], negatives: int, rate: float, confidence: float = CONFIDENCE) -> int:
+    """How many rules of a sequence fixed in advance (strictest first; ``false``: each rule's false count among
+    ``negatives``) the fixed-sequence test certifies: it stops at the first rule whose Clopper-Pearson upper bound
+    exceeds ``rate`` (module docstring)."""
+    certified = 0
+    for k in false:
+        if clopper_pearson_upper(int(k), negatives, confidence) > rate + 1e-12:
+            break
+        certified += 1
+    return certified
+
+
+def rule_path(cal: Features) -> list[tuple[float, float, float]]:
+    """The rules the test walks, strictest first: τ from the top of :data:`TAU_GRID` down, each with the margins
+    (of :data:`HEIGHT_GRID` × :data:`EVIDENCE_GRID`) that give the *positives* of ``cal`` their best top-1 at that
+    τ (ties: the higher margins).  The negatives are not read, so the order is fixed before they test it."""
+    pos = cal.subset(np.array([p.expected is not None for p in cal.probes], bool))
+    best_correct = np.full(len(TAU_GRID), -1)
+    margins = [(0.0, 0.0)] * len(TAU_GRID)
+    for h, e, _, correct in _grid(pos):  # grid order: margins rise, so ">=" keeps the higher ones on a tie
+        better = correct >= best_correct
+        best_correct = np.where(better, correct, best_correct)
+        for i in np.flatnonzero(better):
+            margins[i] = (h, e)
+    return [(float(TAU_GRID[i]), *margins[i]) for i in reversed(range(len(TAU_GRID)))]
+
+
+@dataclass
+class Selection:
+    """What the fit chose: the thresholds, how many rules of the sequence were certified, the rate tested."""
+
+    thresholds: Thresholds
+    certified: int
+    tested: int
+    rate: float
+
+
+def choose_rule(cal: Features, target: float, base: Thresholds) -> Selection:
+    """The certified rule with the best top-1 on ``cal``'s positives (module docstring); with none certified the
+    strictest rule of the sequence (it grounds next to nothing).  Corpus floors are kept from ``base``."""
+    path = rule_path(cal)
+    neg = np.array([p.expected is None for p in cal.probes], bool)
+    n_neg = int(neg.sum())
+    rate = certifiable_rate(target, n_neg)
+    counts = [rule_figures(cal, base.model_copy(update={"tau": t, "min_height": h, "min_evidence": e})) for t, h, e in path]
+    certified = fixed_sequence((c.false for c in counts), n_neg, rate)
+    pick = max(range(certified), key=lambda i: (counts[i].correct, -i)) if certified else 0
+    tau, h, e = path[pick]
+    return Selection(base.model_copy(update={"tau": tau, "min_height": h, "min_evidence": e}), certified, len(path), rate)
 
 
 def oracle(held: Features, target: float) -> dict[str, Any]:

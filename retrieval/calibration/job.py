@@ -53,10 +53,12 @@ class CalibrateOptions:
 
 def _method(target: float) -> str:
     return (
-        f"kar calibrate: τ, height and evidence margins on a grid; admissible when the one-sided {fit.CONFIDENCE:.0%} "
-        f"Clopper-Pearson upper bound of false grounding on the calibration split's negatives is ≤ {target:g}; the "
-        "best top-1 of the positives among them (ties: the higher values); corpus floors the same way on captions "
-        "given evidence and pages found first; split by sha1 parity of the entity id / URL / text"
+        "kar calibrate: Learn then Test, fixed sequence: rules ordered strictest first from the positives alone (τ down "
+        "its grid, at each τ the margins with the best top-1), tested on the calibration split's negatives in that order, "
+        f"stopping at the first whose one-sided {fit.CONFIDENCE:.0%} Clopper-Pearson upper bound of false grounding exceeds "
+        f"{target:g}; the certified rule with the best top-1 is kept. Guarantee: with {fit.CONFIDENCE:.0%} confidence every "
+        "certified rule grounds at most that share of text like the negatives. Corpus floors the same way on captions "
+        "given evidence and pages found first; split by sha1 parity of the entity id / URL / text, fixed before fitting"
     )
 
 
@@ -79,9 +81,11 @@ def _grounding(kb: Any, probes: list[Probe], opts: CalibrateOptions, before: Thr
     grounder = EntityGrounder(kb.store, kb.embedder, top_k=fit.TOP_M, candidates=20, calibration=Calibration(_OPEN, "kb"))
     feats = fit.probe_features(grounder, probes, len(probes), (lambda i, n: progress("grounding probes", i, n)) if progress else None)
     cal, held = feats.subset(feats.mask("calibration")), feats.subset(feats.mask("held-out"))
-    after, admissible = fit.choose_rule(cal, opts.target_false_rate, before)
+    chosen = fit.choose_rule(cal, opts.target_false_rate, before)
+    after = chosen.thresholds
     return {
-        "after": after, "admissible": admissible,
+        "after": after, "admissible": chosen.certified > 0,
+        "test": {"rules": chosen.tested, "certified": chosen.certified, "rate": round(chosen.rate, 4), "confidence": fit.CONFIDENCE},
         "calibration": {"before": fit.rule_figures(cal, before).to_dict(), "after": fit.rule_figures(cal, after).to_dict()},
         "held_out": {"before": fit.rule_figures(held, before).to_dict(), "after": fit.rule_figures(held, after).to_dict(),
                      "oracle": fit.oracle(held, opts.target_false_rate)},
@@ -164,9 +168,10 @@ def calibrate(kb: Any, opts: CalibrateOptions, progress: Progress | None = None)
     elif opts.corpus:
         warnings.append("--corpus: the knowledge base holds no crawled pages; the corpus floors are kept")
     if not ground["admissible"]:
-        warnings.append(f"no rule holds the target {opts.target_false_rate:g} under the bound on these probes: the rule with the lowest bound is kept")
+        warnings.append(f"no rule is certified at a false rate of {ground['test']['rate']:g} on these probes: the strictest rule "
+                        "is kept (it grounds next to nothing); add --labels with null entities")
     if corpus and not corpus["admissible"]:
-        warnings.append(f"no corpus floors hold the target {opts.target_false_rate:g} under the bound: the lowest bound is kept")
+        warnings.append(f"no corpus floors are certified at {opts.target_false_rate:g}: the strictest floors are kept")
     record = CalibrationRecord(
         embedder=EmbedderId(name=emb.name, dim=emb.dim), thresholds=rule, method=_method(opts.target_false_rate),
         target_false_rate=opts.target_false_rate, kb_entities=n, kb_languages=kb_languages,
@@ -198,7 +203,8 @@ def _warnings(probes: list[Probe], opts: CalibrateOptions, n: int, kb_languages:
     if cal_neg < need:
         out.append(
             f"{cal_neg} negatives in the calibration split: a false rate of {opts.target_false_rate:g} can only be bounded "
-            f"with at least {need} (add --labels with null entities, or ask for a higher --target-false-rate)"
+            f"with at least {need}; the rule is certified at {fit.certifiable_rate(opts.target_false_rate, cal_neg):.4f} instead "
+            "(add --labels with null entities, or ask for a higher --target-false-rate)"
         )
     cal_pos = sum(p.expected is not None and p.split == "calibration" for p in probes)
     if cal_pos < 50:

@@ -29,8 +29,13 @@ class RemoteEmbeddingError(EmbedderUnavailableError):
     """A remote embedding request failed for good (after its retries), or the server answered wrongly."""
 
 
+class RemoteUnreachableError(RemoteEmbeddingError):
+    """No embedding server answered at all (connection refused or timed out on every attempt): a service the
+    command needs is down or elsewhere (``kar`` exits 3)."""
+
+
 class _Retryable(Exception):
-    """A request worth retrying (on the next URL)."""
+    """A request worth retrying (on the next URL); ``args[2]``: whether no server answered (a transport error)."""
 
 
 def _v1(url: str) -> str:
@@ -121,12 +126,12 @@ class RemoteEmbedder:
         try:
             resp = clients[i].post("/embeddings", json={"model": self.model, "input": texts, "encoding_format": "float", **(extra or {})})
         except (httpx.TimeoutException, httpx.TransportError) as exc:
-            raise _Retryable(f"{self.urls[i]}: {type(exc).__name__}: {exc}", i) from exc
+            raise _Retryable(f"{self.urls[i]}: {type(exc).__name__}: {exc}", i, True) from exc
         finally:
             with self._lock:
                 self._in_flight[i] -= 1
         if resp.status_code in RETRY_STATUS:
-            raise _Retryable(f"{self.urls[i]}: HTTP {resp.status_code}", i)
+            raise _Retryable(f"{self.urls[i]}: HTTP {resp.status_code}", i, False)
         if resp.status_code != 200:
             raise RemoteEmbeddingError(f"{self.urls[i]}/embeddings answered HTTP {resp.status_code}: {resp.text[:300]}")
         try:
@@ -172,6 +177,11 @@ class RemoteEmbedder:
                     return matrix
         except RetryError as exc:
             cause = exc.last_attempt.exception()
+            if cause is not None and len(cause.args) > 2 and cause.args[2]:
+                raise RemoteUnreachableError(
+                    f"the remote embedder is unreachable: no answer from {', '.join(self.urls)} after {self.retries + 1} "
+                    f"attempts ({cause.args[0]}); start the embedding server or point KAR_EMBEDDER_URLS at it"
+                ) from None
             raise RemoteEmbeddingError(
                 f"embedding request failed after {self.retries + 1} attempts: {cause.args[0] if cause else exc}"
             ) from None

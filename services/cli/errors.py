@@ -24,17 +24,20 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1  # something failed while running: a server, the store, a job or item, or an unexpected error
     USAGE = 2  # bad input or usage: an unknown name, a missing/invalid file, invalid or missing settings
+    INCOMPLETE = 3  # partly done (an import rejected some lines, listed) or not doable now (a needed service is down)
     PARTIAL = 3  # an import stored some records and rejected others (listed with line numbers)
+    UNREACHABLE = 3  # a service the command needs, the remote embedder, does not answer at all
     CANCELLED = 130  # stopped with Ctrl-C (a crawl job is cancelled; what it stored is kept)
 
 
 EXIT_CODES: dict[int, str] = {
     ExitCode.OK: "success",
-    ExitCode.FAILED: "runtime failure (server unreachable or in error, store busy, locked or built with another "
+    ExitCode.FAILED: "runtime failure (a server other than the embedder unreachable, a server in error, store busy, locked or built with another "
     "embedder, failed job or item, unexpected error)",
     ExitCode.USAGE: "bad input or usage (unknown name, missing or invalid file, missing or invalid KAR_* setting "
     "or .env line)",
-    ExitCode.PARTIAL: "partial import (some lines rejected; each is listed)",
+    ExitCode.INCOMPLETE: "incomplete: a partial import (some lines rejected; each is listed), or a service the command "
+    "needs is unreachable (the remote embedder at KAR_EMBEDDER_URLS answers no request: start it and run again)",
     ExitCode.CANCELLED: "cancelled with Ctrl-C",
 }
 
@@ -117,12 +120,14 @@ def user_error(exc: BaseException) -> tuple[str, int] | None:
     from agents.vlm import VLMNotConfiguredError
     from culturebase.store import StoreError
     from retrieval.embedders import EmbedderUnavailableError
-    from retrieval.embedders.remote import RemoteEmbeddingError
+    from retrieval.embedders.remote import RemoteEmbeddingError, RemoteUnreachableError
     from retrieval.knowledge_base import ImportFileError, format_validation_error
     from retrieval.websearch import SearchNotConfiguredError
 
     from eval.records import DatasetError
 
+    if isinstance(exc, RemoteUnreachableError):  # no server answered: a service it needs is down
+        return naming(one_line(str(exc)), "KAR_EMBEDDER_URLS"), ExitCode.UNREACHABLE
     if isinstance(exc, RemoteEmbeddingError):  # the server failed or answered wrongly: a runtime failure
         return naming(one_line(str(exc)), "KAR_EMBEDDER_URLS"), ExitCode.FAILED
     if isinstance(exc, (DatasetError, VLMNotConfiguredError, SearchNotConfiguredError, EmbedderUnavailableError,
@@ -157,7 +162,8 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
 }
 #: error types whose setting is known whatever the stage
 TYPE_SETTINGS: dict[str, tuple[str, ...]] = {
-    "RemoteEmbeddingError": ("KAR_EMBEDDER_URLS",), "ResponseHandlingException": ("KAR_QDRANT_URL",),
+    "RemoteEmbeddingError": ("KAR_EMBEDDER_URLS",), "RemoteUnreachableError": ("KAR_EMBEDDER_URLS",),
+    "ResponseHandlingException": ("KAR_QDRANT_URL",),
     "UnexpectedResponse": ("KAR_QDRANT_URL",),
 }
 

@@ -199,7 +199,7 @@ class Case:
 
 CASES: dict[str, Case] = {
     "embedder unreachable": Case((("KAR_EMBEDDER", "remote"), ("KAR_EMBEDDER_URLS", "http://127.0.0.1:{closed}/v1"),
-                                  ("KAR_GROUNDING_TAU", "0.8")), ("KAR_EMBEDDER_URLS",), 1),
+                                  ("KAR_GROUNDING_TAU", "0.8")), ("KAR_EMBEDDER_URLS",), 3),  # a service it needs is down
     "VLM unreachable": Case((("KAR_VLM_BASE_URLS", "http://127.0.0.1:{closed}/v1"), ("KAR_JUDGE_BASE_URLS", "http://127.0.0.1:{closed}/v1")),
                             ("KAR_VLM_BASE_URLS", "KAR_JUDGE_BASE_URLS"), 1),
     "Qdrant unreachable": Case((("KAR_QDRANT_URL", "http://127.0.0.1:{closed}"),), ("KAR_QDRANT_URL",), 1),

@@ -114,12 +114,17 @@ def test_kar_calibrate_refuses_a_tiny_kb_and_names_bad_label_lines(tmp_path, mon
     assert res.exit_code == 2 and "holds 3 entities: at least 20 are needed" in res.stderr and "Traceback" not in res.output
 
 
-def test_kar_calibrate_with_a_remote_embedder_that_is_down(tmp_path):
+@pytest.mark.parametrize("command", [["calibrate"], ["kb", "search", "诸葛亮"], ["kb", "import", "examples/culturebase_sample.jsonl"]])
+def test_a_remote_embedder_that_is_down_is_one_clear_line_and_exit_3(tmp_path, command):
+    """Nothing listens on the port: `kar` says the remote embedder is unreachable, names KAR_EMBEDDER_URLS, exits 3."""
     port = free_port()  # nothing listens there
-    res = kar(["calibrate"], KAR_KB_PATH=str(tmp_path / "kb"), KAR_DATA_DIR=str(tmp_path / "data"), KAR_EMBEDDER="remote",
-              KAR_EMBEDDER_URLS=f"http://127.0.0.1:{port}/v1", KAR_EMBEDDER_REMOTE_MODEL="m")
+    url = f"http://127.0.0.1:{port}/v1"
+    res = kar([*command], KAR_KB_PATH=str(tmp_path / "kb"), KAR_DATA_DIR=str(tmp_path / "data"), KAR_EMBEDDER="remote",
+              KAR_EMBEDDER_URLS=url, KAR_EMBEDDER_REMOTE_MODEL="m", KAR_EMBEDDER_RETRIES="1")
     errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
-    assert res.exit_code == 1 and len(errors) == 1 and "KAR_EMBEDDER_URLS" in errors[0] and "Traceback" not in res.output
+    assert res.exit_code == 3, res.output
+    assert len(errors) == 1 and "Traceback" not in res.output, res.output
+    assert "remote embedder is unreachable" in errors[0] and url in errors[0] and "KAR_EMBEDDER_URLS" in errors[0], errors[0]
 
 
 async def test_api_search_notes_the_warning_and_refuses_with_409_when_required(hash_kb, tmp_path):
