@@ -112,3 +112,18 @@ def test_code_names_only_docs_pages_that_exist():
                 named.setdefault(name, []).append(str(path.relative_to(REPO)))
     missing = {name: files for name, files in named.items() if not (DOCS / name).exists()}
     assert not missing, f"code names docs pages that do not exist: {missing}"
+
+
+def test_every_repository_path_the_docs_quote_exists():
+    """A path in inline code (`retrieval/grounding/fusion.py`, `eval/tasks/`) names a file or folder of today's tree."""
+    roots = ("culturebase", "retrieval", "crawlers", "agents", "eval", "services", "bench", "tests", "examples")
+    quoted = re.compile(rf"^(?:{'|'.join(roots)})/[\w./-]*$")
+    missing = []
+    for page in LINKED:
+        for code in re.findall(r"`([^`\n]+)`", prose(page.read_text("utf-8"))):
+            for token in code.split():
+                token = token.rstrip(",;:)")
+                generated = token.startswith("bench/results/")  # a bench's output, named before it is made
+                if quoted.match(token) and not generated and not (REPO / token).exists():
+                    missing.append(f"{page.relative_to(REPO)}: {token}")
+    assert not missing, "the docs quote paths that do not exist: " + "; ".join(missing)
