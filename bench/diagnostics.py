@@ -313,7 +313,8 @@ def judge_labels(rows: list[dict[str, Any]], settings: Any) -> list[bool | None]
 
 def label_agreement(judge: Any) -> dict[str, Any]:
     """The proxy (and the judge, when one is configured) against the hand labels: overall, per language, per kind."""
-    from eval.diagnostics.knowledge import PROXY_THRESHOLD, proxy_decide
+    from eval.diagnostics.knowledge import proxy_decide
+    from eval.diagnostics.params import PARAMS
 
     rows = read_labels()
     proxy = [proxy_decide([r["unit"]], r["prompt"])[0] for r in rows]
@@ -332,7 +333,7 @@ def label_agreement(judge: Any) -> dict[str, Any]:
 
     result: dict[str, Any] = {"file": str(LABELS.relative_to(ROOT)), "pairs": len(rows),
                               "per_language_pairs": {lang: sum(1 for r in rows if r["language"] == lang) for lang in sorted({r["language"] for r in rows})},
-                              "hand_yes": sum(hand), "proxy_threshold": PROXY_THRESHOLD, "proxy_vs_hand": split(proxy),
+                              "hand_yes": sum(hand), "proxy_threshold": PARAMS.proxy_threshold, "proxy_vs_hand": split(proxy),
                               "disagreements": [f"{r['id']} {r['kind']}: hand {'yes' if h else 'no'}, proxy {'yes' if p else 'no'}"
                                                 for r, h, p in zip(rows, hand, proxy) if h != p]}
     if isinstance(judge, str):

@@ -77,7 +77,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def _where(path: Path, index: int, record: dict[str, Any]) -> str:
+def record_where(path: Path, index: int, record: dict[str, Any]) -> str:
+    """Where a record sits, for error messages: the file, its index and its id."""
     return f"{path}: item {index} (id={record.get('id', '?')})"
 
 
@@ -87,7 +88,7 @@ def load_predictions(path: str | Path) -> list[Prediction]:
     predictions: list[Prediction] = []
     seen: set[str] = set()
     for index, record in enumerate(read_records(path)):
-        where = _where(path, index, record)
+        where = record_where(path, index, record)
         if record.get("id") is None and not record.get("image_path"):
             raise DatasetError(f"{where}: fields 'id' and 'image_path' are both missing")
         response = record.get("response")
@@ -143,10 +144,10 @@ def load_judged(path: str | Path) -> list[dict[str, Any]]:
     records = read_records(path)
     for index, record in enumerate(records):
         if record.get("id") is None and not record.get("image_path"):
-            raise DatasetError(f"{_where(path, index, record)}: fields 'id' and 'image_path' are both missing")
+            raise DatasetError(f"{record_where(path, index, record)}: fields 'id' and 'image_path' are both missing")
         evaluation = record.get("evaluation")
         if evaluation is not None and not isinstance(evaluation, dict):
-            raise DatasetError(f"{_where(path, index, record)}: field 'evaluation' must be an object or null")
+            raise DatasetError(f"{record_where(path, index, record)}: field 'evaluation' must be an object or null")
     return records
 
 

@@ -119,6 +119,69 @@ def _jpeg(frame: Any, side: int) -> bytes:
     return buffer.getvalue()
 
 
+@dataclass
+class SceneChanges:
+    """The strongest scene changes seen so far: each compared frame at 32×18 RGB against the previous compared one."""
+
+    keep: int
+    threshold: float
+    found: list[tuple[float, float, Any]] = field(default_factory=list)  # (change, t, frame), strongest first
+    previous: np.ndarray | None = None
+
+    def offer(self, t: float, frame: Any) -> None:
+        grey = frame.to_ndarray(format="rgb24", width=32, height=18).astype(np.float32)
+        if self.previous is not None:
+            change = float(np.abs(grey - self.previous).mean() / 255.0)
+            if change >= self.threshold:
+                self.found.append((change, t, frame))
+                self.found.sort(key=lambda c: -c[0])
+                del self.found[self.keep:]
+        self.previous = grey
+
+
+@dataclass
+class DecodePass:
+    """What one decoding pass kept: the uniform frames, the scene changes, the first and last frames decoded."""
+
+    uniform: list[Frame] = field(default_factory=list)
+    first: Any = None
+    last: Any = None
+
+
+def decode_pass(container: Any, stream: Any, path: str | Path, read_s: float, targets: list[float], scenes: SceneChanges,
+                stride: int, frame_side: int, limits: MediaLimits | None) -> DecodePass:
+    """Decode up to ``read_s``, taking the first frame at or after each target and offering every ``stride``-th
+    frame to ``scenes``; a decoding error after the first frame ends the pass (refused as truncated with ``limits``)."""
+    import av
+
+    out = DecodePass()
+    next_target = 0
+    index = -1
+    try:
+        for frame in container.decode(stream):
+            index += 1
+            t = float(frame.time) if frame.time is not None else 0.0
+            if limits is not None:
+                limits.check_decoded(path, t, index + 1, frame.width * frame.height)
+            if t > read_s:
+                break
+            out.first = out.first if out.first is not None else frame
+            out.last = frame
+            while next_target < len(targets) and t >= targets[next_target]:
+                if not out.uniform or out.uniform[-1].t != t:
+                    out.uniform.append(Frame(t, _jpeg(frame, frame_side), "uniform"))
+                next_target += 1
+            if scenes.keep and index % stride == 0:
+                scenes.offer(t, frame)
+    except av.error.FFmpegError as exc:
+        if out.first is None:
+            raise MediaError(f"{path}: video stream cannot be decoded ({exc})") from None
+        if limits is not None:
+            raise MediaLimitError("media_truncated", "a truncated or damaged file",
+                                  f"{Path(str(path)).name}: decoding failed after {float(out.last.time or 0.0):.1f} s ({exc})") from None
+    return out
+
+
 def sample_frames(
     path: str | Path,
     n: int = 8,
@@ -133,8 +196,6 @@ def sample_frames(
 
     With ``limits`` (explain inputs) a clip over a limit is refused while it is decoded, and one that
     decodes short of its claimed duration or fails mid-way is refused as truncated, instead of being cut."""
-    import av
-
     container = open_container(path)
     try:
         if not container.streams.video:
@@ -150,44 +211,11 @@ def sample_frames(
         read_s = min(duration, max_duration_s) if duration > 0 else max_duration_s
         truncated = duration > max_duration_s
         targets = [(i + 0.5) * read_s / n for i in range(n)] if duration > 0 else []
-        uniform: list[Frame] = []
-        scene: list[tuple[float, float, Any]] = []  # (change, t, frame)
-        previous: np.ndarray | None = None
-        first: Any = None
-        last: Any = None
-        next_target = 0
+        scenes = SceneChanges(scene_frames, scene_threshold)
         # scene changes are looked for about 4 times a second (every frame is still decoded)
         stride = max(1, round((fps or 4.0) / 4.0))
-        index = -1
-        try:
-            for frame in container.decode(stream):
-                index += 1
-                t = float(frame.time) if frame.time is not None else 0.0
-                if limits is not None:
-                    limits.check_decoded(path, t, index + 1, frame.width * frame.height)
-                if t > read_s:
-                    break
-                first = first if first is not None else frame
-                last = frame
-                while next_target < len(targets) and t >= targets[next_target]:
-                    if not uniform or uniform[-1].t != t:
-                        uniform.append(Frame(t, _jpeg(frame, frame_side), "uniform"))
-                    next_target += 1
-                if scene_frames and index % stride == 0:
-                    grey = frame.to_ndarray(format="rgb24", width=32, height=18).astype(np.float32)
-                    if previous is not None:
-                        change = float(np.abs(grey - previous).mean() / 255.0)
-                        if change >= scene_threshold:
-                            scene.append((change, t, frame))
-                            scene.sort(key=lambda c: -c[0])
-                            del scene[scene_frames:]
-                    previous = grey
-        except av.error.FFmpegError as exc:
-            if first is None:
-                raise MediaError(f"{path}: video stream cannot be decoded ({exc})") from None
-            if limits is not None:
-                raise MediaLimitError("media_truncated", "a truncated or damaged file",
-                                      f"{Path(str(path)).name}: decoding failed after {float(last.time or 0.0):.1f} s ({exc})") from None
+        decoded = decode_pass(container, stream, path, read_s, targets, scenes, stride, frame_side, limits)
+        first, last, uniform = decoded.first, decoded.last, decoded.uniform
         if first is None:
             raise MediaError(f"{path}: the video stream has no decodable frame")
         if limits is not None:
@@ -200,7 +228,7 @@ def sample_frames(
         if truncated:
             notes.append(f"video is {duration:.0f} s long: only the first {max_duration_s:.0f} s were read (KAR_MEDIA_MAX_DURATION_S)")
         taken = {f.t for f in uniform}
-        extra = [Frame(t, _jpeg(frame, frame_side), "scene") for _, t, frame in scene if all(abs(t - u) > 0.1 for u in taken)]
+        extra = [Frame(t, _jpeg(frame, frame_side), "scene") for _, t, frame in scenes.found if all(abs(t - u) > 0.1 for u in taken)]
         frames = sorted(uniform + extra, key=lambda f: f.t)
         return FrameSample(frames, duration, min(read_s, float(last.time or 0.0)) if last is not None else 0.0, truncated, fps, notes)
     finally:

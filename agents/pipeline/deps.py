@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agents.vlm.base import VisionLanguageModel
+from culturebase.settings import Settings
 from retrieval.grounding import GroundingCues
 from retrieval.websearch import WebSearch
 
@@ -21,13 +22,21 @@ class OCREngine(Protocol):
     def read(self, image: bytes) -> Any: ...
 
 
+def setting_default(name: str) -> Any:
+    """The default of one setting (``culturebase.settings.Settings``), so a value is defined in one place."""
+    return Settings.model_fields[name].default
+
+
 @dataclass
 class PipelineConfig:
-    """Per-run switches (from settings by default)."""
+    """Per-run switches; the search budgets default to the settings' defaults (``KAR_SEARCH_MAX_QUERIES``,
+    ``KAR_SEARCH_RESULTS``, ``KAR_EVIDENCE_TOKEN_BUDGET``)."""
 
-    max_queries: int = 5
-    search_results: int = 5
-    evidence_token_budget: int = 3000
+    #: web queries per item: a protocol constant, the MemeBench study's budget of at most 5 queries per item
+    max_queries: int = setting_default("search_max_queries")
+    #: results per query and the evidence block's token budget: set with the pipeline's first version (no bench chose them)
+    search_results: int = setting_default("search_results")
+    evidence_token_budget: int = setting_default("evidence_token_budget")
     ocr_enabled: bool = True
     default_language: str = "en"
     extract_json_mode: bool = False

@@ -23,8 +23,19 @@ from agents.pipeline.extraction import Extraction
 
 Origin = Literal["vlm", "culturebase", "entity", "ocr"]
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
-MAX_QUERY_CHARS = 120
-CONFIDENT = ("high", "medium")
+
+
+@dataclass(frozen=True)
+class QueryParams:
+    """How queries are built; the query budget itself is ``PipelineConfig.max_queries``."""
+
+    #: a query is cut to this many characters: set by hand with the pipeline's first version (no bench chose it)
+    max_chars: int = 120
+    #: extracted entities of these confidences become queries: the MemeBench release's rule (a protocol constant)
+    confident: tuple[str, ...] = ("high", "medium")
+
+
+PARAMS = QueryParams()
 
 
 @dataclass(frozen=True)
@@ -55,13 +66,14 @@ def entity_query(name: str, source: str, language: str | None = None) -> str:
     return _squash(f"{name} {source} {suffix}")
 
 
-def build_queries(extraction: Extraction, hits: list[Any] | None, budget: int, ocr_fallback: str = "") -> list[Query]:
+def build_queries(extraction: Extraction, hits: list[Any] | None, budget: int, ocr_fallback: str = "",
+                  params: QueryParams = PARAMS) -> list[Query]:
     """Queries for one item; ``hits`` are grounded entities (``.entity``) that passed τ, or None."""
     out: list[Query] = []
     seen: set[str] = set()
 
     def add(text: str, origin: Origin, names: tuple[str, ...] = ()) -> None:
-        text = _squash(text)[:MAX_QUERY_CHARS].strip()
+        text = _squash(text)[:params.max_chars].strip()
         if text and _key(text) not in seen and len(out) < budget:
             seen.add(_key(text))
             out.append(Query(text, origin, names))
@@ -72,7 +84,7 @@ def build_queries(extraction: Extraction, hits: list[Any] | None, budget: int, o
         ent = hit.entity
         add(entity_query(ent.name, ent.source_work or "", ent.language), "culturebase", (ent.name, *(getattr(ent, "aliases", None) or ())))
     for ent in extraction.entities:
-        if ent.confidence in CONFIDENT:
+        if ent.confidence in params.confident:
             add(entity_query(ent.name, ent.source), "entity")
     if not out:
         ocr = _squash(extraction.ocr_text or ocr_fallback)

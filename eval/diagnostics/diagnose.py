@@ -28,7 +28,8 @@ from statistics import mean
 from typing import Any
 
 from eval.diagnostics.gold import Gold, KBNames, gold_of, knowledge_units, mentions, named_entities, normalized_name
-from eval.diagnostics.knowledge import JUDGE, PROXY, PROXY_THRESHOLD, KnowledgeJudge, Material, Materials, judge_many, proxy_decide
+from eval.diagnostics.knowledge import JUDGE, PROXY, KnowledgeJudge, Material, Materials, judge_many, proxy_decide
+from eval.diagnostics.params import PARAMS
 from eval.diagnostics.traces import (
     RECONSTRUCTED,
     RECORDED,
@@ -49,10 +50,6 @@ from eval.diagnostics.traces import (
 
 #: conditions whose pipeline grounds entities in CultureBase
 GROUNDING_CONDITIONS = frozenset({"kar"})
-#: a knowledge unit share at or above this counts as "the knowledge reached the prompt"
-KNOWLEDGE_REACHED = 0.5
-#: evidence more off-entity than this counts as "off-entity evidence"
-OFF_ENTITY = 0.5
 
 
 def condition_of(name: str) -> str:
@@ -256,7 +253,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], condition: str) -> dict[str, An
         "items_with_extra": _share([n > 0 for n in extra]),
         "knowledge_in_prompt": _mean(knowledge),
         "knowledge_method": "+".join(methods) if methods else None,
-        "knowledge_reached": _share([k >= KNOWLEDGE_REACHED for k in knowledge]),
+        "knowledge_reached": _share([k >= PARAMS.knowledge_reached for k in knowledge]),
         "evidence_off_entity": _mean(off),
         "evidence_status": dict(sorted(Counter(r["evidence_status"] for r in traced).items())),
         # recorded, reconstructed, or both (a run resumed across the change): "recorded+reconstructed"
@@ -269,7 +266,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], condition: str) -> dict[str, An
             "prompts_recorded": ways.get(RECORDED, 0), "prompts_reconstructed": ways.get(RECONSTRUCTED, 0),
             "prompts_cut": sum(1 for r in traced if r.get("prompt_cut")),
         },
-        "thresholds": {"knowledge_reached": KNOWLEDGE_REACHED, "off_entity": OFF_ENTITY, "proxy_containment": PROXY_THRESHOLD},
+        "thresholds": {"knowledge_reached": PARAMS.knowledge_reached, "off_entity": PARAMS.off_entity, "proxy_containment": PARAMS.proxy_threshold},
         "rows": list(rows),
     }
 

@@ -5,11 +5,11 @@ and Success):
 
 * a **repair** (baseline fails, condition passes) falls in one of four cells by whether a gold
   entity was grounded and whether the knowledge reached the prompt (``knowledge_in_prompt`` ≥
-  :data:`~eval.diagnostics.diagnose.KNOWLEDGE_REACHED`): ``repair.grounded.knowledge``,
+  ``PARAMS.knowledge_reached``): ``repair.grounded.knowledge``,
   ``repair.grounded.no_knowledge``, ``repair.ungrounded.knowledge``, ``repair.ungrounded.no_knowledge``;
 * a **damage** (baseline passes, condition fails) by its first cause: ``damage.extra_entity`` (an
   entity that is not gold passed τ and was injected), ``damage.off_entity`` (the evidence is mostly,
-  > :data:`~eval.diagnostics.diagnose.OFF_ENTITY`, about no gold entity), ``damage.neither`` (the
+  > ``PARAMS.off_entity``, about no gold entity), ``damage.neither`` (the
   reasoner's own doing).
 
 Each cell lists its items.
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.diagnostics.diagnose import KNOWLEDGE_REACHED, OFF_ENTITY
+from eval.diagnostics.params import PARAMS
 
 REPAIR_CELLS: tuple[str, ...] = (
     "repair.grounded.knowledge", "repair.grounded.no_knowledge", "repair.ungrounded.knowledge", "repair.ungrounded.no_knowledge",
@@ -34,7 +34,7 @@ JOIN_LAYERS: tuple[str, ...] = ("V", "I", "K", "R", "Success")
 
 def repair_cell(row: Mapping[str, Any]) -> str:
     grounded = "grounded" if row.get("identity_grounded") else "ungrounded"
-    reached = (row.get("knowledge_in_prompt") or 0.0) >= KNOWLEDGE_REACHED
+    reached = (row.get("knowledge_in_prompt") or 0.0) >= PARAMS.knowledge_reached
     return f"repair.{grounded}.{'knowledge' if reached else 'no_knowledge'}"
 
 
@@ -42,7 +42,7 @@ def damage_cell(row: Mapping[str, Any]) -> str:
     if row.get("n_extra"):
         return "damage.extra_entity"
     off = row.get("evidence_off_entity")
-    if off is not None and off > OFF_ENTITY:
+    if off is not None and off > PARAMS.off_entity:
         return "damage.off_entity"
     return "damage.neither"
 

@@ -8,7 +8,7 @@ Two deciders, and every figure says which one made it:
   cached in SQLite by model, prompt hash, item and material).  A reply that never parses leaves
   the item's units undecided (``None``), never 0 or 1.
 * ``proxy``: lexical containment, no model: a unit counts as stated when at least
-  :data:`PROXY_THRESHOLD` of its tokens (words; character bigrams for CJK) occur in the material.
+  :attr:`~eval.diagnostics.params.DiagnosticsParams.proxy_threshold` of its tokens (words; character bigrams for CJK) occur in the material.
   It cannot see a paraphrase or a translation, so it is a proxy and is labelled so wherever shown;
   ``bench/diagnostics.py`` measures its agreement with the judge.
 """
@@ -29,11 +29,10 @@ from pydantic import BaseModel, ConfigDict
 
 from agents.vlm.base import ChatMessage, SamplingParams, VisionLanguageModel
 from eval.diagnostics.gold import fold
-from eval.judges.base import ask_valid, fill, json_object
+from eval.diagnostics.params import PARAMS
+from eval.judges.base import PARAMS as JUDGE_PARAMS, ask_valid, fill, json_object
 
 PROMPT = Path(__file__).resolve().parent.parent / "prompts" / "knowledge_in_prompt.md"
-#: share of a unit's tokens the material must hold for the proxy to call the unit stated (fixed a priori, not tuned)
-PROXY_THRESHOLD = 0.6
 PROXY = "proxy"
 JUDGE = "judge"
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
@@ -125,7 +124,7 @@ def containment(unit: str, material: Material | Materials) -> float:
 
 def proxy_decide(units: Sequence[str], material: str | Material | Materials) -> list[bool]:
     """Per unit: stated in the material (its text, or its parts already normalised) by lexical containment
-    (≥ :data:`PROXY_THRESHOLD`).  Empty material states nothing."""
+    (≥ ``PARAMS.proxy_threshold``).  Empty material states nothing."""
     if isinstance(material, str):
         if not material.strip():
             return [False] * len(units)
@@ -143,12 +142,12 @@ def proxy_decide(units: Sequence[str], material: str | Material | Materials) -> 
                 has = held[token] = material.has(token)
             if has:
                 count += 1
-                if count / n >= PROXY_THRESHOLD:
+                if count / n >= PARAMS.proxy_threshold:
                     stated = True
                     break
             else:
                 missed += 1
-                if (n - missed) / n < PROXY_THRESHOLD:
+                if (n - missed) / n < PARAMS.proxy_threshold:
                     break
         decided.append(stated)
     return decided
@@ -183,7 +182,7 @@ class KnowledgeJudge:
     """The judge deciding, per knowledge unit, whether the prompt's material states it (cached)."""
 
     vlm: VisionLanguageModel
-    max_retries: int = 2
+    max_retries: int = JUDGE_PARAMS.max_parse_retries
     cache: Any = None  # an eval.judges.checklist.JudgeCache (or None: no cache)
     calls: int = 0
     cache_hits: int = 0

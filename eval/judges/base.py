@@ -18,8 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from agents.vlm.base import ChatMessage, SamplingParams, TokenUsage, VisionLanguageModel, VLMError
+from culturebase.settings import Settings
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class JudgeParams:
+    """The judges' ask/parse/re-ask loop (every judge: checklist, rubric, reference rubric, knowledge in prompt)."""
+
+    #: re-asks when a reply cannot be parsed: the default of ``KAR_JUDGE_MAX_PARSE_RETRIES`` (set by hand; no bench chose it)
+    max_parse_retries: int = Settings.model_fields["judge_max_parse_retries"].default
+
+
+PARAMS = JudgeParams()
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.I)
 
 
@@ -65,7 +77,7 @@ async def ask_valid(
     messages: Sequence[ChatMessage],
     parse: Callable[[str], T],
     *,
-    max_retries: int = 2,
+    max_retries: int = PARAMS.max_parse_retries,
     sampling: SamplingParams | None = None,
     repair: Callable[[str], str] = default_repair,
 ) -> Asked[T]:

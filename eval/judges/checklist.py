@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.vlm.base import ChatMessage, ImageInput, SamplingParams, TokenUsage, VisionLanguageModel
 from eval.tasks.memebench import BenchmarkItem, resolve_image
-from eval.judges.base import ask_valid, fill
+from eval.judges.base import PARAMS as JUDGE_PARAMS, ask_valid, fill
 from eval.records import Prediction, RecordIndex, load_judged
 from eval.verdicts import (
     DIMENSIONS,
@@ -209,7 +209,7 @@ class ChecklistJudge:
         self,
         vlm: VisionLanguageModel,
         *,
-        max_parse_retries: int = 2,
+        max_parse_retries: int = JUDGE_PARAMS.max_parse_retries,
         sampling: SamplingParams | None = None,
         prompts: JudgePrompts | None = None,
     ):
@@ -349,30 +349,19 @@ def _reusable(existing: dict[str, Any] | None, response_sha: str, response: str 
     return existing.get("response") == response  # files written by other tools
 
 
-async def run_judge(
+def plan_records(
     bench: Sequence[BenchmarkItem],
     predictions: Sequence[Prediction],
-    out_path: str | Path,
+    existing: RecordIndex,
     judge: ChecklistJudge,
-    *,
-    bench_path: str | Path | None = None,
-    image_root: str | Path | None = None,
-    concurrency: int = 8,
-    cache: JudgeCache | None = None,
-    resume: bool = True,
-    price_input_per_1m: float | None = None,
-    price_output_per_1m: float | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-    flush_every_s: float = 2.0,
-) -> JudgeRunSummary:
-    """Judge every benchmark item's prediction and write ``out_path`` in benchmark order."""
-    started = time.perf_counter()
-    out_path = Path(out_path)
-    summary = JudgeRunSummary(judge_model=judge.model_id, prompt_sha=judge.prompts.sha, items=len(bench))
+    cache: JudgeCache | None,
+    summary: JudgeRunSummary,
+) -> tuple[list[dict[str, Any] | None], list[tuple[int, BenchmarkItem, str, str]]]:
+    """Each item's record where no judge call is needed (no prediction, empty response, kept from the
+    existing file, cached), and the (index, item, response, response sha) still to judge."""
     pred_index = RecordIndex(
         [{"id": p.id, "image_path": p.image_path, "response": p.response, "_pred": p} for p in predictions]
     )
-    existing = RecordIndex(load_judged(out_path)) if resume and out_path.exists() else RecordIndex([])
     records: list[dict[str, Any] | None] = [None] * len(bench)
     pending: list[tuple[int, BenchmarkItem, str, str]] = []
     for i, item in enumerate(bench):
@@ -399,7 +388,80 @@ async def run_judge(
                 summary.cache_hits += 1
                 continue
         pending.append((i, item, response, response_sha))
+    return records, pending
 
+
+async def judge_item(judge: ChecklistJudge, item: BenchmarkItem, response: str, bench_file: Path, root: Path | None) -> JudgeOutcome:
+    """The judge's outcome for one item (unscored, saying so, when its image file is not found)."""
+    source = Path(item.source_file) if item.source_file else bench_file
+    image_file = resolve_image(item.image_path, source, root)
+    if image_file is None:
+        return JudgeOutcome(
+            unscored_evaluation(UNSCORED_JUDGE_ERROR, f"image file not found: {item.image_path}"),
+            TokenUsage(),
+            0,
+        )
+    return await judge.judge(item, response, image_file.read_bytes())
+
+
+def record_outcome(judge: ChecklistJudge, outcome: JudgeOutcome, response_sha: str, summary: JudgeRunSummary) -> dict[str, Any]:
+    """The outcome's evaluation with its ``judge`` block (model, prompt, calls, tokens); its cost counted in ``summary``."""
+    evaluation = outcome.evaluation
+    evaluation["judge"] = {
+        "model": judge.model_id,
+        "prompt_sha": judge.prompts.sha,
+        "response_sha": response_sha,
+        "calls": outcome.calls,
+        "prompt_tokens": outcome.usage.prompt_tokens,
+        "completion_tokens": outcome.usage.completion_tokens,
+        "cached": False,
+    }
+    summary.calls += outcome.calls
+    summary.prompt_tokens += outcome.usage.prompt_tokens
+    summary.completion_tokens += outcome.usage.completion_tokens
+    summary.judged += 1
+    return evaluation
+
+
+def count_verdicts(summary: JudgeRunSummary, final: Sequence[dict[str, Any]], price_input_per_1m: float | None,
+                   price_output_per_1m: float | None) -> None:
+    """Scored and unscored (by reason) counts of the written records, and the cost when priced."""
+    for record in final:
+        verdict = verdict_of(record["evaluation"])
+        if verdict.scored:
+            summary.scored += 1
+        else:
+            key = verdict.unscored_reason or UNSCORED_MISSING
+            summary.unscored[key] = summary.unscored.get(key, 0) + 1
+    if price_input_per_1m is not None or price_output_per_1m is not None:
+        summary.cost_usd = (
+            summary.prompt_tokens / 1e6 * (price_input_per_1m or 0.0)
+            + summary.completion_tokens / 1e6 * (price_output_per_1m or 0.0)
+        )
+
+
+async def run_judge(
+    bench: Sequence[BenchmarkItem],
+    predictions: Sequence[Prediction],
+    out_path: str | Path,
+    judge: ChecklistJudge,
+    *,
+    bench_path: str | Path | None = None,
+    image_root: str | Path | None = None,
+    concurrency: int = 8,
+    cache: JudgeCache | None = None,
+    resume: bool = True,
+    price_input_per_1m: float | None = None,
+    price_output_per_1m: float | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    flush_every_s: float = 2.0,
+) -> JudgeRunSummary:
+    """Judge every benchmark item's prediction and write ``out_path`` in benchmark order."""
+    started = time.perf_counter()
+    out_path = Path(out_path)
+    summary = JudgeRunSummary(judge_model=judge.model_id, prompt_sha=judge.prompts.sha, items=len(bench))
+    existing = RecordIndex(load_judged(out_path)) if resume and out_path.exists() else RecordIndex([])
+    records, pending = plan_records(bench, predictions, existing, judge, cache, summary)
     done = len(bench) - len(pending)
     if on_progress:
         on_progress(done, len(bench))
@@ -411,30 +473,8 @@ async def run_judge(
     async def one(i: int, item: BenchmarkItem, response: str, response_sha: str) -> None:
         nonlocal done, last_flush
         async with limiter:
-            source = Path(item.source_file) if item.source_file else bench_file
-            image_file = resolve_image(item.image_path, source, root)
-            if image_file is None:
-                outcome = JudgeOutcome(
-                    unscored_evaluation(UNSCORED_JUDGE_ERROR, f"image file not found: {item.image_path}"),
-                    TokenUsage(),
-                    0,
-                )
-            else:
-                outcome = await judge.judge(item, response, image_file.read_bytes())
-        evaluation = outcome.evaluation
-        evaluation["judge"] = {
-            "model": judge.model_id,
-            "prompt_sha": judge.prompts.sha,
-            "response_sha": response_sha,
-            "calls": outcome.calls,
-            "prompt_tokens": outcome.usage.prompt_tokens,
-            "completion_tokens": outcome.usage.completion_tokens,
-            "cached": False,
-        }
-        summary.calls += outcome.calls
-        summary.prompt_tokens += outcome.usage.prompt_tokens
-        summary.completion_tokens += outcome.usage.completion_tokens
-        summary.judged += 1
+            outcome = await judge_item(judge, item, response, bench_file, root)
+        evaluation = record_outcome(judge, outcome, response_sha, summary)
         records[i] = {"id": item.source_id, "image_path": item.image_path, "response": response, "evaluation": evaluation}
         if cache is not None and evaluation.get("parse_success"):
             cache.put(JudgeCache.key(judge.model_id, judge.prompts.sha, item.id, response_sha), evaluation)
@@ -448,17 +488,6 @@ async def run_judge(
     await asyncio.gather(*(one(*args) for args in pending))
     final = [r for r in records if r is not None]
     write_records(out_path, final)
-    for record in final:
-        verdict = verdict_of(record["evaluation"])
-        if verdict.scored:
-            summary.scored += 1
-        else:
-            key = verdict.unscored_reason or UNSCORED_MISSING
-            summary.unscored[key] = summary.unscored.get(key, 0) + 1
-    if price_input_per_1m is not None or price_output_per_1m is not None:
-        summary.cost_usd = (
-            summary.prompt_tokens / 1e6 * (price_input_per_1m or 0.0)
-            + summary.completion_tokens / 1e6 * (price_output_per_1m or 0.0)
-        )
+    count_verdicts(summary, final, price_input_per_1m, price_output_per_1m)
     summary.wall_s = time.perf_counter() - started
     return summary

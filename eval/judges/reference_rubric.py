@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from agents.vlm.base import ChatMessage, ImageInput, VisionLanguageModel
-from eval.judges.base import ask_valid, fill, json_object
+from eval.judges.base import PARAMS as JUDGE_PARAMS, ask_valid, fill, json_object
 from eval.records import ReferenceItem
 
 
@@ -39,7 +39,7 @@ async def rubric_score(
     response: str,
     image: bytes | None,
     *,
-    max_parse_retries: int = 2,
+    max_parse_retries: int = JUDGE_PARAMS.max_parse_retries,
     template: str | None = None,
 ) -> dict[str, int] | None:
     """Rubric scores for one response; ``None`` when unparseable after retries or on judge error."""
@@ -62,7 +62,8 @@ def summarize_rubric(scores: Sequence[dict[str, int] | None]) -> dict[str, Any]:
     }
 
 
-def _answered(response: str | None) -> bool:
+def answered(response: str | None) -> bool:
+    """Whether the response says anything (a blank or missing response is unanswered)."""
     return bool((response or "").strip())
 
 
@@ -73,7 +74,7 @@ async def run_rubric(
     images: Mapping[str, bytes | None],
     *,
     concurrency: int = 8,
-    max_parse_retries: int = 2,
+    max_parse_retries: int = JUDGE_PARAMS.max_parse_retries,
     on_progress: Any = None,
 ) -> list[dict[str, int] | None]:
     """Rubric scores per item (``None``: no response, or the judge's reply unusable); one call per answered item."""
@@ -87,7 +88,7 @@ async def run_rubric(
     async def one(index: int, item: ReferenceItem) -> None:
         nonlocal done
         response = responses.get(item.id)
-        if _answered(response):
+        if answered(response):
             async with limiter:
                 results[index] = await rubric_score(
                     vlm, item, response or "", images.get(item.id),

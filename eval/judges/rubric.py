@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from agents.vlm.base import ChatMessage, ImageInput, VisionLanguageModel
-from eval.judges.base import ask_valid, fill, json_object
+from eval.judges.base import PARAMS as JUDGE_PARAMS, ask_valid, fill, json_object
 from eval.tasks.drivelhub import MAX_TOTAL, MIN_TOTAL, PENALTIES, POSITIVE, RUBRIC, summarize, total
 
 PROMPT = Path(__file__).resolve().parent.parent / "prompts" / "drivelhub_rubric.md"
@@ -83,7 +83,7 @@ class RubricJudge:
     """Calls the judge model once per item (plus re-asks on invalid replies)."""
 
     vlm: VisionLanguageModel
-    max_retries: int = 2
+    max_retries: int = JUDGE_PARAMS.max_parse_retries
 
     def prompt(self, narrative: str, response: str, transcript: str | None, timestamps: Sequence[float]) -> str:
         return fill(

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from eval.judges.reference_rubric import RUBRIC_KEYS, _answered, summarize_rubric
+from eval.judges.reference_rubric import RUBRIC_KEYS, answered, summarize_rubric
 from eval.metrics.stats import holm, paired_bootstrap
 from eval.records import ReferenceItem
 
@@ -34,11 +34,11 @@ def cosine_scores(
     texts: list[str] = []
     for item in items:
         texts.extend(item.references)
-    answered = [item for item in items if (responses.get(item.id) or "").strip()]
-    texts.extend(responses[item.id] for item in answered)  # type: ignore[misc]
+    with_response = [item for item in items if answered(responses.get(item.id))]
+    texts.extend(responses[item.id] for item in with_response)  # type: ignore[misc]
     dense = np.asarray(embedder.encode_documents(texts).dense, dtype=np.float32) if texts else np.zeros((0, 1))
     n_refs = sum(len(item.references) for item in items)
-    response_rows = {item.id: dense[n_refs + j] for j, item in enumerate(answered)}
+    response_rows = {item.id: dense[n_refs + j] for j, item in enumerate(with_response)}
     scores = np.zeros(len(items))
     offset = 0
     for i, item in enumerate(items):
@@ -131,6 +131,75 @@ def _by_language(items: Sequence[ReferenceItem]) -> dict[str, np.ndarray]:
     return {language: languages == language for language in sorted(set(languages.tolist()))}
 
 
+def condition_summary(
+    items: Sequence[ReferenceItem],
+    per_item: Mapping[str, str | None],
+    scores: np.ndarray,
+    languages: Mapping[str, np.ndarray],
+    rubric_rows: Sequence[dict[str, int] | None] | None,
+) -> dict[str, Any]:
+    """One condition's counts, mean cosine and (when judged) rubric means, overall and per language."""
+    entry: dict[str, Any] = {
+        "n": len(items),
+        "n_missing": sum(1 for item in items if not answered(per_item.get(item.id))),
+        "cosine": {
+            "mean": _mean(scores),
+            "by_language": {lang: {"n": int(m.sum()), "mean": _mean(scores[m])} for lang, m in languages.items()},
+        },
+    }
+    if rubric_rows is not None:
+        rows = list(rubric_rows)
+        entry["rubric"] = {
+            **summarize_rubric(rows),
+            "by_language": {
+                lang: summarize_rubric([r for r, keep in zip(rows, m) if keep]) for lang, m in languages.items()
+            },
+        }
+    return entry
+
+
+def paired_rubric(
+    items: Sequence[ReferenceItem],
+    base_rows: Sequence[dict[str, int] | None],
+    cond_rows: Sequence[dict[str, int] | None],
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Per rubric key: the paired bootstrap of condition − baseline over the items scored in both."""
+    both = [i for i, (b, c) in enumerate(zip(base_rows, cond_rows)) if b is not None and c is not None]
+    sub_items = [items[i] for i in both]
+    out: dict[str, Any] = {}
+    for key in RUBRIC_KEYS:
+        base = np.array([base_rows[i][key] for i in both], dtype=float)  # type: ignore[index]
+        cond = np.array([cond_rows[i][key] for i in both], dtype=float)  # type: ignore[index]
+        out[key] = {
+            "overall": paired_bootstrap(base, cond, n_boot, seed),
+            "by_language": compare_by_language(sub_items, base, cond, n_boot, seed),
+        }
+    return out
+
+
+def item_scores(
+    items: Sequence[ReferenceItem],
+    names: Sequence[str],
+    cosine: Mapping[str, np.ndarray],
+    rubric: Mapping[str, Sequence[dict[str, int] | None]] | None,
+) -> dict[str, Any]:
+    """Per item: its language, each condition's cosine and (when judged) rubric scores."""
+    return {
+        item.id: {
+            "language": item.language,
+            **{f"cosine/{name}": float(cosine[name][i]) for name in names},
+            **(
+                {f"{key}/{name}": (rubric[name][i] or {}).get(key) for name in names for key in RUBRIC_KEYS}
+                if rubric is not None
+                else {}
+            ),
+        }
+        for i, item in enumerate(items)
+    }
+
+
 def reference_metrics(
     items: Sequence[ReferenceItem],
     responses: Mapping[str, Mapping[str, str | None]],
@@ -154,26 +223,10 @@ def reference_metrics(
     encoder = embedder if isinstance(embedder, CachingEncoder) else CachingEncoder(embedder)
     languages = _by_language(items)
     cosine = {name: cosine_scores(items, per_item, encoder) for name, per_item in responses.items()}
-    conditions: dict[str, Any] = {}
-    for name, per_item in responses.items():
-        scores = cosine[name]
-        entry: dict[str, Any] = {
-            "n": len(items),
-            "n_missing": sum(1 for item in items if not _answered(per_item.get(item.id))),
-            "cosine": {
-                "mean": _mean(scores),
-                "by_language": {lang: {"n": int(m.sum()), "mean": _mean(scores[m])} for lang, m in languages.items()},
-            },
-        }
-        if rubric is not None:
-            rows = list(rubric[name])
-            entry["rubric"] = {
-                **summarize_rubric(rows),
-                "by_language": {
-                    lang: summarize_rubric([r for r, keep in zip(rows, m) if keep]) for lang, m in languages.items()
-                },
-            }
-        conditions[name] = entry
+    conditions = {
+        name: condition_summary(items, per_item, cosine[name], languages, rubric[name] if rubric is not None else None)
+        for name, per_item in responses.items()
+    }
     paired: dict[str, Any] = {}
     for name in responses:
         if name == baseline:
@@ -185,16 +238,7 @@ def reference_metrics(
             }
         }
         if rubric is not None:
-            both = [i for i, (b, c) in enumerate(zip(rubric[baseline], rubric[name])) if b is not None and c is not None]
-            sub_items = [items[i] for i in both]
-            result["rubric"] = {}
-            for key in RUBRIC_KEYS:
-                base = np.array([rubric[baseline][i][key] for i in both], dtype=float)  # type: ignore[index]
-                cond = np.array([rubric[name][i][key] for i in both], dtype=float)  # type: ignore[index]
-                result["rubric"][key] = {
-                    "overall": paired_bootstrap(base, cond, n_boot, seed),
-                    "by_language": compare_by_language(sub_items, base, cond, n_boot, seed),
-                }
+            result["rubric"] = paired_rubric(items, rubric[baseline], rubric[name], n_boot, seed)
         paired[name] = result
     return {
         "n_items": len(items),
@@ -205,18 +249,5 @@ def reference_metrics(
         "seed": seed,
         "conditions": conditions,
         "paired": paired,
-        "item_scores": {
-            item.id: {
-                "language": item.language,
-                **{f"cosine/{name}": float(cosine[name][i]) for name in responses},
-                **(
-                    {f"{key}/{name}": (rubric[name][i] or {}).get(key) for name in responses for key in RUBRIC_KEYS}
-                    if rubric is not None
-                    else {}
-                ),
-            }
-            for i, item in enumerate(items)
-        },
+        "item_scores": item_scores(items, list(responses), cosine, rubric),
     }
-
-

@@ -1,8 +1,10 @@
 """What every report shares: one JSON conversion (numpy scalars to Python, NaN → null,
-±inf → "inf"/"-inf" with its sign) so no report writes the invalid token ``NaN``."""
+±inf → "inf"/"-inf" with its sign) so no report writes the invalid token ``NaN``, and one
+markdown-table-to-HTML rendering for report.html."""
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
@@ -54,3 +56,20 @@ def dumps_indented(value: Any) -> str:
     import orjson
 
     return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8")
+
+
+def markdown_table_html(markdown: str) -> str:
+    """A markdown block as HTML: its lines as paragraphs, its table (header row first, rule rows dropped) as a table."""
+    paras: list[str] = []
+    rows: list[str] = []
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            if line.strip():
+                paras.append(f"<p>{html.escape(line)}</p>")
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if all(c and set(c) <= {"-"} for c in cells):
+            continue
+        tag = "th" if not rows else "td"
+        rows.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>")
+    return "".join(paras) + ("<table>" + "".join(rows) + "</table>" if rows else "")

@@ -15,6 +15,7 @@ from typing import Any
 from eval.diagnostics.cache import write_entry
 from eval.diagnostics.joined import CELLS, DAMAGE_CELLS, JOIN_LAYERS, REPAIR_CELLS
 from eval.diagnostics.traces import PROMPTS_LABELS
+from eval.report.common import markdown_table_html
 
 CELL_LABELS = {
     "repair.grounded.knowledge": "grounded + knowledge",
@@ -237,8 +238,6 @@ def _draw_causes(joined: Mapping[str, Mapping[str, list[Any]]], layer: str, path
 
 def html_section(diagnostics: Mapping[str, Any] | None) -> str:
     """The report.html section: both tables and, per cell, its items."""
-    from eval.report.vikr import _md_table_to_html
-
     if diagnostics is None:
         return ""
     if is_skipped(diagnostics):
@@ -252,8 +251,8 @@ def html_section(diagnostics: Mapping[str, Any] | None) -> str:
                                  f"{html.escape(', '.join(map(str, ids)))}</li>")
     return (
         "<h2>Retrieval diagnostics</h2>"
-        f"{_md_table_to_html(diagnostics_markdown(diagnostics))}"
+        f"{markdown_table_html(diagnostics_markdown(diagnostics))}"
         "<h3>Repairs and damages by cause</h3>"
-        f"{_md_table_to_html(causes_markdown(diagnostics))}"
+        f"{markdown_table_html(causes_markdown(diagnostics))}"
         f"<details><summary>Items per cell</summary><ul>{''.join(lists) or '<li>none</li>'}</ul></details>"
     )

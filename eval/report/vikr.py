@@ -20,7 +20,7 @@ from typing import Any
 from eval.tasks.memebench import BenchmarkItem
 from eval.metrics.stats import N_BOOTSTRAP
 from eval.metrics.vikr import STATES, breakdown, condition_metrics, paired_metrics, vikr_matrix
-from eval.report.common import PlainRows, dumps_indented, jsonable
+from eval.report.common import PlainRows, dumps_indented, jsonable, markdown_table_html
 from eval.verdicts import LAYERS
 
 Records = Sequence[dict[str, Any]]
@@ -354,22 +354,6 @@ def make_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
 # -- HTML ---------------------------------------------------------------------------------------
 
 
-def _md_table_to_html(markdown: str) -> str:
-    paras: list[str] = []
-    rows: list[str] = []
-    for line in markdown.splitlines():
-        if not line.startswith("|"):
-            if line.strip():
-                paras.append(f"<p>{html.escape(line)}</p>")
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if all(c and set(c) <= {"-"} for c in cells):
-            continue
-        tag = "th" if not rows else "td"
-        rows.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>")
-    return "".join(paras) + ("<table>" + "".join(rows) + "</table>" if rows else "")
-
-
 def render_html(report: Mapping[str, Any], plots: Sequence[Path], metrics_text: str | None = None) -> str:
     from eval.report.diagnostics import html_section
 
@@ -396,8 +380,8 @@ def render_html(report: Mapping[str, Any], plots: Sequence[Path], metrics_text: 
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>CultureKAR VIKR report</title>"
         f"<style>{style}</style></head><body><h1>CultureKAR VIKR report</h1>"
-        f"<h2>Leaderboard</h2>{_md_table_to_html(leaderboard_markdown(report))}"
-        f"<h2>Controlled augmentation</h2>{_md_table_to_html(augmentation_markdown(report))}"
+        f"<h2>Leaderboard</h2>{markdown_table_html(leaderboard_markdown(report))}"
+        f"<h2>Controlled augmentation</h2>{markdown_table_html(augmentation_markdown(report))}"
         f"<h2>Unscored items</h2><ul>{unscored or '<li>none</li>'}</ul>"
         f"{html_section(report.get('diagnostics'))}"
         f"<h2>Plots</h2>{images or '<p>plots disabled</p>'}"

@@ -41,7 +41,7 @@ from eval.tasks.base import (
     MAX_ERRORS,
     ConversionUnavailableError,
     Task,
-    _field_errors,
+    field_errors,
     resolve_media,
 )
 
@@ -137,7 +137,7 @@ def load_bench(
         try:
             item = REGISTRY[name].item_type.model_validate(record)
         except ValidationError as exc:
-            errors.append(f"{where}: {_field_errors(exc)}")
+            errors.append(f"{where}: {field_errors(exc)}")
             continue
         if item.id in seen:
             errors.append(f"{where}: field 'id' duplicates line {seen[item.id]}")

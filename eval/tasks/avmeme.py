@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from eval.records import read_records
-from eval.tasks.base import LETTERS, MAX_OPTIONS, BenchItem, Task, TaskKind, _field_errors, _norm_key, dump_item, register, task_prompt
+from eval.tasks.base import LETTERS, MAX_OPTIONS, BenchItem, Task, TaskKind, field_errors, norm_key, dump_item, register, task_prompt
 
 if TYPE_CHECKING:
     from agents.pipeline.state import ExplainContext
@@ -86,12 +86,12 @@ class AVMemeItem(BenchItem):
             letter = letters[by_text[0]]
         object.__setattr__(self, "answer", letter)
         if self.question_type is not None:
-            qt = _norm_key(self.question_type)
+            qt = norm_key(self.question_type)
             if qt not in AVMEME_QUESTION_TYPES:
                 raise ValueError(f"field 'question_type': {self.question_type!r} is not one of {', '.join(AVMEME_QUESTION_TYPES)}")
             object.__setattr__(self, "question_type", qt)
         if self.sound_category_raw is not None:
-            raw = _norm_key(self.sound_category_raw).replace("sound_effects", "sound_effect")
+            raw = norm_key(self.sound_category_raw).replace("sound_effects", "sound_effect")
             if raw not in SOUND_GROUPS:
                 raise ValueError(f"field 'sound_category_raw': {self.sound_category_raw!r} is not one of "
                                  f"{', '.join(k.replace('_', ' ') for k in SOUND_GROUPS)}")
@@ -99,7 +99,7 @@ class AVMemeItem(BenchItem):
             if self.sound_category is None:
                 object.__setattr__(self, "sound_category", SOUND_GROUPS[raw])
         if self.sound_category is not None:
-            sc = _norm_key(self.sound_category)
+            sc = norm_key(self.sound_category)
             if sc not in AVMEME_SOUND_CATEGORIES:
                 raise ValueError(f"field 'sound_category': {self.sound_category!r} is not one of {', '.join(AVMEME_SOUND_CATEGORIES)}")
             object.__setattr__(self, "sound_category", sc)
@@ -229,7 +229,7 @@ def convert_avmeme(
         try:
             item = AVMemeItem.model_validate(record)
         except ValidationError as exc:
-            errors.append(f"{where}: {_field_errors(exc)}")
+            errors.append(f"{where}: {field_errors(exc)}")
             continue
         out.append(dump_item(item))
     return out, errors

@@ -39,7 +39,8 @@ MAX_OPTIONS = 10
 TaskKind = Literal["mcq", "classify", "generate"]
 
 
-def _norm_key(value: str) -> str:
+def norm_key(value: str) -> str:
+    """A label as a key: trimmed, lower case, spaces and hyphens as underscores."""
     return value.strip().lower().replace(" ", "_").replace("-", "_")
 
 
@@ -124,7 +125,8 @@ class BenchSet:
         return {item.id: item for item in self.items}
 
 
-def _field_errors(exc: ValidationError) -> str:
+def field_errors(exc: ValidationError) -> str:
+    """A validation error as one line naming each failing field."""
     parts = []
     for error in exc.errors():
         loc = ".".join(str(p) for p in error["loc"])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval.records import DatasetError, _where, read_records
+from eval.records import DatasetError, record_where, read_records
 from eval.verdicts import DIMENSIONS
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def load_benchmark(
     seen: dict[str, str] = {}
     for file in benchmark_files(path):
         for index, record in enumerate(read_records(file)):
-            where = _where(file, index, record)
+            where = record_where(file, index, record)
             item, item_errors = check_benchmark_record(record, where, file)
             if item is not None:
                 if item.id in seen:

@@ -177,42 +177,69 @@ def report_command(
     if is_bench_file(dataset):
         return task_report(dataset, pairs(judged, "--judged"), out, baseline=baseline, bootstrap=bootstrap, seed=seed,
                            json_out=json_out, similarity=similarity, diagnostics_asked=wants_diagnostics)
-    if items is not None:
-        from eval.report.diagnostics import parse_cell
-
-        try:
-            cell = parse_cell(items)
-        except ValueError as exc:
-            raise fail(str(exc), ExitCode.USAGE) from None
-    from eval.metrics.reliability import judge_reliability
-    from eval.records import load_judged
-    from eval.report.common import jsonable
-    from eval.report.vikr import build_report, leaderboard_markdown, write_report
-    from eval.tasks.memebench import load_benchmark
-
-    judged_pairs = pairs(judged, "--judged")
-    human_pairs = pairs(human or [], "--human")
-    judge_pairs = []
-    for key, path in pairs(judge_file or [], "--judge-file"):
-        judge_name, sep, condition = key.partition(":")
-        if not sep:
-            raise fail(f"--judge-file expects JUDGE:COND=FILE, got {key!r}", ExitCode.USAGE)
-        judge_pairs.append((judge_name, condition, path))
+    cell = parse_items(items)
+    judged_pairs, human_pairs, judge_triples = pairs(judged, "--judged"), pairs(human or [], "--human"), judge_file_triples(judge_file or [])
     with user_errors():
-        bench_items = load_benchmark(dataset, check_images=False)
-        judged_records = {name: load_judged(path) for name, path in judged_pairs}
-        reliability = None
-        if human_pairs or judge_pairs:
-            per_judge: dict[str, dict[str, Any]] = {}
-            for judge_name, condition, path in judge_pairs:
-                per_judge.setdefault(judge_name, {})[condition] = load_judged(path)
-            reliability = judge_reliability(bench_items, {name: load_judged(path) for name, path in human_pairs}, per_judge)
+        bench_items, judged_records, reliability = load_vikr_inputs(dataset, judged_pairs, human_pairs, judge_triples)
         waiter = None
         if wants_diagnostics:
             finish = worker_finish(bench_items, judged_records, baseline, None if no_plots else out)
             waiter = report_diagnostics(bench_items, [name for name, _ in judged_pairs], run or [], traces or [], kb,
                                         knowledge_judge or bool(judge_model or judge_base_url), judge_model, judge_base_url,
                                         then=finish)
+    report, files = write_vikr_report(bench_items, judged_records, out, baseline=baseline, bootstrap=bootstrap, seed=seed,
+                                      reliability=reliability, waiter=waiter, no_plots=no_plots)
+    if cell is not None:
+        return print_cell_items(report, cell, json_out)
+    print_vikr_report(report, files, out, json_out)
+
+
+def parse_items(items: str | None) -> tuple[Any, ...] | None:
+    """The diagnostics cell ``--items`` names (NAME:[LAYER:]CELL), or None."""
+    if items is None:
+        return None
+    from eval.report.diagnostics import parse_cell
+
+    try:
+        return parse_cell(items)
+    except ValueError as exc:
+        raise fail(str(exc), ExitCode.USAGE) from None
+
+
+def judge_file_triples(values: list[str]) -> list[tuple[str, str, Path]]:
+    """``--judge-file JUDGE:COND=FILE`` values as (judge, condition, file)."""
+    triples = []
+    for key, path in pairs(values, "--judge-file"):
+        judge_name, sep, condition = key.partition(":")
+        if not sep:
+            raise fail(f"--judge-file expects JUDGE:COND=FILE, got {key!r}", ExitCode.USAGE)
+        triples.append((judge_name, condition, path))
+    return triples
+
+
+def load_vikr_inputs(dataset: Path, judged_pairs: list[tuple[str, Path]], human_pairs: list[tuple[str, Path]],
+                     judge_triples: list[tuple[str, str, Path]]) -> tuple[list[Any], dict[str, Any], Any]:
+    """The benchmark items, each run's judged records and (with human labels or single-judge files) the judges' reliability."""
+    from eval.metrics.reliability import judge_reliability
+    from eval.records import load_judged
+    from eval.tasks.memebench import load_benchmark
+
+    bench_items = load_benchmark(dataset, check_images=False)
+    judged_records = {name: load_judged(path) for name, path in judged_pairs}
+    reliability = None
+    if human_pairs or judge_triples:
+        per_judge: dict[str, dict[str, Any]] = {}
+        for judge_name, condition, path in judge_triples:
+            per_judge.setdefault(judge_name, {})[condition] = load_judged(path)
+        reliability = judge_reliability(bench_items, {name: load_judged(path) for name, path in human_pairs}, per_judge)
+    return bench_items, judged_records, reliability
+
+
+def write_vikr_report(bench_items: list[Any], judged_records: dict[str, Any], out: Path, *, baseline: str, bootstrap: int,
+                      seed: int, reliability: Any, waiter: Callable[[], Any] | None, no_plots: bool) -> tuple[dict[str, Any], list[Any]]:
+    """Build the MemeBench report (with the diagnostics when ``waiter`` brings them), draw its plots and write its files."""
+    from eval.report.vikr import build_report, write_report
+
     with progress_bar(transient=False) as progress:
         task = progress.add_task("report", total=2 if no_plots else 3)
         matrices: dict[str, Any] = {}
@@ -220,49 +247,69 @@ def report_command(
                               matrices_out=matrices)
         plot_paths, plot_cache, causes_path = None, None, None
         if waiter is not None:
-            from eval.report.vikr import add_diagnostics, make_plots
-
-            if not no_plots:  # drawn while the diagnostics are computed (in a worker process, when forked)
-                out.mkdir(parents=True, exist_ok=True)
-                plot_paths = make_plots(report, out)
-            with user_errors():
-                diagnostics, notes, joined = waiter()
-            for note in notes:
-                err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
-            add_diagnostics(report, bench_items, judged_records, diagnostics, matrices, joined=joined)
-            from eval.report.diagnostics import CAUSES_PLOT
-
-            if joined and not no_plots and (out / CAUSES_PLOT).is_file():  # drawn by the worker (removed before it started)
-                causes_path = out / CAUSES_PLOT
-            from culturebase.settings import get_settings
-            from eval.diagnostics.cache import plots_folder
-
-            plot_cache = plots_folder(get_settings())
+            plot_paths, plot_cache, causes_path = add_report_diagnostics(report, bench_items, judged_records, matrices, out,
+                                                                         waiter, no_plots)
         progress.update(task, advance=1)
         files = write_report(report, out, plots=not no_plots, plot_paths=plot_paths, plot_cache=plot_cache, causes_path=causes_path)
         progress.update(task, completed=progress.tasks[0].total)
-    if items is not None:
-        from eval.report.diagnostics import cell_items, items_markdown
+    return report, files
 
-        try:
-            rows = cell_items(report.get("diagnostics") or {}, *cell)
-        except ValueError as exc:
-            raise fail(str(exc), ExitCode.USAGE) from None
-        if json_out:
-            emit_json(jsonable({"cell": dict(zip(("name", "layer", "cell"), cell)), "items": rows}))
-        else:
-            err.print(items_markdown(rows, *cell), highlight=False, markup=False, soft_wrap=True)
-        return
+
+def add_report_diagnostics(report: dict[str, Any], bench_items: list[Any], judged_records: dict[str, Any], matrices: dict[str, Any],
+                           out: Path, waiter: Callable[[], Any], no_plots: bool) -> tuple[Any, Any, Path | None]:
+    """Draw the plots while the diagnostics are computed, then add them to ``report``; returns the plots drawn, the
+    plot cache and the causes plot (when the worker drew it)."""
+    from eval.report.vikr import add_diagnostics, make_plots
+
+    plot_paths, causes_path = None, None
+    if not no_plots:  # drawn while the diagnostics are computed (in a worker process, when forked)
+        out.mkdir(parents=True, exist_ok=True)
+        plot_paths = make_plots(report, out)
+    with user_errors():
+        diagnostics, notes, joined = waiter()
+    for note in notes:
+        err.print(f"diagnostics: {note}", highlight=False, markup=False, soft_wrap=True)
+    add_diagnostics(report, bench_items, judged_records, diagnostics, matrices, joined=joined)
+    from eval.report.diagnostics import CAUSES_PLOT
+
+    if joined and not no_plots and (out / CAUSES_PLOT).is_file():  # drawn by the worker (removed before it started)
+        causes_path = out / CAUSES_PLOT
+    from culturebase.settings import get_settings
+    from eval.diagnostics.cache import plots_folder
+
+    return plot_paths, plots_folder(get_settings()), causes_path
+
+
+def print_cell_items(report: dict[str, Any], cell: tuple[Any, ...], json_out: bool) -> None:
+    """The items of one diagnostics cell (``--items``), as JSON or a markdown list."""
+    from eval.report.common import jsonable
+    from eval.report.diagnostics import cell_items, items_markdown
+
+    try:
+        rows = cell_items(report.get("diagnostics") or {}, *cell)
+    except ValueError as exc:
+        raise fail(str(exc), ExitCode.USAGE) from None
+    if json_out:
+        emit_json(jsonable({"cell": dict(zip(("name", "layer", "cell"), cell)), "items": rows}))
+    else:
+        err.print(items_markdown(rows, *cell), highlight=False, markup=False, soft_wrap=True)
+
+
+def print_vikr_report(report: dict[str, Any], files: list[Any], out: Path, json_out: bool) -> None:
+    """The report as JSON, or its leaderboard (and diagnostics tables) and where it was written."""
+    from eval.report.common import jsonable
+    from eval.report.vikr import leaderboard_markdown
+
     if json_out:
         emit_json(jsonable(report))
-    else:
-        err.print(leaderboard_markdown(report), highlight=False, markup=False)
-        if report.get("diagnostics") is not None:
-            from eval.report.diagnostics import causes_markdown, diagnostics_markdown
+        return
+    err.print(leaderboard_markdown(report), highlight=False, markup=False)
+    if report.get("diagnostics") is not None:
+        from eval.report.diagnostics import causes_markdown, diagnostics_markdown
 
-            err.print(diagnostics_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
-            err.print(causes_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
-        err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
+        err.print(diagnostics_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
+        err.print(causes_markdown(report["diagnostics"]), highlight=False, markup=False, soft_wrap=True)
+    err.print(f"wrote {len(files)} files to {out}", highlight=False, markup=False)
 
 
 def worker_finish(bench_items: list[Any], judged: dict[str, Any], baseline: str | None, out: Path | None) -> Callable[[dict[str, Any]], None]:

@@ -100,7 +100,8 @@ def test_proxy_over_parts_decides_as_over_the_joined_material():
     import unicodedata
 
     from eval.diagnostics.gold import fold
-    from eval.diagnostics.knowledge import PROXY_THRESHOLD, Material, Materials, containment
+    from eval.diagnostics.knowledge import Material, Materials, containment
+    from eval.diagnostics.params import PARAMS
 
     words = ["doge", "Doge", "shiba", "inu", "meme", "2013", "kabosu", "诸葛亮", "骂死", "王朗", "鲁迅", "ＤＯＧＥ", "Straße",
              "strasse", "doge-like", "x_doge", "popular", "since", "wow", "such", "the", "a"]
@@ -109,7 +110,7 @@ def test_proxy_over_parts_decides_as_over_the_joined_material():
         parts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 4))]
         units = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 7))) for _ in range(rng.randint(1, 5))]
         joined = "\n".join(p for p in parts if p)
-        expected = [containment(u, Material(joined)) >= PROXY_THRESHOLD for u in units]
+        expected = [containment(u, Material(joined)) >= PARAMS.proxy_threshold for u in units]
         assert proxy_decide(units, Materials([Material(p) for p in parts if p])) == expected, (parts, units)
         assert proxy_decide(units, joined) == expected
     for text in ("Doge ＤＯＧＥ Straße 诸葛亮", "plain ASCII, Mixed Case\n", ""):
