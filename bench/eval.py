@@ -21,6 +21,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -117,66 +118,72 @@ def judge_accounting(bench_path: Path, n: int) -> dict[str, float]:
     }
 
 
+def generate_report(folder: Path, bench_path: Path, files: dict[str, Path], n_boot: int, out_name: str):
+    """Load, compute and write the report once; returns it with the load, metrics and total seconds."""
+    start = time.perf_counter()
+    items = load_benchmark(bench_path, check_images=False)
+    judged = {name: load_judged(path) for name, path in files.items()}
+    loaded = time.perf_counter()
+    rep = build_report(items, judged, baseline="vanilla", n_boot=n_boot)
+    computed = time.perf_counter()
+    write_report(rep, folder / out_name, plots=False)
+    return rep, loaded - start, computed - loaded, time.perf_counter() - start
+
+
+def measure(folder: Path, items: int, models: int, n_boot: int) -> dict[str, Any]:
+    """Synthesise the judged files, time the report (untraced, then traced for peak memory) and its plots."""
+    rng = np.random.default_rng(0)
+    bench_path = synth_bench(folder, items, rng)
+    bench = load_benchmark(bench_path, check_images=False)
+    t0 = time.perf_counter()
+    files = {
+        f"model{m:02d}/{c}": synth_judged(folder, bench, m, ci, rng)
+        for m in range(models)
+        for ci, c in enumerate(CONDITIONS)
+    }
+    synth_s = time.perf_counter() - t0
+    size_mb = sum(p.stat().st_size for p in files.values()) / 1e6
+    report, t_load, t_metrics, t_total = generate_report(folder, bench_path, files, n_boot, "report")  # timed without tracing
+    tracemalloc.start()
+    generate_report(folder, bench_path, files, n_boot, "report_traced")  # the same work again, for peak Python memory
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    t0 = time.perf_counter()
+    write_report(report, folder / "report_plots", plots=True)
+    t_plots = time.perf_counter() - t0
+    return {"report": report, "files": len(files), "size_mb": size_mb, "synth_s": synth_s, "t_load": t_load,
+            "t_metrics": t_metrics, "t_total": t_total, "t_plots": t_plots, "peak": peak,
+            "accounting": judge_accounting(bench_path, 50)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=1253)
     parser.add_argument("--models", type=int, default=26)
     parser.add_argument("--bootstrap", type=int, default=10_000)
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        bench_path = synth_bench(folder, args.items, rng)
-        bench = load_benchmark(bench_path, check_images=False)
-        t0 = time.perf_counter()
-        files = {
-            f"model{m:02d}/{c}": synth_judged(folder, bench, m, ci, rng)
-            for m in range(args.models)
-            for ci, c in enumerate(CONDITIONS)
-        }
-        synth_s = time.perf_counter() - t0
-        size_mb = sum(p.stat().st_size for p in files.values()) / 1e6
-
-        def generate(out_name: str):
-            start = time.perf_counter()
-            items = load_benchmark(bench_path, check_images=False)
-            judged = {name: load_judged(path) for name, path in files.items()}
-            loaded = time.perf_counter()
-            rep = build_report(items, judged, baseline="vanilla", n_boot=args.bootstrap)
-            computed = time.perf_counter()
-            write_report(rep, folder / out_name, plots=False)
-            return rep, loaded - start, computed - loaded, time.perf_counter() - start
-
-        report, t_load, t_metrics, t_total = generate("report")  # timed without tracing
-        tracemalloc.start()
-        generate("report_traced")  # the same work again, for peak Python memory
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-
-        t0 = time.perf_counter()
-        write_report(report, folder / "report_plots", plots=True)
-        t_plots = time.perf_counter() - t0
-        accounting = judge_accounting(bench_path, 50)
-
+        m = measure(Path(tmp), args.items, args.models, args.bootstrap)
+    t_total = m["t_total"]
     result = {
         "items": args.items,
         "conditions": len(CONDITIONS),
         "models": args.models,
-        "judged_files": len(files),
-        "judged_files_mb": round(size_mb, 1),
+        "judged_files": m["files"],
+        "judged_files_mb": round(m["size_mb"], 1),
         "bootstrap_resamples": args.bootstrap,
-        "paired_comparisons": len(report["paired"]),
-        "synthesis_s": round(synth_s, 2),
+        "paired_comparisons": len(m["report"]["paired"]),
+        "synthesis_s": round(m["synth_s"], 2),
         "report_without_plots_s": round(t_total, 2),
-        "load_s": round(t_load, 2),
-        "metrics_s": round(t_metrics, 2),
-        "tables_and_html_s": round(t_total - t_load - t_metrics, 2),
+        "load_s": round(m["t_load"], 2),
+        "metrics_s": round(m["t_metrics"], 2),
+        "tables_and_html_s": round(t_total - m["t_load"] - m["t_metrics"], 2),
         "target_s": 30,
         "meets_target": t_total < 30,
-        "plots_and_html_s": round(t_plots, 2),
-        "peak_python_mem_mb": round(peak / 1e6, 1),
+        "plots_and_html_s": round(m["t_plots"], 2),
+        "peak_python_mem_mb": round(m["peak"] / 1e6, 1),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "judge": {k: round(v, 2) if isinstance(v, float) else v for k, v in accounting.items()},
+        "judge": {k: round(v, 2) if isinstance(v, float) else v for k, v in m["accounting"].items()},
     }
     print(json.dumps(result, indent=1))
 
