@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -255,8 +256,10 @@ def run_benches(names: list[str]) -> None:
     for name in names:
         out = RESULTS / f"{name}.json"
         print(f"running {BENCHES[name]} > {out.relative_to(ROOT)}", file=sys.stderr)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
         with open(out.with_suffix(".json.tmp"), "w", encoding="utf-8") as fh:
-            subprocess.run(BENCHES[name].replace("python ", f"{sys.executable} ", 1), shell=True, cwd=ROOT, stdout=fh, check=True)
+            command = BENCHES[name].replace("python ", f"{sys.executable} ", 1)
+            subprocess.run(command, shell=True, cwd=ROOT, env=env, stdout=fh, check=True)
         out.with_suffix(".json.tmp").replace(out)
 
 
