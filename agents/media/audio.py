@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from agents.defaults import setting_default
 from agents.media.frames import MediaError, MediaLimitError, MediaLimits, container_duration, open_container
 
 SAMPLE_RATE = 16_000
 
 
-def extract_wav(path: str | Path, max_duration_s: float = 600.0, limits: MediaLimits | None = None) -> bytes | None:
+def extract_wav(path: str | Path, max_duration_s: float = setting_default("media_max_duration_s"), limits: MediaLimits | None = None) -> bytes | None:
     """The first audio stream as 16-bit mono 16 kHz WAV bytes (cut at the cap); None without one.
 
     With ``limits`` (explain inputs) a track longer than ``KAR_MEDIA_MAX_S``, by its container's claim or

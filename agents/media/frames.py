@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from agents.defaults import setting_default
+
 
 class MediaError(ValueError):
     """The media file cannot be used (not a video, no video stream, undecodable); names the file."""
@@ -36,9 +38,9 @@ class MediaLimits:
     decoded frames ``KAR_MEDIA_MAX_FRAMES``.  A clip over a limit is refused, never cut silently; a clip
     that decodes to much less than its container claims is refused as truncated."""
 
-    max_s: float = 180.0
-    max_pixels: int = 8_294_400
-    max_frames: int = 20_000
+    max_s: float = setting_default("media_max_s")
+    max_pixels: int = setting_default("media_max_pixels")
+    max_frames: int = setting_default("media_max_frames")
 
     @classmethod
     def from_settings(cls, settings: Any) -> "MediaLimits":
@@ -184,12 +186,12 @@ def decode_pass(container: Any, stream: Any, path: str | Path, read_s: float, ta
 
 def sample_frames(
     path: str | Path,
-    n: int = 8,
+    n: int = setting_default("media_frames"),
     *,
-    scene_frames: int = 4,
-    scene_threshold: float = 0.2,
-    max_duration_s: float = 600.0,
-    frame_side: int = 768,
+    scene_frames: int = setting_default("media_scene_frames"),
+    scene_threshold: float = setting_default("media_scene_threshold"),
+    max_duration_s: float = setting_default("media_max_duration_s"),
+    frame_side: int = setting_default("media_frame_side"),
     limits: MediaLimits | None = None,
 ) -> FrameSample:
     """Sample ``n`` uniform frames plus up to ``scene_frames`` scene-change frames.
@@ -235,7 +237,7 @@ def sample_frames(
         container.close()
 
 
-def sample_animation(path: str | Path, n: int = 8, *, frame_side: int = 768, limits: MediaLimits | None = None) -> FrameSample:
+def sample_animation(path: str | Path, n: int = setting_default("media_frames"), *, frame_side: int = setting_default("media_frame_side"), limits: MediaLimits | None = None) -> FrameSample:
     """Frames of an animated GIF or WebP, read with Pillow (FFmpeg builds differ in animated WebP support):
     ``n`` frames spread evenly over the animation, timed by each frame's duration.  With ``limits`` the
     frame size, the frame count and the total duration are checked before any frame is decoded."""

@@ -6,8 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agents.defaults import setting_default
 from agents.vlm.base import VisionLanguageModel
-from culturebase.settings import Settings
 from retrieval.grounding import GroundingCues
 from retrieval.websearch import WebSearch
 
@@ -20,11 +20,6 @@ class Grounder(Protocol):
 
 class OCREngine(Protocol):
     def read(self, image: bytes) -> Any: ...
-
-
-def setting_default(name: str) -> Any:
-    """The default of one setting (``culturebase.settings.Settings``), so a value is defined in one place."""
-    return Settings.model_fields[name].default
 
 
 @dataclass

@@ -39,6 +39,20 @@ TIERS = {"entity page": 0, "about entity": 1, "above floor": 2}
 DROP_REASONS = ("below floor", "duplicate", "over budget", "empty")
 
 
+@dataclass(frozen=True)
+class EvidenceBlockParams:
+    """How the evidence block is filled and how much of a page a trace keeps (the budget itself is
+    ``PipelineConfig.evidence_token_budget``).  Both set by hand with the pipeline's first version; no bench chose them."""
+
+    #: a page is shown only when at least this many tokens of its text still fit in the budget
+    min_piece_tokens: int = 16
+    #: characters of a page's text a trace keeps (a search result's snippet, an evidence piece's content)
+    trace_snippet_chars: int = 300
+
+
+PARAMS = EvidenceBlockParams()
+
+
 def estimate_tokens(text: str) -> int:
     """Rough token count: one per CJK character, one per four other characters."""
     cjk = len(_CJK.findall(text))
@@ -89,7 +103,7 @@ def format_evidence(searches: list[tuple[str, list[SearchResult]]], token_budget
         for i, r in enumerate(results, start=1):
             head = f"{i}. {_clean(r.title) or '(untitled)'}\n   URL: {_clean(r.url)}"
             remaining = token_budget - used - estimate_tokens(head) - 2
-            if remaining < 16:
+            if remaining < PARAMS.min_piece_tokens:
                 truncated = True
                 break
             content = _clean(r.content)
@@ -124,7 +138,7 @@ class EvidencePiece:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["content"] = d["content"][:300]
+        d["content"] = d["content"][:PARAMS.trace_snippet_chars]
         return d
 
 
@@ -220,7 +234,7 @@ def format_pieces(sel: Selection, token_budget: int) -> Evidence:
         why = p.reason + (f": {p.entity}" if p.entity else "")
         head = f"{len(kept) + 1}. {_clean(p.title) or '(untitled)'}\n   URL: {_clean(p.url)}\n   ({_clean(why)})"
         remaining = token_budget - used - estimate_tokens(head) - 2
-        if remaining < 16:
+        if remaining < PARAMS.min_piece_tokens:
             truncated = True
             sel.drop("over budget", len(sel.pieces) - i + 1)
             break

@@ -11,15 +11,12 @@ import time
 from typing import Any
 
 from agents.pipeline.deps import PipelineDeps
-from agents.pipeline.evidence import format_evidence, format_pieces, none_reason, select_evidence
+from agents.pipeline.evidence import PARAMS as EVIDENCE_PARAMS, format_evidence, format_pieces, none_reason, select_evidence
 from agents.pipeline.extraction import ExtractedEntity, Extraction
 from agents.pipeline.nodes.common import node_error
 from agents.pipeline.queries import Query, build_queries
 from agents.pipeline.state import PipelineState
 from retrieval.websearch import SearchResult
-
-#: how many characters of a result's text the trace keeps as its snippet
-SNIPPET_CHARS = 300
 
 
 def extraction_of(state: PipelineState) -> Extraction:
@@ -59,7 +56,7 @@ async def run_searches(deps: PipelineDeps, queries: list[Query]) -> tuple[list[d
             error = error or node_error("search", outcome)
             continue
         results = [
-            {"title": r.title, "url": r.url, "snippet": r.content[:SNIPPET_CHARS], "score": r.score, "above_floor": r.above_floor}
+            {"title": r.title, "url": r.url, "snippet": r.content[:EVIDENCE_PARAMS.trace_snippet_chars], "score": r.score, "above_floor": r.above_floor}
             for r in outcome
         ]
         searches.append({"query": q.text, "backend": backend, "results": results})
