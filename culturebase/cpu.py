@@ -32,6 +32,28 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+
+@dataclass(frozen=True)
+class CpuParams:
+    """Tuned values of the CPU pool and the process's heap.  No bench script chose them: each was set by
+    hand on the measurement named beside it."""
+
+    #: a pool job running at least this long (a decode, an OCR read) is followed by :func:`trim_heap`
+    #: (set by hand: long jobs are the ones that free MB-sized buffers; trimming after 16 MP OCR reads took
+    #: the steady RSS from 730 to 255 MB)
+    trim_after_s: float = 0.05
+    #: decodes of at most this many megapixels (a bounded working copy: 1600 x 1600 is 2.56 MP) are not
+    #: counted against the decode budget: the pool's size bounds them (set by hand above the working copy)
+    small_decode_mp: float = 3.0
+    #: glibc's fixed mmap threshold: freed buffers at least this large go back to the OS at once (set by
+    #: hand: two concurrent 16 MP OCRs peaked at 0.76 GB instead of 1.18 GB)
+    mmap_threshold_bytes: int = 4 * 1024 * 1024
+    #: glibc malloc arenas kept at most (set by hand with ``mmap_threshold_bytes``, the same measurement)
+    arena_max: int = 2
+
+
+PARAMS = CpuParams()
+
 _local = threading.local()
 
 
@@ -143,7 +165,7 @@ class CpuPool:
                 finally:
                     _local.in_pool = False
                     _local.reserved_mp = 0.0
-                    if time.perf_counter() - started >= TRIM_AFTER_S:
+                    if time.perf_counter() - started >= PARAMS.trim_after_s:
                         trim_heap()  # a long job (decode, OCR) freed big buffers: hand the heap's free top back
             with self._cond:  # the budget is free again before the caller hears of the result
                 self.budget.used -= job.megapixels
@@ -214,9 +236,6 @@ _heap_tuned = False
 M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 
-
-#: a pool job running at least this long (a decode, an OCR read) is followed by :func:`trim_heap`
-TRIM_AFTER_S = 0.05
 _libc: Any = None
 
 
@@ -264,14 +283,10 @@ def return_large_buffers_to_the_os() -> bool:
     libc = _glibc()
     if not libc:
         return False
-    ok = bool(libc.mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024)) and bool(libc.mallopt(M_ARENA_MAX, 2))
+    ok = bool(libc.mallopt(M_MMAP_THRESHOLD, PARAMS.mmap_threshold_bytes)) and bool(libc.mallopt(M_ARENA_MAX, PARAMS.arena_max))
     _heap_tuned = ok
     return ok
 
-
-#: decodes of at most this many megapixels (a bounded working copy: 1600 x 1600 is 2.56 MP)
-#: are not counted against the budget: the pool's size bounds them
-SMALL_DECODE_MP = 3.0
 
 
 class PixelBudget:
@@ -282,7 +297,7 @@ class PixelBudget:
     big they are.  A pool job that declares its megapixels (:meth:`CpuPool.run_decode`)
     holds them while it runs and waits for them in the queue; other code holds them with
     :meth:`hold` for the length of a decode.  One larger than the whole budget runs alone;
-    decodes of at most :data:`SMALL_DECODE_MP` are not counted.
+    decodes of at most ``PARAMS.small_decode_mp`` are not counted.
     """
 
     def __init__(self, megapixels: float) -> None:
@@ -293,7 +308,7 @@ class PixelBudget:
 
     def needed(self, megapixels: float) -> float:
         """What a decode of ``megapixels`` holds: 0 when small, at most the whole budget."""
-        if megapixels <= SMALL_DECODE_MP:
+        if megapixels <= PARAMS.small_decode_mp:
             return 0.0
         return min(float(megapixels), self.capacity)
 

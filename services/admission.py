@@ -30,12 +30,8 @@ from dataclasses import dataclass, field
 
 from services.errors import ApiError
 from services.metrics import Metrics
+from services.params import PARAMS
 
-#: seconds assumed for one request before any has finished (the first Retry-After)
-DEFAULT_SERVICE_S = 2.0
-#: seconds assumed for one clip before any has finished
-DEFAULT_MEDIA_SERVICE_S = 20.0
-MAX_RETRY_AFTER_S = 300
 
 
 class DeadlineExceeded(Exception):
@@ -77,7 +73,7 @@ class Admission:
         self._slots = asyncio.Semaphore(self.max_in_flight)
         self.waiting = 0  # admitted, not yet running the pipeline
         self.running = 0
-        self._service_s = DEFAULT_SERVICE_S  # moving average of the pipeline time
+        self._service_s = PARAMS.default_service_s  # moving average of the pipeline time
         metrics.queue_depth.set_function(lambda: float(self.waiting))
         metrics.queue_capacity.set(float(self.queue_size))
 
@@ -85,7 +81,7 @@ class Admission:
         """Seconds after which a slot is likely free: the queue ahead drained at the recent pace."""
         ahead = self.waiting + 1
         seconds = math.ceil(self._service_s * ahead / self.max_in_flight)
-        return max(1, min(MAX_RETRY_AFTER_S, seconds))
+        return max(1, min(PARAMS.max_retry_after_s, seconds))
 
     def admit(self) -> Ticket:
         """Take a place in the queue, or raise the 503 at once when it is full."""
@@ -115,12 +111,12 @@ class Admission:
 
     def _busy_media(self, why: str) -> ApiError:
         ahead = self.media_waiting + 1
-        retry = max(1, min(MAX_RETRY_AFTER_S, math.ceil(self.media_estimate_s() * ahead / self.media_in_flight)))
+        retry = max(1, min(PARAMS.max_retry_after_s, math.ceil(self.media_estimate_s() * ahead / self.media_in_flight)))
         return self._busy("media_full", f"with clips ({self.media_in_flight} at a time, {self.media_waiting} waiting; {why})", retry)
 
     def media_estimate_s(self) -> float:
         """Seconds a clip is expected to take: the longest of the last few (a mean lets a slow burst run into 504s)."""
-        return max(self._media_recent) if self._media_recent else DEFAULT_MEDIA_SERVICE_S
+        return max(self._media_recent) if self._media_recent else PARAMS.default_media_service_s
 
     async def start_media(self, ticket: Ticket) -> None:
         """Take a clip slot for the rest of the request (released by :meth:`leave`); wait for one only while the

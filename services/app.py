@@ -25,15 +25,13 @@ from fastapi.staticfiles import StaticFiles
 from culturebase.settings import Settings, get_settings
 from services.errors import ApiError, error_response, install_error_handlers
 from services.metrics import Metrics, MetricsMiddleware
+from services.params import PARAMS
 
 if TYPE_CHECKING:
     from services.state import ServiceParts
 
 log = logging.getLogger("services")
 STATIC = Path(__file__).resolve().parent / "static"
-#: bodies larger than this (beyond the image limit) are refused while being read
-BODY_SLACK = 64 * 1024
-IMPORT_MAX_BYTES = 64 * 1024 * 1024
 #: the routes that stream their body to disk, under KAR_API_MAX_IMPORT_MB (services.import_jobs)
 STREAMED_IMPORTS = ("/v1/corpus/import", "/v1/kb/import")
 
@@ -47,9 +45,9 @@ class BodyLimitMiddleware:
         # applies the limit of what the bytes turn out to be
         image = int(max(settings.max_upload_mb, settings.media_max_mb) * 1024 * 1024)
         # multipart adds part headers and form fields; base64 in JSON grows by 4/3
-        self.upload_limit = image + BODY_SLACK
-        self.json_limit = image * 4 // 3 + BODY_SLACK
-        self.default_limit = 4 * 1024 * 1024
+        self.upload_limit = image + PARAMS.body_slack_bytes
+        self.json_limit = image * 4 // 3 + PARAMS.body_slack_bytes
+        self.default_limit = PARAMS.default_body_bytes
         self.import_limit = int(settings.api_max_import_mb * 1024 * 1024)
         self.import_mb = settings.api_max_import_mb
 
@@ -59,7 +57,7 @@ class BodyLimitMiddleware:
         if path.startswith("/v1/explain"):
             return self.upload_limit if ctype.lower().startswith(b"multipart/") else self.json_limit
         if path.startswith("/v1/entities/import"):
-            return IMPORT_MAX_BYTES
+            return PARAMS.entities_import_max_bytes
         return self.default_limit
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

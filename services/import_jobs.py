@@ -30,15 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from services.errors import ApiError
+from services.params import PARAMS
 
 log = logging.getLogger("services")
 
 #: the setting that bounds an import's body (named in the 413)
 LIMIT_SETTING = "KAR_API_MAX_IMPORT_MB"
-#: bad records listed in a job's report (all are counted): a crawl's WARC can skip thousands of images
-MAX_LISTED = 1000
-#: seconds between two writes of a running job's status.json
-SAVE_EVERY_S = 1.0
 
 #: ``runner(job, body, tick)``: imports ``body`` and returns the report; calls ``tick(n)`` as ``n`` records are done
 Runner = Callable[["ImportJob", Path, Callable[[int], None]], dict[str, Any]]
@@ -186,7 +183,7 @@ class ImportJobManager:
 
     async def _save_while_running(self, job: ImportJob) -> None:
         while True:
-            await asyncio.sleep(SAVE_EVERY_S)
+            await asyncio.sleep(PARAMS.save_every_s)
             self._save(job)  # on the loop (a small file): never after the final save of the job
 
     def get(self, kind: str, job_id: str) -> ImportJob:
@@ -222,5 +219,5 @@ class ImportFailed(Exception):
 
 
 def listed(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The first :data:`MAX_LISTED` rows and how many there are."""
-    return rows[:MAX_LISTED], len(rows)
+    """The first ``PARAMS.max_listed`` rows and how many there are."""
+    return rows[:PARAMS.max_listed], len(rows)

@@ -2,7 +2,7 @@
 
 Each runner is called in a worker thread under the store lock by :class:`services.import_jobs.ImportJobManager`
 and returns the import's report as JSON: counts, and the bad records by line or record with their reasons (the
-first :data:`services.import_jobs.MAX_LISTED`, all of them counted).  What makes the whole dump unreadable (not a
+first ``services.params.PARAMS.max_listed``, all of them counted).  What makes the whole dump unreadable (not a
 page dump, a broken archive, an unknown format) fails the job with a message that names the body, not a path.
 """
 

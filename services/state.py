@@ -12,10 +12,9 @@ from services.ablations import AblationManager
 from services.images import UrlFetcher
 from services.import_jobs import ImportJobManager
 from services.metrics import Metrics
+from services.params import PARAMS
 from services.security import KeyRing, RateLimiter
 
-#: seconds shutdown waits for the store lock (a running import's last batch) before closing CultureBase
-CLOSE_WAIT_S = 120.0
 NO_VLM_HELP = (
     "no VLM is configured: set KAR_VLM_BASE_URLS (an OpenAI-compatible base URL, e.g. a vLLM server) "
     "and KAR_VLM_MODEL to generate explanations"
@@ -91,7 +90,7 @@ class KarServices:
             self._crawl.close()
         if self.owns_kb and self.kb is not None:
             # an import stopping at its next record still holds the store lock: close the KB once it lets go
-            held = await asyncio.to_thread(self.lock.acquire, True, CLOSE_WAIT_S)
+            held = await asyncio.to_thread(self.lock.acquire, True, PARAMS.close_wait_s)
             try:
                 self.kb.close()
             finally:

@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from services.params import PARAMS
+
 log = logging.getLogger("services")
 
 #: one warm-up step: its name (shown by /readyz) and a blocking call (its result: seconds per part)
 Step = tuple[str, Callable[[], Any]]
-#: seconds shutdown waits for a running step before leaving it
-STOP_GRACE_S = 30.0
 
 
 class Warmup:
@@ -72,10 +72,10 @@ class Warmup:
             log.info("warm-up done in %.2f s (%s): ready", self.seconds, ", ".join(self.parts))
 
     async def aclose(self) -> None:
-        """Skip the steps not started; wait up to :data:`STOP_GRACE_S` for the running one (it uses the store)."""
+        """Skip the steps not started; wait up to ``PARAMS.stop_grace_s`` for the running one (it uses the store)."""
         self._stopping = True
         if self.task is not None and not self.task.done():
-            done, _ = await asyncio.wait({self.task}, timeout=STOP_GRACE_S)
+            done, _ = await asyncio.wait({self.task}, timeout=PARAMS.stop_grace_s)
             if not done:
                 self.task.cancel()
 

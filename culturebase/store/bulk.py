@@ -31,9 +31,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from culturebase.settings import Settings
 from culturebase.store.base import Collection, PointRecord, StoreError
 
 log = logging.getLogger(__name__)
+#: the free-disk guard when none is given: the default of KAR_MIN_FREE_DISK_MB
+DEFAULT_MIN_FREE_BYTES: int = Settings.model_fields["min_free_disk_mb"].default * 2**20
 
 
 class BulkImportError(StoreError):
@@ -56,7 +59,7 @@ class BulkWriter:
         collection: Collection,
         total: int | None = None,
         disk_path: Path | None = None,
-        min_free_bytes: int = 256 * 2**20,
+        min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
         progress: Callable[[int], None] | None = None,
         what: str = "points",
     ) -> None:

@@ -8,7 +8,7 @@ another one (see ``kar kb reindex``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -24,10 +24,8 @@ from culturebase.store.base import (
     SparseVec,
     StoreError,
 )
+from culturebase.store.bulk import DEFAULT_MIN_FREE_BYTES, BulkWriter
 from culturebase.store.layout import LayoutPolicy
-
-if TYPE_CHECKING:
-    from culturebase.store.bulk import BulkWriter
 
 #: dense vectors the grounding routes search (name → identity, visual handle → visual, OCR → usage)
 ENTITY_DENSE = ("identity", "visual", "usage")
@@ -246,12 +244,10 @@ class CultureBaseStore:
         )
 
     def bulk_writer(
-        self, total: int | None = None, progress: Any = None, min_free_bytes: int = 256 * 2**20, corpus: bool = False
-    ) -> "BulkWriter":
+        self, total: int | None = None, progress: Any = None, min_free_bytes: int = DEFAULT_MIN_FREE_BYTES, corpus: bool = False
+    ) -> BulkWriter:
         """A :class:`~culturebase.store.bulk.BulkWriter` into the entity collection, or with
         ``corpus`` the corpus collection (use as a context manager)."""
-        from culturebase.store.bulk import BulkWriter
-
         return BulkWriter(
             self.corpus if corpus else self.entities,
             total=total,

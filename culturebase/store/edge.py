@@ -26,16 +26,14 @@ from culturebase.generation import GENERATION_FILE, META_FILE, collection_finger
 from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, Nearest, PayloadFilter, PointRecord
 from culturebase.store.base import ScoredRecord, SparseVec, StoreError, StoreLockedError, StoreNotFoundError, check_embedder, point_uuid
 from culturebase.store.fifo_turns import FifoTurns
-from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params
+from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, edge_vector_params
 from culturebase.store.memory import release_free_heap
+from culturebase.store.params import PARAMS
 from culturebase.store.payload_cache import PayloadCache
 from culturebase.store.translate import EDGE, collection_meta, paged, payload_selection, point_from_record, scored
 from culturebase.store.translate import sparse_by_id, vectors_by_id, with_meta
 
 log = logging.getLogger(__name__)
-#: KB of vectors per segment from which a segment gets its HNSW graphs
-#: (Qdrant's default is 10 MB: a 5k-entity KB had none)
-SMALL_INDEX_KB = 100
 
 
 def _edge() -> Any:
@@ -324,8 +322,8 @@ class EdgeBackend(Backend):
 
     def _config(self, spec: CollectionSpec, embedder: EmbedderInfo, layout: StoreLayout) -> Any:
         qe = _edge()
-        # searches among fewer than ~5,000 vectors are exact (EXACT_SEARCH_KB); larger segments use their graphs
-        hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=EXACT_SEARCH_KB)
+        # searches among fewer than ~5,000 vectors are exact (PARAMS.exact_search_kb); larger segments use their graphs
+        hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=PARAMS.exact_search_kb)
         # a large (on-disk) KB keeps its sparse (BM25) index and point-id map in mapped files too, not on the heap
         cold = qe.Memory.Cold if layout.on_disk else None
         return qe.EdgeConfig(
@@ -339,7 +337,7 @@ class EdgeBackend(Backend):
             payload_memory=qe.Memory.Cold if layout.on_disk else qe.Memory.Cached,
             id_tracker_memory=cold,
             optimizers=qe.EdgeOptimizersConfig(
-                indexing_threshold=layout.indexing_threshold_kb if layout.indexing_threshold_kb is not None else SMALL_INDEX_KB,
+                indexing_threshold=layout.indexing_threshold_kb if layout.indexing_threshold_kb is not None else PARAMS.small_index_kb,
                 # segments are built segment_points at a time (BulkWriter) and not merged beyond that
                 max_segment_size=layout.max_segment_kb(embedder.dim),
             ),

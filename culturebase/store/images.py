@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from culturebase.entity import EntityImage
 from culturebase.store.base import (
     Backend, Collection, CollectionSpec, EmbedderInfo, EmbedderMismatchError, PayloadFilter, PointRecord, ScoredRecord,
 )

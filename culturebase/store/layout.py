@@ -34,12 +34,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 LAYOUT_VERSION = 2
-#: KB of vectors (in a segment, or matching a search's filter there) below which a search scores every
-#: point exactly instead of walking the graph (Qdrant's ``full_scan_threshold``): 5,000 384-d vectors.
-#: Measured on the 5,000-name bench KB (bench/recall.py, docs/grounding.md): an exact search of its
-#: 4,800 Chinese names costs what an HNSW search at ef 256 does (1.5 ms against 1.3-1.55 ms under
-#: load) and finds all of the 10 nearest, where HNSW finds 0.998 of them (ef 128: 0.990)
-EXACT_SEARCH_KB = 7_500
 Quantization = Literal["int8", "none"]
 OLD_LAYOUT_HELP = (
     "it was written by an older CultureKAR (no quantization, every vector in RAM) and is opened read-only; "

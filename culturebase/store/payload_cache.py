@@ -10,7 +10,7 @@ and reads each hit's payload here; the points it has not seen are read in one ``
 Entries are the engine's payload dicts, shared by every caller that gets them: read-only by
 contract (:meth:`culturebase.entity.Entity.from_payload` copies what it keeps).  A write through
 the collection drops the points it writes or deletes; the embedded store is single-process (its
-lock), so no other process writes behind it.  At most :data:`PAYLOAD_CACHE_POINTS` points are kept,
+lock), so no other process writes behind it.  At most ``PARAMS.payload_cache_points`` points are kept,
 the least recently returned dropped first.
 """
 
@@ -21,16 +21,14 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
-#: points whose payloads one collection keeps (the least recently returned are dropped first); about
-#: 1 KB each for an entity of the bench KBs
-PAYLOAD_CACHE_POINTS = 65_536
+from culturebase.store.params import PARAMS
 
 
 class PayloadCache:
     """A bounded map point id → payload, least recently used dropped first; thread-safe."""
 
-    def __init__(self, size: int = PAYLOAD_CACHE_POINTS) -> None:
-        self.size = size
+    def __init__(self, size: int | None = None) -> None:
+        self.size = PARAMS.payload_cache_points if size is None else size
         self._items: OrderedDict[Any, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 

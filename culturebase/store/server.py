@@ -20,13 +20,10 @@ import numpy as np
 
 from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, Nearest, PayloadFilter, PointRecord
 from culturebase.store.base import ScoredRecord, SparseVec, StoreError, StoreNotFoundError, check_embedder, point_uuid
-from culturebase.store.layout import EXACT_SEARCH_KB, OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params
+from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params
+from culturebase.store.params import PARAMS
 from culturebase.store.translate import CLIENT, collection_meta, paged, payload_selection, point_from_record, scored
 from culturebase.store.translate import sparse_by_id, vectors_by_id, with_meta
-
-# Qdrant's default indexing threshold (KB of vectors in a segment before it gets an HNSW graph);
-# a bulk import sets it to 0 (no indexing) and restores it at the end
-DEFAULT_INDEXING_THRESHOLD_KB = 10_000
 
 
 def _models() -> Any:
@@ -52,7 +49,7 @@ class ServerCollection(Collection):
     def end_bulk(self) -> None:
         """Restore the indexing threshold: the server then builds the HNSW graphs once, in the background."""
         self._client.update_collection(
-            self.alias, optimizers_config=_models().OptimizersConfigDiff(indexing_threshold=DEFAULT_INDEXING_THRESHOLD_KB)
+            self.alias, optimizers_config=_models().OptimizersConfigDiff(indexing_threshold=PARAMS.server_indexing_threshold_kb)
         )
 
     def scroll_points(self, batch: int = 256) -> Iterator[PointRecord]:
@@ -201,7 +198,7 @@ class ServerBackend(Backend):
                 n: m.SparseVectorParams(modifier=m.Modifier.IDF if n in spec.idf_sparse else None) for n in spec.sparse
             }
             or None,
-            hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=EXACT_SEARCH_KB),
+            hnsw_config=m.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=PARAMS.exact_search_kb),
             on_disk_payload=layout.on_disk,
             shard_number=self.shards,
             replication_factor=self.replication_factor,

@@ -188,10 +188,10 @@ async def test_budget_jobs_keep_their_order_and_their_own_holds_pass():
 
 
 def test_small_decodes_are_not_counted_and_a_huge_one_takes_the_whole_budget():
-    from culturebase.cpu import SMALL_DECODE_MP, PixelBudget
+    from culturebase.cpu import PARAMS, PixelBudget
 
     budget = PixelBudget(24)
-    assert budget.needed(2.56) == 0.0 and budget.needed(SMALL_DECODE_MP + 0.1) > 0
+    assert budget.needed(2.56) == 0.0 and budget.needed(PARAMS.small_decode_mp + 0.1) > 0
     assert budget.needed(40) == 24
     with budget.hold(2.0):
         assert budget.used == 0

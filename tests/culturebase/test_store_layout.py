@@ -301,9 +301,9 @@ def test_reindex_reuses_stored_vectors_on_both_backends(backend_kind, tmp_path):
 
 def test_searches_among_fewer_than_5000_vectors_are_exact(tmp_path):
     """The engine's full_scan_threshold (KB of vectors below which a search, or a filtered one, scores every
-    point) is EXACT_SEARCH_KB, what 5,000 384-d vectors take; the graph settings are the backend's."""
+    point) is the store's exact_search_kb, what 5,000 384-d vectors take; the graph settings are the backend's."""
     from culturebase.store.culturebase import entity_spec
-    from culturebase.store.layout import EXACT_SEARCH_KB
+    from culturebase.store.params import PARAMS
 
     info = EmbedderInfo("x", DIM)
     backend = EdgeBackend(tmp_path / "kb", hnsw_m=24, hnsw_ef_construct=150)
@@ -312,5 +312,5 @@ def test_searches_among_fewer_than_5000_vectors_are_exact(tmp_path):
         config = json.loads((tmp_path / "kb" / "entities" / "shard" / "edge_config.json").read_text("utf-8"))
     finally:
         backend.close()
-    assert config["hnsw_config"]["full_scan_threshold"] == EXACT_SEARCH_KB == 5000 * 384 * 4 // 1024
+    assert config["hnsw_config"]["full_scan_threshold"] == PARAMS.exact_search_kb == 5000 * 384 * 4 // 1024
     assert (config["hnsw_config"]["m"], config["hnsw_config"]["ef_construct"]) == (24, 150)
