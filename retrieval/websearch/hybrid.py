@@ -5,7 +5,7 @@ Each query is searched on two routes over the ``corpus`` collection:
 - ``dense``: the embedder's query vector against each chunk's ``text`` vector (cosine);
 - ``lexical``: our zh/en tokens (:mod:`retrieval.text.lexical`) against each chunk's BM25 ``lexical``
   vector (the engine applies the IDF), read as a share of every query token matched as a token
-  found once in the corpus sample (:func:`lexical_scale`: the same at any corpus size).
+  found once in the corpus sample (:func:`~retrieval.websearch.sample.lexical_scale`: the same at any corpus size).
 
 The tuned values named below (``q_background``, ``w_lexical``, ``title_min_coverage`` …) are the fields of
 :class:`~retrieval.websearch.params.HybridParams` (each with the bench command that chose it); the shipped ones
@@ -14,10 +14,10 @@ are :data:`~retrieval.websearch.params.PARAMS`.
 **Heights, not raw scores.**  A cosine that separates well among 500 pages lets noise through
 among 50,000 (the best of many unrelated chunks rises with their number).  So each route's
 score is read against the query's own *background*: the score that the best ``q_background``
-of a fixed sample of the corpus reach (:class:`CorpusSample`; dense per script group, lexical with
+of a fixed sample of the corpus reach (:class:`~retrieval.websearch.sample.CorpusSample`; dense per script group, lexical with
 the sample's IDF estimate; chunks naming the query left out), a quantile whose meaning does not
 change with the corpus's size.  A page's height on a route is its best chunk's score minus that
-background, floored at 0 (lexical: as a share of :func:`lexical_scale`).  Without a sample (unit
+background, floored at 0 (lexical: as a share of :func:`~retrieval.websearch.sample.lexical_scale`).  Without a sample (unit
 tests of the fusion) the ``k_background``-th best candidate page not naming the query stands in.
 
 **Fusion.**  ``sum`` (the default, a calibrated sum)::
@@ -35,7 +35,7 @@ captions; the bundled embedder's by ``bench/evidence.py``).
 
 **The title rule.**  A page whose title stands in the query as whole words and covers at least
 ``title_min_coverage`` of its words (KAR's template words left out) ranks before the others, the one
-covering more first (:func:`title_coverage`): for ``"Despacito meme origin meaning"`` the page "Despacito",
+covering more first (:func:`~retrieval.websearch.titles.title_coverage`): for ``"Despacito meme origin meaning"`` the page "Despacito",
 not "Despacito 2" nor a page quoting the song more often.  It orders pages only; the floor is read on the
 relevance.  A description or a caption names no title (a title covers a small share of its words).
 
@@ -43,8 +43,8 @@ relevance.  A description or a caption names no title (a title covers a small sh
 (``"Doge Photo of Kabosu meme origin meaning"``: "Doge" covers a quarter of its words, and the title rule
 above does not fire).  So a page whose title *is* one of the grounded entity's names (``names``: its name
 and aliases, given by the caller) ranks before all others, compared word-aware as the title rule compares
-(:func:`title_names`).  Without names, the names are read off the query when it has the form of KAR's
-entity query (``"{name} {source} {template words}"``, :func:`lead_names`): a title equal to the query's
+(:func:`~retrieval.websearch.titles.title_names`).  Without names, the names are read off the query when it has the form of KAR's
+entity query (``"{name} {source} {template words}"``, :func:`~retrieval.websearch.titles.lead_names`): a title equal to the query's
 leading words, before the template, stands for the name (the longer such title first).  Like the title rule
 it orders pages only; the floor is read on the relevance.
 
@@ -71,18 +71,17 @@ back to back, others with an ellipsis).
 
 from __future__ import annotations
 
-import math
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
+from retrieval.calibration.record import CONSERVATIVE
 from retrieval.text import lexical as lex
 from retrieval.text.scripts import script_group
-from retrieval.calibration.record import CONSERVATIVE
 from retrieval.websearch.params import PARAMS, HybridParams
-from retrieval.websearch.relevance import TEMPLATE_WORDS, content_words, distinctive_words, holds_any_word, holds_many_words, holds_words
+from retrieval.websearch.relevance import content_words, distinctive_words, holds_any_word, holds_many_words, holds_words
+from retrieval.websearch.sample import corpus_sample, lexical_scale
+from retrieval.websearch.titles import lead_names, name_keys_of, text_words, title_coverage, title_names
 
 #: the payload keys the route searches read (the page, its URL, its script group); the title and text of
 #: only the pages returned are read afterwards (turning every candidate's text into a Python dict was most
@@ -151,69 +150,6 @@ def _background(page_best: dict[str, float], named: frozenset[str] | set[str] = 
     if not ranked:
         return min(page_best.values())
     return ranked[min(k_background, len(ranked)) - 1]
-
-
-def text_words(text: str) -> tuple[str, ...]:
-    """The words of ``text`` as the title and name rules compare them (normalised; jieba's words for Chinese)."""
-    key = lex.normalize(text or "")
-    return tuple(key[a:b] for a, b in lex.word_spans(key))
-
-
-@lru_cache(maxsize=65536)
-def _title_key(title: str) -> str:
-    return "".join(text_words(title))
-
-
-def title_coverage(title: str, query_words: Sequence[str], min_chars: int = PARAMS.min_title_chars) -> float:
-    """The share of the query's words (KAR's template words left out) that a page's title covers when the
-    whole title stands in the query as consecutive whole words (compared without spaces and punctuation:
-    jieba's word boundaries for Chinese); 0.0 when it does not, or when the title is too short to name
-    anything (< ``min_chars`` letters or digits: "57" and "69" are KnowYourMeme pages).
-    "Despacito" covers all of "Despacito meme origin meaning", "Despacito 2" none of it; "Virgin vs Chad"
-    all of "Virgin vs Chad meme origin meaning", "Chad" a third.  Filler and untitled pages cover nothing."""
-    target = _title_key(title)
-    if len(target) < min_chars or not query_words or target not in "".join(query_words):
-        return 0.0
-    for i in range(len(query_words)):
-        joined = ""
-        for j in range(i, len(query_words)):
-            joined += query_words[j]
-            if len(joined) >= len(target):
-                break
-        if joined == target:
-            content = [w for w in query_words if w not in TEMPLATE_WORDS]
-            covered = sum(1 for w in query_words[i : j + 1] if w not in TEMPLATE_WORDS)
-            return covered / len(content) if content else 0.0
-    return 0.0
-
-
-def lead_names(query_words: Sequence[str]) -> list[str]:
-    """The names a query of KAR's entity form stands for: ``"{name} {source} {template}"`` (it ends in KAR's
-    template words and has words before them), read as every run of its leading words before the template
-    (the name is one of them: which one the query does not say), each as a title key; [] for another query."""
-    n = len(query_words)
-    while n and query_words[n - 1] in TEMPLATE_WORDS:
-        n -= 1
-    if n == len(query_words) or n == 0:
-        return []
-    out, joined = [], ""
-    for w in query_words[:n]:
-        joined += w
-        out.append(joined)
-    return out
-
-
-def title_names(title: str, names: Sequence[str], min_chars: int = PARAMS.min_title_chars) -> int:
-    """How many characters of a grounded name a page's title is: the length of its title key (words joined
-    without spaces and punctuation, as :func:`title_coverage` compares) when it equals one of ``names``' keys
-    (title keys, see :func:`name_keys_of`), else 0; titles shorter than ``min_chars`` name nothing."""
-    target = _title_key(title)
-    return len(target) if len(target) >= min_chars and target in names else 0
-
-
-def name_keys_of(names: Sequence[str], min_chars: int = PARAMS.min_title_chars) -> frozenset[str]:
-    """The title keys of a grounded entity's names and aliases (:func:`title_names` compares titles with them)."""
-    return frozenset(k for k in (_title_key(n) for n in names if n) if len(k) >= min_chars)
 
 
 def _parts_text(parts: Sequence[dict[str, Any]]) -> str:
@@ -307,7 +243,7 @@ def _gather_pages(chunks: dict[str, ChunkScore], distinctive: Sequence[str], nee
 
 def _backgrounds(pool: _PagePool, background: dict[str, float], k_background: int) -> tuple[float, dict[str, float], float]:
     """The dense background, the dense background per script group, and the lexical background: read on the
-    corpus sample when given (:class:`CorpusSample`), else on the candidates (the ``k_background``-th page not
+    corpus sample when given (:class:`~retrieval.websearch.sample.CorpusSample`), else on the candidates (the ``k_background``-th page not
     naming the query; per script group where the group has that many)."""
     named = pool.named
     bg_lex = background["lexical"] if "lexical" in background else _background(pool.lex_best, named, k_background)
@@ -428,7 +364,7 @@ def fuse_pages(
     fusion, the rules and the results' size (:class:`~retrieval.websearch.params.HybridParams`); ``k``: only
     the best k pages are written out; ``fetch``: the full payloads of chunk ids, for candidates found with
     :data:`LEAN_KEYS` only (read for the pages written out); ``names``: the grounded entity's names and aliases
-    for the name rule (None: read off the query, :func:`lead_names`).  The title and name rules order pages;
+    for the name rule (None: read off the query, :func:`~retrieval.websearch.titles.lead_names`).  The title and name rules order pages;
     whether a page is above the floor is read on its relevance (and, with the ordinary-words rule, on whether
     the query names it or shares a distinctive word with it).  The chunks' relevance (and lean payloads) are
     written in place."""
@@ -462,154 +398,6 @@ def fuse_pages(
         named_by_query = bool(named_len.get(t[4], 0) or title_rank.get(t[4], 0.0))
         out.append(_page_hit(parts, t, rule.above(t[1], t[2], named_by_query, parts), ranks, params))
     return out
-
-
-def lexical_scale(query_tokens: int, n_chunks: int, sample_size: int = PARAMS.sample_size) -> float:
-    """What a lexical height is a share of: every query token matched as a token found in one chunk of the
-    corpus sample (|q| · idf of 1 in min(N, ``sample_size``)).  Not of N: the IDF of 1 in N grows with the
-    corpus while the scores of a page's own words need not (filler made of the real pages' sentences
-    leaves them where they were), and dividing by it lowered the right page's height at 50,000 chunks
-    until a third of description queries' pages fell below the floor.  The background, a quantile of the
-    same sample, is what follows the corpus's size."""
-    return max(query_tokens, 1) * lex.idf_single(min(max(n_chunks, 1), sample_size))
-
-
-def _rank_of_quantile(n: int, params: HybridParams) -> int:
-    """The rank from the top (1: the best) of the score the best ``q_background`` of ``n`` scores reach (nearest
-    rank), and never nearer the top than the ``k_background``-th score: in a small corpus the sample is the
-    whole corpus, the right page's chunks among it, and its best 2 % would be the answer itself."""
-    return n - max(0, min(int(round((1.0 - params.q_background) * (n - 1))), n - params.k_background))
-
-
-class CorpusSample:
-    """A fixed pseudo-random sample of the corpus's chunks (the first ``sample_size`` by point id, a
-    hash of the chunk id): their dense vectors, script groups and normalised title + text.  The dense
-    background of a query is the score its best ``q_background`` share of these chunks reach
-    (chunks holding every distinctive word of the query left out): a quantile of the corpus, so its
-    meaning does not change with the corpus's size, where the K-th best page rises with every page added."""
-
-    def __init__(self, vectors: Any, groups: Sequence[str], texts: Sequence[str], count: int, lexical: Sequence[dict[int, float]] = ()) -> None:
-        import numpy as np
-
-        self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(groups), -1)
-        self.groups = np.asarray(list(groups))
-        self._group_index = {g: np.flatnonzero(self.groups == g) for g in ("cjk", "latin")}
-        self.texts = list(texts)
-        self.count = count
-        # the sampled chunks' BM25 document weights, by token: rows and weights (the lexical background)
-        postings: dict[int, tuple[list[int], list[float]]] = {}
-        for row, vec in enumerate(lexical):
-            for tok, w in vec.items():
-                rows, ws = postings.setdefault(int(tok), ([], []))
-                rows.append(row)
-                ws.append(float(w))
-        self.postings = {t: (np.asarray(r), np.asarray(w, dtype=np.float32)) for t, (r, w) in postings.items()}
-        self.has_lexical = bool(lexical)
-
-    @classmethod
-    def draw(cls, collection: Any, size: int) -> CorpusSample:
-        from itertools import islice
-
-        vecs, groups, texts, sparse = [], [], [], []
-        for point in islice(collection.scroll_points(), size):
-            v = point.dense.get("text")
-            if v is None:
-                continue
-            vecs.append(v)
-            groups.append(script_group(point.payload))
-            texts.append(lex.normalize(f"{point.payload.get('title') or ''} {point.payload.get('text') or ''}"))
-            sparse.append(point.sparse.get("lexical") or {})
-        return cls(vecs, groups, texts, collection.count(), sparse if any(sparse) else ())
-
-    def lexical_background(self, query: dict[int, float], n_chunks: int, distinctive: Sequence[str] = (), params: HybridParams = PARAMS) -> float | None:
-        """The BM25 score the best ``q_background`` of the sampled chunks reach for a lexical query, with the
-        engine's IDF (ln(1 + (N - n + 0.5) / (n + 0.5))) of each token's document count estimated from the
-        sample; None without lexical vectors."""
-        import numpy as np
-
-        if not self.has_lexical or not query or not len(self.texts):
-            return None
-        n_rows = len(self.texts)
-        total = max(n_chunks, n_rows)
-        at: list[Any] = []
-        add: list[Any] = []
-        for tok, qw in query.items():
-            post = self.postings.get(int(tok))
-            if post is None:
-                continue
-            rows, ws = post
-            n = len(rows) * total / n_rows
-            idf = math.log(1.0 + (total - n + 0.5) / (n + 0.5))
-            at.append(rows)
-            add.append(ws * (float(qw) * idf))
-        scores = np.bincount(np.concatenate(at), np.concatenate(add), minlength=n_rows) if at else np.zeros(n_rows)
-        return self._quantile_not_naming(scores, None, distinctive, params)
-
-    def background(self, query_vector: Any, distinctive: Sequence[str] = (), params: HybridParams = PARAMS) -> dict[str, float]:
-        """``{"all": b, group: b_group, ...}``: the dense background overall and per script group (a group
-        with at least ``min_group_sample`` sampled chunks)."""
-        import numpy as np
-
-        if not len(self.texts):
-            return {}
-        scores = self.vectors @ np.asarray(query_vector, dtype=np.float32)
-        out: dict[str, float] = {}
-        b = self._quantile_not_naming(scores, None, distinctive, params)
-        if b is not None:
-            out["all"] = b
-        for g in ("cjk", "latin"):
-            rows = self._group_index[g]
-            if len(rows) >= params.min_group_sample:
-                b = self._quantile_not_naming(scores, rows, distinctive, params)
-                if b is not None:
-                    out[g] = b
-        return out
-
-    def _quantile_not_naming(self, scores: Any, rows: Any, distinctive: Sequence[str], params: HybridParams) -> float | None:
-        """The score at the background's rank from the top (:func:`_rank_of_quantile` of the rows' number)
-        among the rows (all when None) that do not hold every distinctive word; only the best rows are read
-        for the words, in widening batches, never the whole sample's text."""
-        import numpy as np
-
-        if rows is not None:
-            scores = scores[rows]
-        n = len(scores)
-        if not n:
-            return None
-        rank = _rank_of_quantile(n, params)
-        if not distinctive:
-            return float(np.partition(scores, n - rank)[n - rank])
-        texts = self.texts
-        m = min(n, max(4 * rank, 64))
-        while True:
-            top = np.argpartition(-scores, m - 1)[:m] if m < n else np.arange(n)
-            top = top[np.argsort(-scores[top], kind="stable")]
-            kept = 0
-            last: int | None = None
-            for i in top.tolist():
-                if all(w in texts[i if rows is None else int(rows[i])] for w in distinctive):
-                    continue
-                kept += 1
-                last = i
-                if kept == rank:
-                    return float(scores[last])
-            if m == n:  # fewer rows not naming the query than the rank: the lowest of them
-                return float(scores[last]) if last is not None else None
-            m = min(n, 4 * m)
-
-
-_SAMPLES: weakref.WeakKeyDictionary[Any, CorpusSample] = weakref.WeakKeyDictionary()
-
-
-def corpus_sample(collection: Any, size: int = PARAMS.sample_size) -> CorpusSample:
-    """The collection's :class:`CorpusSample`, drawn once and drawn again when the corpus's size has changed
-    by more than a tenth (a few pages imported leave a random sample random)."""
-    n = collection.count()
-    cached = _SAMPLES.get(collection)
-    if cached is None or abs(n - cached.count) > 0.1 * max(cached.count, 1) or (len(cached.texts) < min(size, n) and n != cached.count):
-        cached = CorpusSample.draw(collection, size)
-        _SAMPLES[collection] = cached
-    return cached
 
 
 @dataclass

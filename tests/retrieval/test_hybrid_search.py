@@ -229,7 +229,7 @@ def test_a_page_far_below_the_best_one_is_not_above_the_floor():
 def test_the_corpus_sample_background_is_a_quantile_so_it_does_not_rise_with_size():
     import numpy as np
 
-    from retrieval.websearch.hybrid import CorpusSample
+    from retrieval.websearch.sample import CorpusSample
 
     rng = np.random.default_rng(3)
     query = np.zeros(8, dtype=np.float32)
@@ -250,7 +250,7 @@ def test_the_corpus_sample_background_is_a_quantile_so_it_does_not_rise_with_siz
 def test_the_sample_leaves_out_chunks_naming_the_query_and_reads_bm25_with_idf():
     import numpy as np
 
-    from retrieval.websearch.hybrid import CorpusSample
+    from retrieval.websearch.sample import CorpusSample
 
     texts = ["the kekistan flag"] * 10 + ["a dog on a bus"] * 90
     vecs = np.tile(np.eye(4, dtype=np.float32)[1], (100, 1))
@@ -290,7 +290,7 @@ def test_the_search_reads_whole_payloads_of_the_pages_it_returns_only(pages_kb):
 
 def test_lexical_heights_are_read_on_the_samples_scale_not_the_corpus_size():
     from retrieval.text.lexical import idf_single
-    from retrieval.websearch.hybrid import lexical_scale
+    from retrieval.websearch.sample import lexical_scale
 
     # a corpus larger than the sample: the same scale at 5,000 and at 500,000 chunks
     assert lexical_scale(10, 5_000) == lexical_scale(10, 500_000) == pytest.approx(10 * idf_single(PARAMS.sample_size))
@@ -298,7 +298,7 @@ def test_lexical_heights_are_read_on_the_samples_scale_not_the_corpus_size():
 
 
 def test_a_title_covers_the_query_only_as_whole_words_of_it():
-    from retrieval.websearch.hybrid import text_words, title_coverage
+    from retrieval.websearch.titles import text_words, title_coverage
 
     def cover(title: str, query: str) -> float:
         return title_coverage(title, text_words(query))
@@ -358,7 +358,7 @@ def test_the_local_search_cache_key_names_the_rules(pages_kb):
 
 
 def test_the_names_of_kars_entity_query_are_its_leading_words_before_the_template():
-    from retrieval.websearch.hybrid import lead_names, text_words
+    from retrieval.websearch.titles import lead_names, text_words
 
     assert lead_names(text_words("Doge Photo of Kabosu meme origin meaning")) == ["doge", "dogephoto", "dogephotoof", "dogephotoofkabosu"]
     assert "王司徒" in lead_names(text_words("王司徒 三国演义 梗 文化背景 出处"))
