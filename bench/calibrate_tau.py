@@ -15,10 +15,10 @@ kind (alias, ocr, catchphrase, nickname, visual, cross-lingual, negative) top-1 
 
 Several KB sizes (``--rows DIR``): the per-query rows that ``bench/grounding_precision.py --dump
 DIR`` wrote for each size (top candidates with their fused score, route scores and height over
-the query's background) are re-scored offline under a grid of (τ, MIN_EVIDENCE, MIN_HEIGHT), the
+the query's background) are re-scored offline under a grid of (τ, min_evidence, min_height), the
 accept rule of :func:`retrieval.grounding.accepts`.  The triple chosen is the one with the best mean top-1 on the
 ``calibration`` split among those whose false-grounding rate on that split's negatives is at most
-``--max-false`` (default 0.01) at *every* size (ties: higher τ, MIN_HEIGHT, MIN_EVIDENCE); the
+``--max-false`` (default 0.01) at *every* size (ties: higher τ, min_height, min_evidence); the
 figures of the untouched ``held-out`` split are printed beside it, per size.
 
     python bench/grounding_precision.py --sizes 200,5000,40000 --dump data/bench/gp/rows
@@ -33,6 +33,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -40,7 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from culturebase.settings import Settings  # noqa: E402
-from retrieval.grounding import EntityCue, EntityGrounder, GroundingCues  # noqa: E402
+from retrieval.calibration.record import Thresholds  # noqa: E402
+from retrieval.grounding import DENSE_ROUTES, EntityCue, EntityGrounder, GroundingCues, accepts, evidence_sum  # noqa: E402
 from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 
 
@@ -55,18 +57,17 @@ def cues_for(route: str, text: str) -> GroundingCues:
     return GroundingCues(visual_handle=text)
 
 
-def passes(r: dict, tau: float) -> bool:
-    """The row's top hit is accepted at τ (:func:`retrieval.grounding.accepts`, MIN_HEIGHT as configured)."""
-    from retrieval.grounding import MIN_HEIGHT
-
-    return r.get("cand") is not None and _accepts(r["cand"], tau, MIN_HEIGHT)
+def passes(r: dict, tau: float, margins: Thresholds) -> bool:
+    """The row's top hit is accepted at τ (:func:`retrieval.grounding.accepts`, the grounder's margins)."""
+    return r.get("cand") is not None and _accepts(r["cand"], tau, margins.min_height, margins.min_evidence)
 
 
-def evaluate(rows: list[dict], tau: float) -> dict:
-    tp = sum(1 for r in rows if r["expected"] and r["top"] == r["expected"] and passes(r, tau))
-    accepted = sum(1 for r in rows if passes(r, tau))
+def evaluate(rows: list[dict], tau: float, margins: Thresholds) -> dict:
+    """Precision, recall, F1 and the negatives rejected at τ."""
+    tp = sum(1 for r in rows if r["expected"] and r["top"] == r["expected"] and passes(r, tau, margins))
+    accepted = sum(1 for r in rows if passes(r, tau, margins))
     positives = sum(1 for r in rows if r["expected"])
-    negatives_ok = sum(1 for r in rows if not r["expected"] and not passes(r, tau))
+    negatives_ok = sum(1 for r in rows if not r["expected"] and not passes(r, tau, margins))
     n_neg = sum(1 for r in rows if not r["expected"])
     precision = tp / accepted if accepted else 1.0
     recall = tp / positives if positives else 0.0
@@ -80,19 +81,13 @@ def evaluate(rows: list[dict], tau: float) -> dict:
     }
 
 
-def _accepts(c: dict, tau: float, min_height: float, min_evidence: float | None = None) -> bool:
+def _accepts(c: dict, tau: float, min_height: float, min_evidence: float) -> bool:
     """:func:`retrieval.grounding.accepts` on a dumped candidate."""
-    from retrieval.grounding import MIN_EVIDENCE, ROUTE_WEIGHTS
-
-    if c["score"] < tau:
-        return False
-    if c["route"] == "image":
-        return True
-    evidence = sum(w * c["route_scores"].get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
-    return evidence >= (MIN_EVIDENCE if min_evidence is None else min_evidence) or c.get("height", 0.0) >= min_height
+    g = SimpleNamespace(score=c["score"], route=c["route"], route_scores=c["route_scores"], height=c.get("height", 0.0))
+    return accepts(g, tau, min_evidence, min_height)
 
 
-def _figures(rows: list[dict], tau: float, min_height: float, min_evidence: float | None = None) -> dict:
+def _figures(rows: list[dict], tau: float, min_height: float, min_evidence: float) -> dict:
     return _figures_by(rows, lambda r: _accepts(r["candidates"][0], tau, min_height, min_evidence))
 
 
@@ -154,10 +149,8 @@ _FEATURE_ROUTES = ("lexical", "caption", "exact", "image")
 def _features(c: dict) -> list[float]:
     """What a fitted accept rule sees of a top candidate: fused score, evidence, height, best dense cosine,
     each evidence route's score."""
-    from retrieval.grounding import DENSE_ROUTES, ROUTE_WEIGHTS
-
     rs = c["route_scores"]
-    evidence = sum(w * rs.get(r, 0.0) for r, w in ROUTE_WEIGHTS.items())
+    evidence = evidence_sum(rs)
     dense = max((rs.get(r, 0.0) for r in DENSE_ROUTES), default=0.0)
     return [c["score"], evidence, c.get("height", 0.0), dense, *(rs.get(r, 0.0) for r in _FEATURE_ROUTES)]
 
@@ -203,7 +196,8 @@ def fitted_probability(sizes: dict[str, list[dict]], max_false: float) -> dict:
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=Path, help="Calibrate at several KB sizes from bench/grounding_precision.py --dump rows.")
     ap.add_argument("--max-false", type=float, default=0.01, help="--rows: highest false-grounding rate allowed at any size.")
@@ -211,10 +205,28 @@ def main() -> None:
     ap.add_argument("--queries", type=Path, default=REPO / "examples" / "grounding_queries.jsonl")
     ap.add_argument("--kb", type=Path, help="Reuse (or build once) the sample CultureBase in this folder.")
     ap.add_argument("--dump", type=Path, help="Write each query's top candidates with their route scores (JSONL).")
-    args = ap.parse_args()
-    if args.rows:
-        print(json.dumps(calibrate_rows(args.rows, args.max_false), ensure_ascii=False, indent=2))
-        return
+    return ap.parse_args()
+
+
+def query_row(q: dict, res) -> dict:  # type: ignore[no-untyped-def]
+    """One labelled query's row: its top candidates and the top one's fused score, route scores and height."""
+    top = res.candidates[0] if res.candidates else None
+    return {
+        "query": q["query"],
+        "route": q["route"],
+        "kind": q.get("kind") or ("negative" if not q.get("expected") else q["route"]),
+        "expected": q.get("expected"),
+        "top": top.entity.name if top else None,
+        "top3": [c.entity.name for c in res.candidates[:3]],
+        "score": top.score if top else 0.0,
+        "winning_route": top.route if top else None,
+        "cand": {"score": top.score, "route": top.route, "route_scores": top.route_scores, "height": top.height} if top else None,
+    }
+
+
+def ground_queries(args: argparse.Namespace) -> tuple[list[dict], str, Thresholds]:
+    """Ground every labelled query on the sample KB (built in a temporary folder unless ``--kb``): the rows,
+    the embedder's name and the grounder's margins."""
     queries = [json.loads(line) for line in args.queries.read_text("utf-8").splitlines() if line.strip()]
     with tempfile.TemporaryDirectory(prefix="kar-tau-") as tmp:
         kb_path = args.kb or Path(tmp) / "kb"
@@ -228,95 +240,97 @@ def main() -> None:
             rows = []
             for q in queries:
                 res = grounder.ground(cues_for(q["route"], q["query"]))
-                top = res.candidates[0] if res.candidates else None
                 if dump:
                     cands = [{"name": c.entity.name, "route_scores": c.route_scores} for c in res.candidates[:10]]
                     dump.write(json.dumps(q | {"candidates": cands}, ensure_ascii=False) + "\n")
-                rows.append(
-                    {
-                        "query": q["query"],
-                        "route": q["route"],
-                        "kind": q.get("kind") or ("negative" if not q.get("expected") else q["route"]),
-                        "expected": q.get("expected"),
-                        "top": top.entity.name if top else None,
-                        "top3": [c.entity.name for c in res.candidates[:3]],
-                        "score": top.score if top else 0.0,
-                        "winning_route": top.route if top else None,
-                        "cand": {"score": top.score, "route": top.route, "route_scores": top.route_scores, "height": top.height}
-                        if top
-                        else None,
-                    }
-                )
+                rows.append(query_row(q, res))
             name = kb.embedder.name
         if dump:
             dump.close()
-    grid = np.round(np.arange(0.50, 1.20, 0.005), 3)
-    table = [evaluate(rows, float(t)) for t in grid]
+    return rows, name, grounder.thresholds
+
+
+def dist(v: list[float]) -> dict:
+    """n, min, median and max of scores."""
+    return {"n": len(v), **({k: round(float(f(v)), 3) for k, f in (("min", np.min), ("median", np.median), ("max", np.max))} if v else {})}
+
+
+def by_kind_at(rows: list[dict], tau: float, margins: Thresholds) -> dict:
+    """Per query kind at τ: the negatives' rejection, the positives' top-1 (accepted), rank-only top-1 and top-3."""
+    by_kind = {}
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        sub = [r for r in rows if r["kind"] == kind]
+        if kind == "negative":
+            by_kind[kind] = {"n": len(sub), "rejected": round(sum(not passes(r, tau, margins) for r in sub) / len(sub), 3)}
+            continue
+        by_kind[kind] = {
+            "n": len(sub),
+            "top1": round(sum(r["top"] == r["expected"] and passes(r, tau, margins) for r in sub) / len(sub), 3),
+            "top1_rank_only": round(sum(r["top"] == r["expected"] for r in sub) / len(sub), 3),
+            "top3": round(sum(r["expected"] in r["top3"] for r in sub) / len(sub), 3),
+        }
+    return by_kind
+
+
+def tau_report(rows: list[dict], name: str, margins: Thresholds) -> dict:
+    """The chosen τ (best F1 among the thresholds rejecting every negative) and the figures at it."""
+    table = [evaluate(rows, float(t), margins) for t in np.round(np.arange(0.50, 1.20, 0.005), 3)]
     clean = [r for r in table if r["negatives_rejected"] in (None, 1.0)]
     best = max(clean or table, key=lambda r: (r["f1"], r["tau"]))
-    pos = [r["score"] for r in rows if r["expected"] and r["top"] == r["expected"]]
-    wrong = [r["score"] for r in rows if r["expected"] and r["top"] != r["expected"]]
-    neg = [r["score"] for r in rows if not r["expected"]]
-
-    def dist(v: list[float]) -> dict:
-        return {"n": len(v), **({k: round(float(f(v)), 3) for k, f in (("min", np.min), ("median", np.median), ("max", np.max))} if v else {})}
-
     tau = best["tau"]
     by_route = {}
     for route in ("name", "ocr", "visual", "search"):
         sub = [r for r in rows if r["route"] == route]
         if sub:
-            by_route[route] = evaluate(sub, tau) | {"n": len(sub)}
-    by_kind = {}
-    for kind in dict.fromkeys(r["kind"] for r in rows):
-        sub = [r for r in rows if r["kind"] == kind]
-        if kind == "negative":
-            by_kind[kind] = {"n": len(sub), "rejected": round(sum(not passes(r, tau) for r in sub) / len(sub), 3)}
-            continue
-        by_kind[kind] = {
-            "n": len(sub),
-            "top1": round(sum(r["top"] == r["expected"] and passes(r, tau) for r in sub) / len(sub), 3),
-            "top1_rank_only": round(sum(r["top"] == r["expected"] for r in sub) / len(sub), 3),
-            "top3": round(sum(r["expected"] in r["top3"] for r in sub) / len(sub), 3),
-        }
+            by_route[route] = evaluate(sub, tau, margins) | {"n": len(sub)}
     positives = [r for r in rows if r["expected"]]
-    overall_top1 = sum(r["top"] == r["expected"] and passes(r, tau) for r in positives) / max(len(positives), 1)
+    overall_top1 = sum(r["top"] == r["expected"] and passes(r, tau, margins) for r in positives) / max(len(positives), 1)
     winners: dict[str, int] = {}
     for r in positives:
-        if r["top"] == r["expected"] and passes(r, tau):
+        if r["top"] == r["expected"] and passes(r, tau, margins):
             winners[r["winning_route"]] = winners.get(r["winning_route"], 0) + 1
-    print(
-        json.dumps(
-            {
-                "embedder": name,
-                "queries": len(rows),
-                "top1_correct_scores": dist(pos),
-                "top1_wrong_scores": dist(wrong),
-                "negative_scores": dist(neg),
-                "chosen": best,
-                "overall_top1_at_chosen": round(overall_top1, 3),
-                "by_kind_at_chosen": by_kind,
-                "winning_routes_of_correct_hits": dict(sorted(winners.items())),
-                "by_route_at_chosen": by_route,
-                "misses_at_chosen": [
-                    {k: r[k] for k in ("query", "kind", "expected", "top", "winning_route")} | {"score": round(r["score"], 3)}
-                    for r in rows
-                    if r["expected"] and not (r["top"] == r["expected"] and passes(r, tau))
-                ][:60],
-                "negatives_passing_chosen": [
-                    {k: r[k] for k in ("query", "route", "top", "winning_route")} | {"score": round(r["score"], 3)}
-                    for r in rows
-                    if not r["expected"] and passes(r, tau)
-                ],
-                "top_negatives": sorted(
-                    ({k: r[k] for k in ("query", "top", "winning_route")} | {"score": round(r["score"], 3)} for r in rows if not r["expected"]),
-                    key=lambda x: -x["score"],
-                )[:8],
-            },
-            ensure_ascii=False,
-            indent=2,
-        )
-    )
+    return {
+        "embedder": name,
+        "queries": len(rows),
+        "top1_correct_scores": dist([r["score"] for r in rows if r["expected"] and r["top"] == r["expected"]]),
+        "top1_wrong_scores": dist([r["score"] for r in rows if r["expected"] and r["top"] != r["expected"]]),
+        "negative_scores": dist([r["score"] for r in rows if not r["expected"]]),
+        "chosen": best,
+        "overall_top1_at_chosen": round(overall_top1, 3),
+        "by_kind_at_chosen": by_kind_at(rows, tau, margins),
+        "winning_routes_of_correct_hits": dict(sorted(winners.items())),
+        "by_route_at_chosen": by_route,
+        **errors_at(rows, tau, margins),
+    }
+
+
+def errors_at(rows: list[dict], tau: float, margins: Thresholds) -> dict:
+    """The misses and the negatives passing at τ, and the highest-scoring negatives."""
+    return {
+        "misses_at_chosen": [
+            {k: r[k] for k in ("query", "kind", "expected", "top", "winning_route")} | {"score": round(r["score"], 3)}
+            for r in rows
+            if r["expected"] and not (r["top"] == r["expected"] and passes(r, tau, margins))
+        ][:60],
+        "negatives_passing_chosen": [
+            {k: r[k] for k in ("query", "route", "top", "winning_route")} | {"score": round(r["score"], 3)}
+            for r in rows
+            if not r["expected"] and passes(r, tau, margins)
+        ],
+        "top_negatives": sorted(
+            ({k: r[k] for k in ("query", "top", "winning_route")} | {"score": round(r["score"], 3)} for r in rows if not r["expected"]),
+            key=lambda x: -x["score"],
+        )[:8],
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    if args.rows:
+        print(json.dumps(calibrate_rows(args.rows, args.max_false), ensure_ascii=False, indent=2))
+        return
+    rows, name, margins = ground_queries(args)
+    print(json.dumps(tau_report(rows, name, margins), ensure_ascii=False, indent=2))
 
 
 if __name__ == "__main__":

@@ -243,7 +243,8 @@ def ratios(now: Any, base: Any) -> Any:
     return None
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="200,5000,40000", help="comma-separated KB sizes")
     ap.add_argument("--real", type=Path, default=REPO.parent / "shared" / "data" / "real", help="the real data folder")
@@ -256,8 +257,58 @@ def main() -> None:
         "--no-side-by-side", dest="side_by_side", action="store_false",
         help="skip the latency run that grounds each query at every size in turn (p50 ratio to the smallest size)",
     )
-    ap.add_argument("--no-crosslingual", action="store_true", help="ground without the cross-lingual pass (retrieval/crosslingual.py)")
-    args = ap.parse_args()
+    ap.add_argument("--no-crosslingual", action="store_true", help="ground without the cross-lingual pass (retrieval/grounding/crosslingual.py)")
+    return ap.parse_args()
+
+
+def size_entry(rows: list[dict], n: int, tau: float, named: Any) -> dict[str, Any]:
+    """One KB size's figures: latency, each split's summary, the negatives grounded and those left out."""
+    ms = np.array([r["ms"] for r in rows])
+    entry: dict[str, Any] = {
+        "entities": n,
+        "tau": tau,
+        "latency_ms": {"p50": round(float(np.percentile(ms, 50)), 2), "p95": round(float(np.percentile(ms, 95)), 2)},
+    }
+    for split in ("calibration", "held-out"):
+        entry[split] = summarise([r for r in rows if r["split"] == split])
+    entry["all"] = summarise(rows)
+    entry["negatives_grounded_examples"] = [
+        {"query": r["query"], "grounded": r["accepted"], "route": r["accepted_route"], "score": r["score"]}
+        for r in rows
+        if not r.get("expected") and r["accepted"]
+    ][:15]
+    entry["negatives_left_out_naming_the_kb"] = named
+    return entry
+
+
+def measure_size(args: argparse.Namespace, size: int, real: Path, embedder: Any, queries: list[dict]) -> dict[str, Any]:
+    """Ground every query on the KB of one size; dump its rows (``--dump``) and return its figures."""
+    kb = open_kb(args.work, size, real, embedder)
+    try:
+        rows, tau, named = run_size(kb, queries, args.tau, crosslingual=not args.no_crosslingual)
+        n = kb.store.count()
+    finally:
+        kb.close()
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
+        with (args.dump / f"rows-{size}.jsonl").open("w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return size_entry(rows, n, tau, named)
+
+
+def side_by_side(args: argparse.Namespace, sizes: list[str], real: Path, embedder: Any, queries: list[dict]) -> dict[str, Any]:
+    """The latency run grounding each query at every size in turn."""
+    kbs = {int(s): open_kb(args.work, int(s), real, embedder) for s in sizes}
+    try:
+        return interleaved_latency(kbs, queries, args.tau, crosslingual=not args.no_crosslingual)
+    finally:
+        for kb in kbs.values():
+            kb.close()
+
+
+def main() -> None:
+    args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     real = args.real if args.real.is_absolute() else (Path.cwd() / args.real)
     if not (real / "moegirl" / "char2subject.json").exists():
@@ -269,41 +320,11 @@ def main() -> None:
         "label": args.label, "embedder": embedder.name, "crosslingual": not args.no_crosslingual, "queries": len(queries), "sizes": {},
     }
     for size in [int(s) for s in args.sizes.split(",") if s]:
-        kb = open_kb(args.work, size, real, embedder)
-        try:
-            rows, tau, named = run_size(kb, queries, args.tau, crosslingual=not args.no_crosslingual)
-            n = kb.store.count()
-        finally:
-            kb.close()
-        if args.dump:
-            args.dump.mkdir(parents=True, exist_ok=True)
-            with (args.dump / f"rows-{size}.jsonl").open("w", encoding="utf-8") as f:
-                for r in rows:
-                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        ms = np.array([r["ms"] for r in rows])
-        entry: dict[str, Any] = {
-            "entities": n,
-            "tau": tau,
-            "latency_ms": {"p50": round(float(np.percentile(ms, 50)), 2), "p95": round(float(np.percentile(ms, 95)), 2)},
-        }
-        for split in ("calibration", "held-out"):
-            entry[split] = summarise([r for r in rows if r["split"] == split])
-        entry["all"] = summarise(rows)
-        entry["negatives_grounded_examples"] = [
-            {"query": r["query"], "grounded": r["accepted"], "route": r["accepted_route"], "score": r["score"]}
-            for r in rows
-            if not r.get("expected") and r["accepted"]
-        ][:15]
-        entry["negatives_left_out_naming_the_kb"] = named
+        entry = measure_size(args, size, real, embedder, queries)
         result["sizes"][str(size)] = entry
         log.info("size %d done: %s", size, json.dumps(entry["held-out"], ensure_ascii=False))
     if args.side_by_side and len(result["sizes"]) > 1:
-        kbs = {int(s): open_kb(args.work, int(s), real, embedder) for s in result["sizes"]}
-        try:
-            result["latency_side_by_side"] = interleaved_latency(kbs, queries, args.tau, crosslingual=not args.no_crosslingual)
-        finally:
-            for kb in kbs.values():
-                kb.close()
+        result["latency_side_by_side"] = side_by_side(args, list(result["sizes"]), real, embedder, queries)
         log.info("latency side by side: %s", json.dumps(result["latency_side_by_side"]))
     if args.baseline and args.baseline.exists():
         base = json.loads(args.baseline.read_text("utf-8"))

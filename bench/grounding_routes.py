@@ -57,15 +57,9 @@ def pct(values: list[float], p: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000.0, p))
 
 
-def bench_routes(n: int, queries: int, rng: np.random.Generator, workdir: Path) -> dict:
-    """Dense + lexical (BM25 sparse, IDF) routes on one store of ``n`` entities vs numpy dense-only.
-
-    Entity texts are random mixes of the sample's lexical texts (real zh/en tokens through our
-    tokenizer); queries are catchphrases / aliases of the sample.  Per query the store runs what
-    grounding runs against it for one cue: a top-20 dense search and a top-20 lexical search;
-    the baseline is numpy's brute-force dense top-20 on the same vectors.  The caption route's
-    matching over the candidates (pure Python, no store) is timed on its own.
-    """
+def synthetic_entities(n: int, queries: int, rng: np.random.Generator) -> tuple[list, list[str], np.ndarray, list]:
+    """The sample's entities, ``n`` entity texts (random mixes of the sample's lexical texts), their clustered
+    vectors, and the queries (a catchphrase / alias of the sample with a random entity's vector)."""
     from culturebase.entity import Entity
     from retrieval.text import lexical as lex
 
@@ -77,12 +71,14 @@ def bench_routes(n: int, queries: int, rng: np.random.Generator, workdir: Path) 
     qtexts = [p for e in entities for p in lex.catchphrases(e)]
     picks = rng.integers(0, len(qtexts), size=queries)
     qs = [(qtexts[i], vectors[rng.integers(0, n)]) for i in picks]
+    return entities, docs, vectors, qs
 
-    folder = workdir / f"routes-{n}"
-    settings = Settings()
-    backend = EdgeBackend(folder, hnsw_m=settings.hnsw_m, hnsw_ef_construct=settings.hnsw_ef_construct)
-    spec = CollectionSpec("bench", dense=("usage",), sparse=("lexical",), idf_sparse=("lexical",))
-    coll = backend.open_collection(spec, EmbedderInfo("synthetic", DIM))
+
+def fill_store(coll, docs: list[str], vectors: np.ndarray) -> float:  # type: ignore[no-untyped-def]
+    """Upsert every entity's dense and lexical vectors; returns the seconds the lexical encoding took."""
+    from retrieval.text import lexical as lex
+
+    n = len(docs)
     t0 = time.perf_counter()
     lexical_vecs = lex.encode_documents(docs)
     encode_s = time.perf_counter() - t0
@@ -95,43 +91,72 @@ def bench_routes(n: int, queries: int, rng: np.random.Generator, workdir: Path) 
         )
     coll.flush()
     coll.optimize()
-    k = 20
+    return encode_s
+
+
+def time_queries(coll, vectors: np.ndarray, qs: list, phrases: list, k: int = 20) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+    """Per query: numpy's dense top-k, the store's dense + lexical top-k, the lexical search alone, and the
+    caption matching over 40 candidates (blocks of 25 queries, numpy first)."""
+    from retrieval.text import lexical as lex
+
     for text, q in qs[:5]:
         coll.search("usage", q, k)
         coll.search_sparse("lexical", lex.encode_query(text), k)
         numpy_topk(vectors, q, k)
-    np_lat, store_lat, lex_only, caption_lat = [], [], [], []
-    phrases = [lex.catchphrases(e) for e in entities]
+    lat: dict[str, list[float]] = {"numpy": [], "store": [], "lexical": [], "caption": []}
     for start in range(0, len(qs), 25):
         block = qs[start : start + 25]
         for _, q in block:
             t = time.perf_counter()
             numpy_topk(vectors, q, k)
-            np_lat.append(time.perf_counter() - t)
+            lat["numpy"].append(time.perf_counter() - t)
         for text, q in block:
             t = time.perf_counter()
             coll.search("usage", q, k)
             t1 = time.perf_counter()
             coll.search_sparse("lexical", lex.encode_query(text), k)
             t2 = time.perf_counter()
-            store_lat.append(t2 - t)
-            lex_only.append(t2 - t1)
+            lat["store"].append(t2 - t)
+            lat["lexical"].append(t2 - t1)
             lines = lex.caption_lines(text)
             t = time.perf_counter()
             for i in range(40):  # two routes' candidates
                 lex.caption_score(lines, phrases[i % len(phrases)])
-            caption_lat.append(time.perf_counter() - t)
+            lat["caption"].append(time.perf_counter() - t)
+    return lat
+
+
+def bench_routes(n: int, queries: int, rng: np.random.Generator, workdir: Path) -> dict:
+    """Dense + lexical (BM25 sparse, IDF) routes on one store of ``n`` entities vs numpy dense-only.
+
+    Entity texts are random mixes of the sample's lexical texts (real zh/en tokens through our
+    tokenizer); queries are catchphrases / aliases of the sample.  Per query the store runs what
+    grounding runs against it for one cue: a top-20 dense search and a top-20 lexical search;
+    the baseline is numpy's brute-force dense top-20 on the same vectors.  The caption route's
+    matching over the candidates (pure Python, no store) is timed on its own.
+    """
+    from retrieval.text import lexical as lex
+
+    entities, docs, vectors, qs = synthetic_entities(n, queries, rng)
+    folder = workdir / f"routes-{n}"
+    settings = Settings()
+    backend = EdgeBackend(folder, hnsw_m=settings.hnsw_m, hnsw_ef_construct=settings.hnsw_ef_construct)
+    spec = CollectionSpec("bench", dense=("usage",), sparse=("lexical",), idf_sparse=("lexical",))
+    coll = backend.open_collection(spec, EmbedderInfo("synthetic", DIM))
+    encode_s = fill_store(coll, docs, vectors)
+    lat = time_queries(coll, vectors, qs, [lex.catchphrases(e) for e in entities])
     backend.close()
     shutil.rmtree(folder, ignore_errors=True)
+    np_lat, store_lat = lat["numpy"], lat["store"]
     return {
         "entities": n,
         "queries": len(qs),
         "numpy_dense_only_p50_ms": round(pct(np_lat, 50), 3),
         "store_dense_plus_lexical_p50_ms": round(pct(store_lat, 50), 3),
         "store_dense_plus_lexical_p95_ms": round(pct(store_lat, 95), 3),
-        "lexical_search_p50_ms": round(pct(lex_only, 50), 3),
+        "lexical_search_p50_ms": round(pct(lat["lexical"], 50), 3),
         "ratio_to_numpy_p50": round(pct(store_lat, 50) / pct(np_lat, 50), 2),
-        "caption_matching_40_candidates_p50_ms": round(pct(caption_lat, 50), 3),
+        "caption_matching_40_candidates_p50_ms": round(pct(lat["caption"], 50), 3),
         "lexical_encode_docs_per_s": round(n / encode_s, 1),
     }
 

@@ -108,7 +108,8 @@ def measure(kb: Any, vectors: np.ndarray, efs: list[int]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="5000,40000", help="comma-separated KB sizes")
     ap.add_argument("--real", type=Path, default=REPO.parent / "shared" / "data" / "real", help="the real data folder")
@@ -124,7 +125,54 @@ def main() -> None:
     ap.add_argument("--max-queries", type=int, default=0, help="use only the first N query texts (0: all)")
     ap.add_argument("--no-grounding", dest="grounding", action="store_false", help="skip the grounding p50 run")
     ap.add_argument("--label", default="", help="a label printed with the figures")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def store_settings(items: list[str], settings: Settings) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` as store settings (typed like the field)."""
+    extra: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if key not in Settings.model_fields or not value:
+            sys.exit(f"--set {item!r}: expected FIELD=VALUE with a field of culturebase.settings.Settings")
+        extra[key] = type(getattr(settings, key))(value) if getattr(settings, key) is not None else value
+    return extra
+
+
+def measure_variant(args: argparse.Namespace, size: int, m: int, efc: int, variant: str, ctx: dict[str, Any]) -> dict[str, Any]:
+    """Open (or build) one KB variant and measure each route vector's recall@10 and HNSW latency per ef."""
+    t = time.perf_counter()
+    kb = open_kb(args.work, size, ctx["real"], ctx["embedder"], variant, hnsw_m=m, hnsw_ef_construct=efc, **ctx["extra"])
+    try:
+        coll = kb.store.entities
+        entry = {
+            "entities": kb.store.count(),
+            "m": m,
+            "ef_construct": efc,
+            "layout": kb.store.layout_info().get("describe"),
+            "vectors": {n: coll.count(PayloadFilter().lacking(n)) for n in ROUTE_VECTOR.values()},
+            "open_or_build_s": round(time.perf_counter() - t, 1),
+            "routes": measure(kb, ctx["vectors"], ctx["efs"]),
+        }
+        # points that carry each vector (the count above is of points lacking it)
+        entry["vectors"] = {n: entry["entities"] - lacking for n, lacking in entry["vectors"].items()}
+    finally:
+        kb.close()
+    return entry
+
+
+def grounding_latency(args: argparse.Namespace, sizes: list[int], suffix: str, ctx: dict[str, Any], queries: list[dict]) -> dict[str, Any]:
+    """Grounding p50 at every size, each query grounded at every size in turn."""
+    kbs = {s: open_kb(args.work, s, ctx["real"], ctx["embedder"], suffix, **ctx["extra"]) for s in sizes}
+    try:
+        return interleaved_latency(kbs, queries, None, rounds=1)
+    finally:
+        for kb in kbs.values():
+            kb.close()
+
+
+def main() -> None:
+    args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     real = args.real if args.real.is_absolute() else (Path.cwd() / args.real)
     if not (real / "moegirl" / "char2subject.json").exists():
@@ -135,50 +183,23 @@ def main() -> None:
     texts = list(dict.fromkeys(q["query"] for q in queries))
     if args.max_queries:
         texts = texts[: args.max_queries]
-    vectors = embedder.encode_queries(texts).dense
     efs = [int(x) for x in args.ef.split(",") if x] or [settings.hnsw_ef]
+    ctx = {"real": real, "embedder": embedder, "vectors": embedder.encode_queries(texts).dense, "efs": efs}
     ms = [int(x) for x in args.m.split(",") if x] or [settings.hnsw_m]
     efcs = [int(x) for x in args.ef_construct.split(",") if x] or [settings.hnsw_ef_construct]
     result: dict[str, Any] = {"label": args.label, "embedder": embedder.name, "queries": len(texts), "k": K, "sizes": {}}
     defaults = (settings.hnsw_m, settings.hnsw_ef_construct)
-    extra: dict[str, Any] = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if key not in Settings.model_fields or not value:
-            sys.exit(f"--set {item!r}: expected FIELD=VALUE with a field of culturebase.settings.Settings")
-        extra[key] = type(getattr(settings, key))(value) if getattr(settings, key) is not None else value
+    ctx["extra"] = extra = store_settings(args.set, settings)
     suffix = "".join(f"-{k}{v}" for k, v in sorted(extra.items()))
     for size in [int(s) for s in args.sizes.split(",") if s]:
         for m in ms:
             for efc in efcs:
                 variant = ("" if (m, efc) == defaults else f"-m{m}-efc{efc}") + suffix
-                t = time.perf_counter()
-                kb = open_kb(args.work, size, real, embedder, variant, hnsw_m=m, hnsw_ef_construct=efc, **extra)
-                try:
-                    coll = kb.store.entities
-                    entry = {
-                        "entities": kb.store.count(),
-                        "m": m,
-                        "ef_construct": efc,
-                        "layout": kb.store.layout_info().get("describe"),
-                        "vectors": {n: coll.count(PayloadFilter().lacking(n)) for n in ROUTE_VECTOR.values()},
-                        "open_or_build_s": round(time.perf_counter() - t, 1),
-                        "routes": measure(kb, vectors, efs),
-                    }
-                    # points that carry each vector (the count above is of points lacking it)
-                    entry["vectors"] = {n: entry["entities"] - lacking for n, lacking in entry["vectors"].items()}
-                finally:
-                    kb.close()
+                entry = measure_variant(args, size, m, efc, variant, ctx)
                 result["sizes"].setdefault(str(size), {})[f"m{m}-efc{efc}{suffix}"] = entry
                 log.info("size %d m %d ef_construct %d: %s", size, m, efc, json.dumps(entry["routes"]))
     if args.grounding:
-        sizes = [int(s) for s in result["sizes"]]
-        kbs = {s: open_kb(args.work, s, real, embedder, suffix, **extra) for s in sizes}
-        try:
-            result["grounding_latency"] = interleaved_latency(kbs, queries, None, rounds=1)
-        finally:
-            for kb in kbs.values():
-                kb.close()
+        result["grounding_latency"] = grounding_latency(args, [int(s) for s in result["sizes"]], suffix, ctx, queries)
     print(json.dumps(result, ensure_ascii=False, indent=2))
 
 

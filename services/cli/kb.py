@@ -231,53 +231,11 @@ def search_cmd(
     text = text or ""
     if not text.strip() and image is None and audio is None:
         raise fail("search text is empty (give a search text, --image PATH or --audio PATH)", ExitCode.USAGE)
-    sound_query = None
-    if audio is not None:
-        from retrieval.sounds.fingerprint import AudioDecodeError
-        from retrieval.sounds.route import prepare
-
-        try:
-            sound_query = prepare(audio.read_bytes())
-        except OSError as exc:
-            raise fail(f"cannot read --audio {audio}: {exc.strerror or exc}", ExitCode.USAGE) from None
-        except AudioDecodeError as exc:
-            raise fail(f"--audio {audio} has no readable sound: {exc}", ExitCode.USAGE) from None
+    sound_query = _read_audio(audio) if audio is not None else None
     with user_errors():
-        from retrieval.grounding import EntityGrounder, GroundingCues
-
         settings = _settings()
-        data = None
-        indexed_images = None
-        if image is not None:
-            try:
-                data = image.read_bytes()
-            except OSError as exc:
-                raise fail(f"cannot read --image {image}: {exc.strerror or exc}", ExitCode.USAGE) from None
-        with _open(create=False) as kb:
-            grounder = EntityGrounder(
-                kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k,
-                candidates=max(settings.grounding_candidates, top_k), image_route=kb.image_route, sound_route=kb.sound_store,
-                require_calibration=settings.require_calibration,
-            )
-            calibration = grounder.calibration
-            if sound_query is not None and data is None:
-                cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
-                cues.sound = sound_query
-                full = grounder.ground(cues, language=lang)
-                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes, full.thresholds)
-            elif data is None:
-                result = grounder.search_text(text, language=lang, top_k=top_k)
-            else:
-                try:
-                    query = kb.image_route.prepare(data)
-                except Exception as exc:  # not an image PIL can read
-                    raise fail(f"--image {image} is not a readable image: {exc}", ExitCode.USAGE) from None
-                cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
-                cues.image = query
-                cues.sound = sound_query
-                full = grounder.ground(cues, language=lang)
-                result = type(full)(full.candidates[:top_k], full.candidates, full.tau, full.routes, full.thresholds)
-                indexed_images = kb.image_route.index.count()
+        data = _read_image(image) if image is not None else None
+        result, calibration, indexed_images = _ground_search(text, data, image, sound_query, lang, top_k, settings)
     hits = [{**h.to_dict(), "passes_tau": result.accepts(h)} for h in result.hits]
     notes = [n for n in (calibration.warning, *calibration.notes) if n]
     if json_out:
@@ -288,10 +246,69 @@ def search_cmd(
         return
     for note in notes:  # said once, before the table
         console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
+    _print_search_table(text, image, audio, result.tau, hits)
+    if indexed_images == 0:
+        out.print(
+            "no entity image is indexed: import entities with `image`/`images` fields or run `kar crawl memegen`",
+            markup=False, highlight=False,
+        )
+    for route, why in skipped_routes(result.routes).items():
+        out.print(f"route {route}: {why}", markup=False, highlight=False)
+
+
+def _read_audio(audio: Path) -> Any:
+    """``--audio``: the clip decoded for the sound route (exit 2 when it cannot be read or has no sound)."""
+    from retrieval.sounds.fingerprint import AudioDecodeError
+    from retrieval.sounds.route import prepare
+
+    try:
+        return prepare(audio.read_bytes())
+    except OSError as exc:
+        raise fail(f"cannot read --audio {audio}: {exc.strerror or exc}", ExitCode.USAGE) from None
+    except AudioDecodeError as exc:
+        raise fail(f"--audio {audio} has no readable sound: {exc}", ExitCode.USAGE) from None
+
+
+def _read_image(image: Path) -> bytes:
+    """``--image``: the file's bytes (exit 2 when it cannot be read)."""
+    try:
+        return image.read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read --image {image}: {exc.strerror or exc}", ExitCode.USAGE) from None
+
+
+def _ground_search(
+    text: str, data: bytes | None, image: Path | None, sound_query: Any, lang: str | None, top_k: int, settings: Any
+) -> tuple[Any, Any, int | None]:
+    """Ground the search (text as every cue route, plus the image and the clip): the result with its first
+    ``top_k`` candidates as hits, the calibration in use, and how many entity images are indexed (an image search)."""
+    from retrieval.grounding import EntityGrounder, GroundingCues
+
+    with _open(create=False) as kb:
+        grounder = EntityGrounder(
+            kb.store, kb.embedder, tau=settings.grounding_tau, top_k=top_k,
+            candidates=max(settings.grounding_candidates, top_k), image_route=kb.image_route, sound_route=kb.sound_store,
+            require_calibration=settings.require_calibration,
+        )
+        if data is None and sound_query is None:
+            return grounder.search_text(text, language=lang, top_k=top_k), grounder.calibration, None
+        cues = GroundingCues.from_text(text) if text.strip() else GroundingCues()
+        cues.sound = sound_query
+        if data is not None:
+            try:
+                cues.image = kb.image_route.prepare(data)
+            except Exception as exc:  # not an image PIL can read
+                raise fail(f"--image {image} is not a readable image: {exc}", ExitCode.USAGE) from None
+        result = grounder.ground(cues, language=lang).top(top_k)
+        return result, grounder.calibration, kb.image_route.index.count() if data is not None else None
+
+
+def _print_search_table(text: str, image: Path | None, audio: Path | None, tau: float, hits: list[dict[str, Any]]) -> None:
+    """The hits as a table: name, source work, score, route scores (winner first), what matched, ≥τ."""
     from retrieval.grounding import route_summary
 
     shown = " + ".join(x for x in (repr(text) if text else "", f"image {image}" if image else "", f"audio {audio}" if audio else "") if x)
-    table = Table(title=escape(f"CultureBase: {shown} (τ = {result.tau})"))
+    table = Table(title=escape(f"CultureBase: {shown} (τ = {tau})"))
     columns = ["#", "name", "source work", "score", "route scores (winner first)", "matched", "≥τ"]
     if image is not None:  # the image route's distance only means something for an image search
         columns.insert(-1, "image distance")
@@ -306,13 +323,6 @@ def search_cmd(
     out.print(table)
     if not hits:
         out.print("no entity found", highlight=False)
-    if indexed_images == 0:
-        out.print(
-            "no entity image is indexed: import entities with `image`/`images` fields or run `kar crawl memegen`",
-            markup=False, highlight=False,
-        )
-    for route, why in skipped_routes(result.routes).items():
-        out.print(f"route {route}: {why}", markup=False, highlight=False)
 
 
 @kb_app.command(
