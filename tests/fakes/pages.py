@@ -1,7 +1,7 @@
 """A small page corpus (JSONL page records, as `kar corpus import` reads them) for search and import tests.
 
 Fourteen short entry bodies written for the tests (English and Chinese), enough pages for each
-query to have a background (retrieval.websearch.hybrid.K_BACKGROUND = 10).
+query to have a background (retrieval.websearch.params.HybridParams.k_background = 10).
 """
 
 from __future__ import annotations
