@@ -127,3 +127,17 @@ def test_every_repository_path_the_docs_quote_exists():
                 if quoted.match(token) and not generated and not (REPO / token).exists():
                     missing.append(f"{page.relative_to(REPO)}: {token}")
     assert not missing, "the docs quote paths that do not exist: " + "; ".join(missing)
+
+
+def test_every_setting_the_docs_name_exists():
+    """`KAR_X` in the docs is a field of the settings class (a `KAR_X_*` family excepted, and compose's own variables)."""
+    from culturebase.settings import Settings
+
+    fields = {f"KAR_{name.upper()}" for name in Settings.model_fields}
+    compose_only = {"KAR_API_PUBLISH", "KAR_API_CLUSTER_PUBLISH"}  # compose.yaml's published ports, not settings
+    unknown = []
+    for page in LINKED:
+        for name, family in re.findall(r"(KAR_[A-Z0-9_]*[A-Z0-9])(_\*)?", page.read_text("utf-8")):
+            if not family and name not in fields and name not in compose_only:
+                unknown.append(f"{page.relative_to(REPO)}: {name}")
+    assert not unknown, "the docs name settings that do not exist: " + "; ".join(sorted(set(unknown)))
