@@ -81,6 +81,13 @@ def test_every_relative_link_and_anchor_resolves(page: Path):
     assert not broken, f"{page.relative_to(REPO)}: " + "; ".join(broken)
 
 
+def test_no_wrapped_line_turns_into_a_list_item():
+    """A prose line that begins with ``+ `` renders as a list item (the docs use ``-`` lists only)."""
+    bad = [f"{p.relative_to(REPO)}: {line}" for p in LINKED for line in prose(p.read_text("utf-8")).splitlines()
+           if line.startswith("+ ")]
+    assert not bad, bad
+
+
 def test_pages_are_short_and_the_docs_fit():
     lengths = {p.name: len(p.read_text("utf-8").splitlines()) for p in PAGES}
     long = {name: n for name, n in lengths.items() if n > MAX_PAGE_LINES}
