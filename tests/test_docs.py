@@ -148,3 +148,8 @@ def test_every_setting_the_docs_name_exists():
             if not family and name not in fields and name not in compose_only:
                 unknown.append(f"{page.relative_to(REPO)}: {name}")
     assert not unknown, "the docs name settings that do not exist: " + "; ".join(sorted(set(unknown)))
+
+
+def test_the_readme_lists_every_page():
+    listed = {Path(t.partition("#")[0]).name for t in links(REPO / "README.md") if t.startswith("docs/")}
+    assert {p.name for p in PAGES} <= listed, f"pages the README's Documentation list lacks: {sorted({p.name for p in PAGES} - listed)}"
