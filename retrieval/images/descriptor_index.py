@@ -2,32 +2,32 @@
 
 The image route's hashes read the *whole* picture, so a template that fills a quarter of a
 screenshot, one cell of a grid or a quote post inside a post is not near any hash.  Local
-descriptors are: each entity image frame gives up to :data:`PER_IMAGE` ORB descriptors (256-bit,
+descriptors are: each entity image frame gives up to :attr:`DescriptorParams.per_image` ORB descriptors (256-bit,
 the ones :mod:`retrieval.images.features` stores for verification, spread over the picture by a
-grid) and up to :data:`PER_IMAGE_COARSE` of its coarse ones (found in a 200 px copy, for a template
+grid) and up to :attr:`DescriptorParams.per_image_coarse` of its coarse ones (found in a 200 px copy, for a template
 shown small), all held in one faiss binary index (Hamming distance), each beside its *mirrored code*
 (the keypoint mirrored and described in the flipped picture: what a mirrored repost of the frame gives,
 under the frame's id | :data:`MIRRORED`).  One search serves both: :meth:`DescriptorIndex.vote_both`
 counts the votes for each kind apart.  A query's descriptors, taken
 over the whole picture with no layout detection in front, each look up their nearest
-neighbours; a neighbour within :data:`MAX_HAMMING` bits is one vote for its image (a query
+neighbours; a neighbour within :attr:`DescriptorParams.max_hamming` bits is one vote for its image (a query
 descriptor votes at most once, for the image of its nearest neighbour, when that neighbour is
-distinctive: nearer than :data:`RATIO` × the nearest descriptor of any other image).  Images are ranked by votes over the square root of
-their descriptor count (an image with many descriptors collects chance votes) and the best
+distinctive: nearer than :attr:`DescriptorParams.ratio` × the nearest descriptor of any other image).
+Images are ranked by votes over the square root of their descriptor count (an image with many descriptors collects chance votes) and the best
 become candidates for the geometric check (:func:`retrieval.images.features.verify`), which
 stays the judge.
 
-Index kinds: below :data:`IVF_FROM` descriptors an exact ``IndexBinaryFlat`` behind an id map;
+Index kinds: below :attr:`DescriptorParams.ivf_from` descriptors an exact ``IndexBinaryFlat`` behind an id map;
 from there an ``IndexBinaryIVF`` (``nlist`` ≈ √(2n) lists, trained on the descriptors held,
-searched with :func:`probes_for` lists: 3, 2 from 2,500 lists), trained again when it has grown :data:`RETRAIN_GROWTH`× since (the
-lists stay near √(n/2) codes: lists that grew 8× past their training cost the search twice the scanned codes).
+searched with :func:`probes_for` lists: 3, 2 from 2,500 lists), trained again when it has grown
+:attr:`DescriptorParams.retrain_growth`× since (the lists stay near √(n/2) codes: lists that grew 8× past their training cost the search twice the scanned codes).
 A retrain trains its centroids and fills the new lists outside the lock (queries keep searching the old index
 meanwhile); the lock is held only to swap it in (:attr:`DescriptorIndex.last_retrain` says how long each took).  Ids are image
 *slots*: every descriptor of one frame carries its slot's id, so removing an entity removes its
 slots' ids.  The index and its slot table are written to ``root`` (``index.faissb`` and
 ``slots.json``, atomically, beside the per-image feature files) and read back at start; one that
 is missing or does not match its slot table is rebuilt from the stored features.  A large IVF
-(from :data:`MMAP_FROM` descriptors) is memory-mapped read-only at start, so a service that only
+(from :attr:`DescriptorParams.mmap_from` descriptors) is memory-mapped read-only at start, so a service that only
 queries holds its lists as file-backed pages; the first write reads it into memory.
 """
 
@@ -46,76 +46,82 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retrieval.images.descriptor_support import single_threaded, spread
+
 if TYPE_CHECKING:
     from retrieval.images.features import MirroredCodes
     from retrieval.images.query_threads import QueryThreads
 
 log = logging.getLogger(__name__)
 
-#: descriptors indexed per image (an animation's frames share them, never fewer than :data:`PER_FRAME_MIN`
-#: a frame), spread over the picture by a grid; the rest stay for verification
-PER_IMAGE = 256
-PER_FRAME_MIN = 96
-#: beside them, up to this many of the image's *coarse* keypoints (found in its small copy:
-#: :data:`retrieval.images.features.COARSE_SIDE`), never fewer than :data:`COARSE_FRAME_MIN` a frame:
-#: what a template shown in one cell of a grid votes with
-PER_IMAGE_COARSE = 96
-COARSE_FRAME_MIN = 32
-#: an IVF index of at least this many descriptors is memory-mapped read-only when loaded (the service reads
-#: it from the page cache); the first write loads it into memory
-MMAP_FROM = 1_000_000
-#: a query descriptor votes for an image when a descriptor of it is within this many bits (of 256)
-MAX_HAMMING = 64
-#: neighbours looked up per query descriptor (the nearest one of another image is the ratio test's reference); both
-#: kinds of code (a frame's own, its mirrored ones) share them: 16, about 8 of each kind, found two narrow-grid
-#: cells fewer on the tuning seed at the same CPU (bench/templates.py, the mirrored-codes round)
-NEIGHBOURS = 8
-#: a vote counts when the nearest neighbour is nearer than this share of the nearest one of another image
-RATIO = 0.75
-#: from this many descriptors the index is an IVF (below: exact search)
-IVF_FROM = 50_000
-#: IVF lists searched per query descriptor: votes are counted over hundreds of query descriptors, so a
-#: neighbour missed now and then costs a vote, not the candidate (bench/templates.py: 12 → 4 kept top-1; with
-#: lists kept near √(n/2) codes by retraining, 3 probes found more small grid cells than 2 at about the same CPU)
-NPROBE = 3
-#: an IVF of at least this many lists (≈ 3.1 M descriptors at training) is searched with NPROBE_LARGE probes: each
-#: probe scans ≈ 1,900 codes there, and at 20,000 images a 3rd probe cost x1.15 p50 / x1.19 p95 of the route's CPU
-#: for no top-1 (bench/templates.py; docs/templates.md "Probes by index size")
-NPROBE_LARGE_FROM = 2_500
-NPROBE_LARGE = 2
-#: the IVF is trained again when it holds this many times the descriptors it was trained on (8 before the
-#: retrain round: at 5,000 images the lists had grown to ≈ 2,000 codes, and scanning them was half the search)
-RETRAIN_GROWTH = 2
-#: lists = √(NLIST_COST · NLIST_PROBES · n) at training (≈ 1,000 codes a list at 1.8 M descriptors, 2,000 before
-#: the next retrain); NLIST_COST is what scanning one listed code costs over comparing one centroid
-NLIST_COST = 1.0
-NLIST_PROBES = 2
-#: centroids are trained on at most this many codes a list and this many in all (the retrain's time is bounded:
-#: faiss's k-means costs sample × lists). 40, just above the 39 faiss asks for: a retrain at 1.76 M descriptors
-#: (1,794 lists) trained in ×0.57 of 64's time, its lists as even (codes scanned a probe +1.2 %)
-TRAIN_PER_LIST = 40
-TRAIN_MAX = 262_144
-#: k-means iterations of a retrain (faiss's IVF default, made explicit): at 3.5 M descriptors (2,653 lists) 25
-#: trained ×2.4 as long for lists that found the exact nearest neighbour no more often (0.492 against 0.499 of query
-#: descriptors with one within MAX_HAMMING) and the same top-1 (bench/templates.py, docs/templates.md)
-TRAIN_ITERATIONS = 10
-#: a retrain of at least this many lists (≈ 8.4 M descriptors) fills them through a coarse quantizer over its
-#: centroids (:func:`_coarse_over`): each code is compared with the √lists·FILL_COARSE_PER coarse centroids and the
-#: centroids of its FILL_PROBES nearest coarse lists, not with every centroid (0: every centroid).  At 2,537 lists
-#: 98.2 % of codes went to a centroid at the least distance (the rest 3.7 bits farther on average), in ×0.52 of the
-#: time.  At 20,000 images the last retrain (12.9 M codes, 5,075 lists) filled in 26.2 s instead of 63.8 (retrains 6.8
-#: instead of 8.7 ms a frame, the same top-1).  Below, the fill is a smaller share and stays exact; queries probe
-#: through the exact quantizer either way
-FILL_COARSE_FROM = 4096
-FILL_COARSE_PER = 2.0
-FILL_PROBES = 8
-#: faiss runs in the calling thread (searches, adds, retrains): one query's few hundred lookups are too small
-#: to share, OpenMP threads spinning against the service's other requests cost more than they gain, and two
-#: indexing processes that each trained with every core slowed each other several times over
-SEARCH_THREADS = 1
-#: a search split over a query's threads (:class:`~retrieval.images.query_threads.QueryThreads`) gives each at least
-#: this many descriptors (fewer are not worth a thread switch)
-SPLIT_ROWS = 256
+@dataclass(frozen=True)
+class DescriptorParams:
+    """The descriptor index's tuned values.  Provenance: *tuning* is :data:`~retrieval.images.provenance.TUNING_RUN`
+    (votes, top-1 and CPU on the tuning seed), *scale* is :data:`~retrieval.images.provenance.SCALE_RUN` (the IVF's lists, retrains and probes at 20,000 images; the
+    ``BENCH_VARIANTS`` of that run compare the alternatives named)."""
+
+    #: descriptors indexed per image (an animation's frames share them, never fewer than ``per_frame_min`` a frame),
+    #: spread over the picture by a grid; the rest stay for verification (chosen by: tuning)
+    per_image: int = 256
+    per_frame_min: int = 96
+    #: beside them, up to this many of the image's *coarse* keypoints (found in its small copy:
+    #: :attr:`retrieval.images.features.FeatureParams.coarse_side`), never fewer than ``coarse_frame_min`` a frame:
+    #: what a template shown in one cell of a grid votes with (chosen by: tuning, grid_narrow)
+    per_image_coarse: int = 96
+    coarse_frame_min: int = 32
+    #: an IVF index of at least this many descriptors is memory-mapped read-only when loaded (the service reads it
+    #: from the page cache); the first write loads it into memory (chosen by: scale, resident memory)
+    mmap_from: int = 1_000_000
+    #: a query descriptor votes for an image when a descriptor of it is within this many bits of 256 (chosen by: tuning)
+    max_hamming: int = 64
+    #: neighbours looked up per query descriptor (the nearest one of another image is the ratio test's reference);
+    #: both kinds of code (a frame's own, its mirrored ones) share them: 16 found two narrow-grid cells fewer at the
+    #: same CPU (chosen by: tuning)
+    neighbours: int = 8
+    #: a vote counts when the nearest neighbour is nearer than this share of the nearest one of another image
+    #: (chosen by: tuning)
+    ratio: float = 0.75
+    #: from this many descriptors the index is an IVF (below: exact search) (chosen by: scale)
+    ivf_from: int = 50_000
+    #: IVF lists searched per query descriptor: votes are counted over hundreds of query descriptors, so a neighbour
+    #: missed now and then costs a vote, not the candidate; with lists kept near √(n/2) codes by retraining, 3 probes
+    #: found more small grid cells than 2 at about the same CPU (chosen by: tuning and scale)
+    nprobe: int = 3
+    #: an IVF of at least this many lists (≈ 3.1 M descriptors at training) is searched with ``nprobe_large`` probes:
+    #: each probe scans ≈ 1,900 codes there, and a 3rd probe cost ×1.15 p50 / ×1.19 p95 of the route's CPU for no
+    #: top-1 (chosen by: scale)
+    nprobe_large_from: int = 2_500
+    nprobe_large: int = 2
+    #: the IVF is trained again when it holds this many times the descriptors it was trained on (lists that grew 8×
+    #: past their training made scanning them half the search) (chosen by: scale)
+    retrain_growth: int = 2
+    #: lists = √(nlist_cost · nlist_probes · n) at training (≈ 1,000 codes a list at 1.8 M descriptors);
+    #: ``nlist_cost`` is what scanning one listed code costs over comparing one centroid (chosen by: scale)
+    nlist_cost: float = 1.0
+    nlist_probes: int = 2
+    #: centroids are trained on at most this many codes a list and this many in all (faiss's k-means costs
+    #: sample × lists): 40, just above the 39 faiss asks for, trained in ×0.57 of 64's time with lists as even
+    #: (chosen by: scale)
+    train_per_list: int = 40
+    train_max: int = 262_144
+    #: k-means iterations of a retrain (faiss's IVF default, made explicit): 25 trained ×2.4 as long for the same
+    #: top-1 (chosen by: scale)
+    train_iterations: int = 10
+    #: a retrain of at least this many lists (≈ 8.4 M descriptors) fills them through a coarse quantizer over its
+    #: centroids (:func:`coarse_quantizer`): each code is compared with the √lists·``fill_coarse_per`` coarse
+    #: centroids and the centroids of its ``fill_probes`` nearest coarse lists, not with every centroid (0: every
+    #: centroid); 98.2 % of codes reach a nearest centroid in ×0.52 of the time, the same top-1.  Queries probe
+    #: through the exact quantizer either way (chosen by: scale)
+    fill_coarse_from: int = 4096
+    fill_coarse_per: float = 2.0
+    fill_probes: int = 8
+    #: a search split over a query's threads (:class:`~retrieval.images.query_threads.QueryThreads`) gives each at
+    #: least this many descriptors (fewer are not worth a thread switch) (chosen by: tuning, ``--query-threads 2``)
+    split_rows: int = 256
+
+
+PARAMS = DescriptorParams()
+
 CODE_BYTES = 32
 #: the id bit of a frame's mirrored codes (its slot's id | MIRRORED): what a mirrored repost of the frame votes for
 MIRRORED = 1 << 40
@@ -136,7 +142,7 @@ class ImageKey:
 @dataclass(frozen=True)
 class Vote:
     """An image frame's share of the query's descriptors: ``votes`` query descriptors found one of its
-    ``descriptors`` within :data:`MAX_HAMMING`; ``score`` = votes / √descriptors."""
+    ``descriptors`` within :attr:`DescriptorParams.max_hamming`; ``score`` = votes / √descriptors."""
 
     key: ImageKey
     votes: int
@@ -149,67 +155,33 @@ class Vote:
         return self.votes / math.sqrt(max(1, self.descriptors))
 
 
-def spread(points: np.ndarray, count: int, width: int, height: int, grid: int = 8) -> np.ndarray:
-    """Indices of at most ``count`` keypoints spread over a ``grid``×``grid`` partition of the picture
-    (round robin over the cells, each cell in its stored order), so that a caption or a crop that hides
-    part of the template leaves votes elsewhere."""
-    n = int(points.shape[0])
-    if n <= count:
-        return np.arange(n)
-    gx = np.clip((points[:, 0] * grid / max(1, width)).astype(np.int64), 0, grid - 1)
-    gy = np.clip((points[:, 1] * grid / max(1, height)).astype(np.int64), 0, grid - 1)
-    cell = gy * grid + gx
-    order = np.argsort(cell, kind="stable")  # by cell, each cell in its stored order
-    sorted_cells = cell[order]
-    starts = np.searchsorted(sorted_cells, sorted_cells, side="left")
-    depth = np.empty(n, np.int64)
-    depth[order] = np.arange(n) - starts  # a keypoint's place within its cell
-    # round robin: every cell's first keypoint, then every cell's second, ... (cells in order within a round)
-    chosen = np.lexsort((cell, depth))[:count]
-    return np.sort(chosen).astype(np.int64)
-
-
-_threads = threading.local()
-
-
 def probes_for(nlist: int) -> int:
-    """IVF lists to search per query descriptor in an index of ``nlist`` lists: :data:`NPROBE`, and
-    :data:`NPROBE_LARGE` from :data:`NPROBE_LARGE_FROM` lists."""
-    return NPROBE_LARGE if nlist >= NPROBE_LARGE_FROM else NPROBE
+    """IVF lists to search per query descriptor in an index of ``nlist`` lists: :attr:`DescriptorParams.nprobe`, and
+    :attr:`DescriptorParams.nprobe_large` from :attr:`DescriptorParams.nprobe_large_from` lists."""
+    return PARAMS.nprobe_large if nlist >= PARAMS.nprobe_large_from else PARAMS.nprobe
 
 
-def _single_threaded() -> None:
-    """faiss runs in the calling thread (:data:`SEARCH_THREADS`): searches, adds and retrains.  Set once per
-    thread: OpenMP keeps the setting per thread, so each of a service's request threads (and an indexing
-    job's) sets it for itself; set once per process, the others searched and trained with every core."""
-    if not getattr(_threads, "set", False):
-        import faiss
-
-        faiss.omp_set_num_threads(SEARCH_THREADS)
-        _threads.set = True
-
-
-def _coarse_over(exact, nlist: int):
-    """An IVF over a trained IVF's ``nlist`` centroids (√nlist · :data:`FILL_COARSE_PER` lists, :data:`FILL_PROBES`
-    probed) that answers the fill's nearest-centroid lookups with ids of the exact quantizer's centroids."""
+def coarse_quantizer(exact, nlist: int):
+    """An IVF over a trained IVF's ``nlist`` centroids (√nlist · :attr:`DescriptorParams.fill_coarse_per` lists,
+    :attr:`DescriptorParams.fill_probes` probed) that answers the fill's nearest-centroid lookups with ids of the exact quantizer's centroids."""
     import faiss
 
     centroids = faiss.vector_to_array(faiss.downcast_IndexBinary(exact).xb).reshape(nlist, CODE_BYTES)
     inner = faiss.IndexBinaryFlat(CODE_BYTES * 8)
-    lists = max(8, min(nlist // 16, int(math.sqrt(nlist) * FILL_COARSE_PER)))
+    lists = max(8, min(nlist // 16, int(math.sqrt(nlist) * PARAMS.fill_coarse_per)))
     coarse = faiss.IndexBinaryIVF(inner, CODE_BYTES * 8, lists)
     coarse.own_fields = True
     inner.this.disown()
     coarse.cp.min_points_per_centroid = 1  # (a few dozen centroids a list is all there is to train on)
     coarse.train(centroids)
     coarse.add(centroids)  # ids 0..nlist-1, in the exact quantizer's order
-    coarse.nprobe = FILL_PROBES
+    coarse.nprobe = PARAMS.fill_probes
     return coarse
 
 
 def _fill(ivf, codes: np.ndarray, ids: np.ndarray, coarse) -> None:
     """Fill a trained IVF's lists with these (code, id) rows, each code's list named by ``coarse``
-    (:func:`_coarse_over`) when given, else by the IVF's exact quantizer, which stays the one queries probe."""
+    (:func:`coarse_quantizer`) when given, else by the IVF's exact quantizer, which stays the one queries probe."""
     exact = ivf.quantizer
     if coarse is not None:
         ivf.quantizer = coarse
@@ -223,8 +195,8 @@ class DescriptorIndex:
     """Binary descriptors of entity image frames in faiss; :meth:`vote` shortlists frames for a query."""
 
     def __init__(
-        self, root: Path | str | None, per_image: int = PER_IMAGE, ivf_from: int = IVF_FROM, nprobe: int | None = None,
-        mmap_from: int = MMAP_FROM, per_image_coarse: int = PER_IMAGE_COARSE,
+        self, root: Path | str | None, per_image: int = PARAMS.per_image, ivf_from: int = PARAMS.ivf_from, nprobe: int | None = None,
+        mmap_from: int = PARAMS.mmap_from, per_image_coarse: int = PARAMS.per_image_coarse,
     ) -> None:
         self.root = Path(root) if root is not None else None
         self.per_image = per_image
@@ -286,13 +258,13 @@ class DescriptorIndex:
 
     def per_frame(self, frames: int) -> int:
         """Descriptors indexed for each of an image's ``frames`` frames."""
-        return max(PER_FRAME_MIN, self.per_image // max(1, frames))
+        return max(PARAMS.per_frame_min, self.per_image // max(1, frames))
 
     def coarse_per_frame(self, frames: int) -> int:
         """Coarse descriptors indexed for each of an image's ``frames`` frames (0 when switched off)."""
         if self.per_image_coarse <= 0:
             return 0
-        return max(COARSE_FRAME_MIN, self.per_image_coarse // max(1, frames))
+        return max(PARAMS.coarse_frame_min, self.per_image_coarse // max(1, frames))
 
     def _writable(self) -> None:
         """A mapped (read-only) index is read into memory before its first change."""
@@ -348,7 +320,7 @@ class DescriptorIndex:
             self._mirror_total += len(flipped)
             self._slot_of[(key.entity_id, key.sha256, key.frame)] = slot
             if len(codes) or len(flipped):
-                _single_threaded()
+                single_threaded()
                 self._index.add_with_ids(np.concatenate([codes, flipped]),
                                          np.concatenate([np.full(len(codes), slot, np.int64), np.full(len(flipped), slot | MIRRORED, np.int64)]))
             self._dirty = True
@@ -379,7 +351,7 @@ class DescriptorIndex:
             return
         self._writable()
         if self._index is not None and self._index.ntotal:
-            _single_threaded()
+            single_threaded()
             ids = np.array(slots, dtype=np.int64)
             self._index.remove_ids(faiss.IDSelectorBatch(np.concatenate([ids, ids | MIRRORED])))
         for s in slots:
@@ -444,7 +416,7 @@ class DescriptorIndex:
         n = self.size
         if self._retraining or n < self.ivf_from:
             return False
-        return not self._trained_at or n >= RETRAIN_GROWTH * self._trained_at
+        return not self._trained_at or n >= PARAMS.retrain_growth * self._trained_at
 
     def probes(self, index=None) -> int:
         """IVF lists searched per query descriptor: the ``nprobe`` given, else :func:`probes_for` the index's lists."""
@@ -453,8 +425,8 @@ class DescriptorIndex:
 
     def lists_for(self, n: int) -> int:
         """IVF lists for ``n`` descriptors: a query descriptor is compared with every centroid, then with the
-        codes of its probed lists; √(NLIST_COST · NLIST_PROBES · n) makes that least for NLIST_PROBES probes."""
-        return int(max(64, min(65_536, math.sqrt(NLIST_COST * NLIST_PROBES * n))))
+        codes of its probed lists; √(nlist_cost · nlist_probes · n) makes that least for ``nlist_probes`` probes."""
+        return int(max(64, min(65_536, math.sqrt(PARAMS.nlist_cost * PARAMS.nlist_probes * n))))
 
     def retrain(self) -> dict[str, float]:
         """Train the IVF's centroids again on the descriptors held and refill its lists. The centroids are
@@ -477,7 +449,7 @@ class DescriptorIndex:
             nlist = self.lists_for(n)
             if n < nlist:  # too few descriptors for the smallest IVF: the index stays as it is
                 return {}
-            _single_threaded()
+            single_threaded()
             quantizer = faiss.IndexBinaryFlat(CODE_BYTES * 8)
             ivf = faiss.IndexBinaryIVF(quantizer, CODE_BYTES * 8, nlist)
             ivf.own_fields = True
@@ -485,11 +457,11 @@ class DescriptorIndex:
             # the same sample and fill order whatever order the codes came in (:meth:`_canonical`): the first
             # codes of a well-mixed order are a uniform sample, and the retrained index does not depend on history
             codes, ids = self._canonical(codes, ids, slots)
-            sample = codes[: min(n, nlist * TRAIN_PER_LIST, TRAIN_MAX)]
-            ivf.cp.niter = TRAIN_ITERATIONS
+            sample = codes[: min(n, nlist * PARAMS.train_per_list, PARAMS.train_max)]
+            ivf.cp.niter = PARAMS.train_iterations
             ivf.train(np.ascontiguousarray(sample))
             t1, c1 = time.perf_counter(), time.thread_time()
-            coarse = _coarse_over(ivf.quantizer, nlist) if FILL_COARSE_FROM and nlist >= FILL_COARSE_FROM else None
+            coarse = coarse_quantizer(ivf.quantizer, nlist) if PARAMS.fill_coarse_from and nlist >= PARAMS.fill_coarse_from else None
             _fill(ivf, codes, ids, coarse)
             ivf.nprobe = self.probes(ivf)
             t2, c2 = time.perf_counter(), time.thread_time()
@@ -519,30 +491,30 @@ class DescriptorIndex:
     # -- query ------------------------------------------------------------------------------
     def vote(
         self, descriptors: np.ndarray, top: int = 8, language: str | None = None, neighbours: int | None = None,
-        max_hamming: int = MAX_HAMMING, ratio: float = RATIO,
+        max_hamming: int = PARAMS.max_hamming, ratio: float = PARAMS.ratio,
     ) -> list[Vote]:
         """The ``top`` image frames with the most votes from these query descriptors (best first)."""
         return self.vote_many([descriptors], top, language, neighbours, max_hamming, ratio)[0]
 
     def vote_many(
         self, parts: Sequence[np.ndarray], top: int = 8, language: str | None = None, neighbours: int | None = None,
-        max_hamming: int = MAX_HAMMING, ratio: float = RATIO, threads: "QueryThreads | None" = None,
+        max_hamming: int = PARAMS.max_hamming, ratio: float = PARAMS.ratio, threads: "QueryThreads | None" = None,
     ) -> list[list[Vote]]:
         """:meth:`vote` for several descriptor sets of one query (the whole picture, each picture region) in
         one faiss search; each set's votes are counted apart (``voters`` index into that set).  With
-        ``threads``, the search's rows are split over them (at least :data:`SPLIT_ROWS` a part): the same
+        ``threads``, the search's rows are split over them (at least :attr:`DescriptorParams.split_rows` a part): the same
         neighbours, found side by side."""
         return self.vote_both(parts, top, language, neighbours, max_hamming, ratio, threads)[0]
 
     def vote_both(
         self, parts: Sequence[np.ndarray], top: int = 8, language: str | None = None, neighbours: int | None = None,
-        max_hamming: int = MAX_HAMMING, ratio: float = RATIO, threads: "QueryThreads | None" = None,
+        max_hamming: int = PARAMS.max_hamming, ratio: float = PARAMS.ratio, threads: "QueryThreads | None" = None,
     ) -> tuple[list[list[Vote]], list[list[Vote]]]:
         """:meth:`vote_many`, and from the same search each set's votes for the frames' *mirrored* codes (what
         the query shows mirrored). Each kind is counted among its own codes only: a query descriptor votes for
         the frame of its nearest code of that kind, against the nearest code of that kind of any other frame."""
         sizes = [len(p) for p in parts]
-        neighbours = NEIGHBOURS if neighbours is None else neighbours  # (read at call time: the bench's variants set it)
+        neighbours = PARAMS.neighbours if neighbours is None else neighbours  # (read at call time: the bench's variants set it)
         with self._lock:
             if self._index is None or not self._index.ntotal or not sum(sizes):
                 return [[] for _ in parts], [[] for _ in parts]
@@ -550,10 +522,10 @@ class DescriptorIndex:
             if self.kind == "ivf":
                 self._index.nprobe = self.probes(self._index)
             index = self._index
-            n_parts = min(threads.threads if threads is not None else 1, len(q) // SPLIT_ROWS)
+            n_parts = min(threads.threads if threads is not None else 1, len(q) // PARAMS.split_rows)
 
             def search(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-                _single_threaded()  # in whichever thread runs it
+                single_threaded()  # in whichever thread runs it
                 return index.search(rows, neighbours)
 
             if n_parts > 1 and threads is not None:  # each row's neighbours do not depend on the other rows
@@ -588,7 +560,7 @@ class DescriptorIndex:
         language: str | None, max_hamming: int, ratio: float,
     ) -> list[Vote]:
         # one vote per query descriptor, for the image of its nearest neighbour, when that neighbour is near
-        # (≤ max_hamming) and distinctive: nearer than RATIO × the nearest descriptor of any *other* image
+        # (≤ max_hamming) and distinctive: nearer than ``ratio`` × the nearest descriptor of any *other* image
         # (Lowe's ratio test across images: texture every picture has votes for none). ``kind``: the neighbours
         # of the kind counted (a frame's own codes or its mirrored ones; None: every found one), nearest first
         n = np.arange(len(ids))

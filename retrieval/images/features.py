@@ -7,12 +7,12 @@ collage).  The second stage checks the best hash candidates (and the candidates 
 picture-region crop) with local features: ORB keypoints (binary descriptors, Hamming
 matching) of the query are matched to the stored keypoints of each candidate image with
 Lowe's ratio test, and a homography is fitted with RANSAC; the template is *verified* when at
-least :data:`MIN_INLIERS` matches agree with one plane-to-plane mapping whose image of the
+least :attr:`VerificationParams.min_inliers` matches agree with one plane-to-plane mapping whose image of the
 template is a sane quadrilateral (convex, not degenerate).  A homography also places a
 template that fills a third of a screenshot.
 
-ORB was chosen over AKAZE and SIFT by ``bench/templates.py --features`` (top-1, false claims,
-latency; docs/templates.md).  Entity images are described once at indexing time
+ORB was chosen over AKAZE and SIFT on the template bench (top-1, false claims, latency:
+:data:`~retrieval.images.provenance.TUNING_RUN`).  Entity images are described once at indexing time
 (:func:`describe`) and stored (:class:`culturebase.store.images.ImageFeatureStore`); a query is
 described once per request.
 """
@@ -24,62 +24,107 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
+from retrieval.images.descriptor_support import single_threaded, spread
+
 #: the feature method and its version (stored with the features: a change re-describes the images)
 METHOD = "orb3"
-#: the method before coarse keypoints (:data:`COARSE_SIDE`): read when an image has no ``orb3`` file yet
-#: (a KB indexed before; ``kar kb reindex-images`` describes it again), with its fine keypoints only
+#: the method before coarse keypoints: read when an image has no ``orb3`` file yet (a KB indexed before;
+#: ``kar kb reindex-images`` describes it again), with its fine keypoints only
 PREVIOUS_METHOD = "orb2"
 #: the :data:`METHOD` keypoints' mirrored codes (:class:`MirroredCodes`), stored beside them for the descriptor index
 #: (an image described before they were has none until it is indexed again)
 MIRRORED_METHOD = "orb3m"
-#: longest side at which an entity image is described
-INDEX_SIDE = 480
-#: an entity image is described a second time at this longest side, with :data:`COARSE_FEATURES` keypoints
-#: (positions in the 480 px copy's pixels): a template shown small (a grid cell, a quarter of a screenshot:
-#: 130-250 px) matches keypoints ORB found at its own scale, which the 480 px pyramid (down to ~134 px, with
-#: a few dozen keypoints at its smallest levels) barely has
-COARSE_SIDE = 200
-COARSE_FEATURES = 150
-#: longest side at which a query image is described (a template filling 40 % of a screenshot keeps ~320 px)
-QUERY_SIDE = 800
-INDEX_FEATURES = 400
-QUERY_FEATURES = 1000
-#: the whole query is described near its own size (a grid cell at 25 % of the width keeps its pixels) up to
-#: this many pixels and this longest side, with this many keypoints detected before they are spread
-QUERY_PIXELS = 800_000
-QUERY_MAX_SIDE = 1600
-QUERY_DETECT = 1600
-#: a query whose picture regions are described apart (:func:`picture_regions`): the whole picture at this budget
-QUERY_PIXELS_WITH_REGIONS = 400_000
-QUERY_FEATURES_WITH_REGIONS = 700
-QUERY_DETECT_WITH_REGIONS = 1100
-#: the query's keypoints are detected tile by tile over this many tiles a side (see :func:`describe_query`; read
-#: at call time, as :data:`REGION_FEATURES` is, so the bench's variants can set it). One detection over the
-#: picture took ×0.86 of a query's preparation, but a template beside dense text kept 87 of 1,000 keypoints
-#: instead of 179 (docs/templates.md, the thread round)
-QUERY_TILES = 3
-QUERY_FAST_THRESHOLD = 12
-#: keypoints of the part of the query where a candidate's descriptor votes sit (the image route's focus)
-FOCUS_FEATURES = 800
-RATIO = 0.75
-#: RANSAC inliers needed to verify a textured template; a template with few keypoints needs a
-#: quarter of them, never fewer than :data:`MIN_INLIERS_FLOOR` (:func:`required_inliers`)
-MIN_INLIERS = 15
-MIN_INLIERS_FLOOR = 10
-#: an entity image with fewer keypoints than this cannot be verified (flat colour, tiny): hashes alone decide
-MIN_KEYPOINTS = 60
-RANSAC_PX = 6.0
-#: an outline covers at least this share of the query part it is found in ...
-MIN_COVERAGE = 0.03
-#: ... or this share, with :data:`SMALL_COVERAGE_INLIERS` × the inliers the template needs (a small grid cell
-#: in a whole screenshot; bench/templates.py grid_narrow, tuning seed)
-SMALL_COVERAGE = 0.008
-SMALL_COVERAGE_INLIERS = 2
-#: the inliers of a verified template span at least this share of its own area (convex hull)
-MIN_SHARE = 0.03
 #: OpenCV works in the calling thread: describing one picture and matching a few hundred descriptors are
 #: too small to share, and its worker threads contend with the service's other requests
 CV_THREADS = 1
+
+
+@dataclass(frozen=True)
+class FeatureParams:
+    """How entity and query images are described (ORB keypoints).  Provenance: *tuning* is
+    :data:`~retrieval.images.provenance.TUNING_RUN` (top-1, false claims and CPU per query style on the tuning seed,
+    the alternatives compared by its ``BENCH_VARIANTS``)."""
+
+    #: ORB's FAST threshold, border and patch size for every description but the query's tiles (chosen by: tuning,
+    #: ORB over AKAZE and SIFT on top-1, false claims and latency)
+    orb_fast_threshold: int = 7
+    orb_edge_threshold: int = 15
+    orb_patch_size: int = 15
+    #: longest side at which an entity image is described, and its keypoints (chosen by: tuning)
+    index_side: int = 480
+    index_features: int = 400
+    #: an entity image is described a second time at this longest side, with ``coarse_features`` keypoints
+    #: (positions in the 480 px copy's pixels): a template shown small (a grid cell, a quarter of a screenshot:
+    #: 130-250 px) matches keypoints ORB found at its own scale, which the 480 px pyramid barely has
+    #: (chosen by: tuning, grid_narrow)
+    coarse_side: int = 200
+    coarse_features: int = 150
+    #: longest side at which a focus crop of the query is described (a template filling 40 % of a screenshot
+    #: keeps ~320 px) (chosen by: tuning)
+    query_side: int = 800
+    #: the whole query is described near its own size (a grid cell at 25 % of the width keeps its pixels) up to
+    #: ``query_pixels`` and ``query_max_side``, ``query_detect`` keypoints detected and the ``query_features``
+    #: strongest kept spread over the picture (chosen by: tuning)
+    query_features: int = 1000
+    query_pixels: int = 800_000
+    query_max_side: int = 1600
+    query_detect: int = 1600
+    #: a query whose picture regions are described apart (:func:`picture_regions`): the whole picture at this
+    #: budget (chosen by: tuning, the same top-1 at less CPU)
+    query_pixels_with_regions: int = 400_000
+    query_features_with_regions: int = 700
+    query_detect_with_regions: int = 1100
+    #: the query's keypoints are detected tile by tile over this many tiles a side (:func:`describe_query`): one
+    #: detection over the picture kept 87 of 1,000 keypoints on a template beside dense text instead of 179
+    #: (chosen by: tuning)
+    query_tiles: int = 3
+    #: the FAST threshold of the query's tiles (chosen by: tuning)
+    query_fast_threshold: int = 12
+    #: keypoints of the part of the query where a candidate's descriptor votes sit (the image route's focus)
+    #: (chosen by: tuning)
+    focus_features: int = 800
+    #: longest side of the grey copy the query's picture regions are found in (:func:`picture_regions`)
+    #: (chosen by: tuning)
+    region_work_side: int = 720
+    #: a picture region is described at this longest side (a small grid cell enlarged up to ``region_max_upscale``×)
+    #: with ``region_features`` keypoints (chosen by: tuning, grid and grid_narrow)
+    region_side: int = 340
+    region_max_upscale: float = 2.5
+    region_features: int = 400
+    #: at most this many regions per query, the largest first (chosen by: tuning)
+    max_regions: int = 6
+
+
+@dataclass(frozen=True)
+class VerificationParams:
+    """When a stored template is verified in a query (ratio test, RANSAC homography, a sane outline).  Provenance:
+    *tuning* is :data:`~retrieval.images.provenance.TUNING_RUN` (``BENCH_HITS=1`` prints every hit's inliers,
+    share and coverage; ``BENCH_MISSES=1`` every miss and false claim)."""
+
+    #: Lowe's ratio test (chosen by: tuning)
+    ratio: float = 0.75
+    #: RANSAC inliers needed to verify a textured template; a template with few keypoints needs a quarter of
+    #: them, never fewer than ``min_inliers_floor`` (:func:`required_inliers`) (chosen by: tuning, false claims)
+    min_inliers: int = 15
+    min_inliers_floor: int = 10
+    #: an entity image with fewer keypoints than this cannot be verified (flat colour, tiny): hashes alone decide
+    #: (chosen by: tuning, blank_background)
+    min_keypoints: int = 60
+    #: RANSAC's reprojection threshold in pixels (chosen by: tuning)
+    ransac_px: float = 6.0
+    #: an outline covers at least this share of the query part it is found in ... (chosen by: tuning)
+    min_coverage: float = 0.03
+    #: ... or this share, with ``small_coverage_inliers`` × the inliers the template needs (a small grid cell in a
+    #: whole screenshot) (chosen by: tuning, grid_narrow)
+    small_coverage: float = 0.008
+    small_coverage_inliers: int = 2
+    #: the inliers of a verified template span at least this share of its own area (convex hull)
+    #: (chosen by: tuning)
+    min_share: float = 0.03
+
+
+FEATURE_PARAMS = FeatureParams()
+VERIFICATION_PARAMS = VerificationParams()
 _cv_ready = False
 
 
@@ -94,6 +139,13 @@ def _cv2():
     return cv2
 
 
+def _orb(cv2, n_features: int, fast_threshold: int | None = None):
+    """An ORB detector of ``n_features`` keypoints with :class:`FeatureParams`' FAST threshold, border and patch."""
+    p = FEATURE_PARAMS
+    fast = p.orb_fast_threshold if fast_threshold is None else fast_threshold
+    return cv2.ORB_create(nfeatures=n_features, fastThreshold=fast, edgeThreshold=p.orb_edge_threshold, patchSize=p.orb_patch_size)
+
+
 @dataclass(frozen=True)
 class Features:
     """Keypoint positions (N×2 float32, in the described copy's pixels) and ORB descriptors (N×32 uint8)."""
@@ -102,7 +154,7 @@ class Features:
     descriptors: np.ndarray
     width: int
     height: int
-    #: the last ``coarse`` keypoints were found in the :data:`COARSE_SIDE` copy (an entity image's; 0 for a query)
+    #: the last ``coarse`` keypoints were found in the :attr:`FeatureParams.coarse_side` copy (an entity image's; 0 for a query)
     coarse: int = 0
 
     @property
@@ -122,9 +174,7 @@ class Features:
 
         index = self.__dict__.get("_index")
         if index is None:
-            from retrieval.images.descriptor_index import _single_threaded
-
-            _single_threaded()
+            single_threaded()
             index = faiss.IndexBinaryFlat(self.descriptors.shape[1] * 8)
             index.add(np.ascontiguousarray(self.descriptors, dtype=np.uint8))
             object.__setattr__(self, "_index", index)
@@ -143,7 +193,7 @@ class Verification:
     matches: int
     #: the template's outline in the query (fraction of the query's area it covers), when its shape is sane
     coverage: float | None
-    required: int = MIN_INLIERS
+    required: int = VERIFICATION_PARAMS.min_inliers
     #: share of the template's own area spanned by its inliers (convex hull in the template), when verified
     share: float | None = None
     #: the template's outline in the query (4×2, the query's described pixels), when its shape is sane
@@ -161,8 +211,8 @@ class Verification:
 
 
 def required_inliers(template_keypoints: int) -> int:
-    """Inliers that verify a template with this many stored keypoints (see :data:`MIN_INLIERS`)."""
-    return max(MIN_INLIERS_FLOOR, min(MIN_INLIERS, -(-template_keypoints // 4)))
+    """Inliers that verify a template with this many stored keypoints (see :attr:`VerificationParams.min_inliers`)."""
+    return max(VERIFICATION_PARAMS.min_inliers_floor, min(VERIFICATION_PARAMS.min_inliers, -(-template_keypoints // 4)))
 
 
 def _grey_array(img: Image.Image, side: int) -> np.ndarray:
@@ -175,7 +225,7 @@ def _grey_array(img: Image.Image, side: int) -> np.ndarray:
     return np.asarray(grey, dtype=np.uint8)
 
 
-def describe(img: Image.Image, side: int = INDEX_SIDE, n_features: int = INDEX_FEATURES) -> Features:
+def describe(img: Image.Image, side: int = FEATURE_PARAMS.index_side, n_features: int = FEATURE_PARAMS.index_features) -> Features:
     """ORB keypoints and descriptors of a PIL image at longest side ``side`` (empty for a flat or tiny image)."""
     cv2 = _cv2()
 
@@ -183,7 +233,7 @@ def describe(img: Image.Image, side: int = INDEX_SIDE, n_features: int = INDEX_F
     h, w = arr.shape
     if min(h, w) < 32:  # below ORB's border and patch size: nothing to describe
         return Features.empty(w, h)
-    orb = cv2.ORB_create(nfeatures=n_features, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    orb = _orb(cv2, n_features)
     keypoints, descriptors = orb.detectAndCompute(arr, None)
     if descriptors is None or not keypoints:
         return Features.empty(w, h)
@@ -202,8 +252,8 @@ class MirroredCodes:
 
 
 def describe_entity(img: Image.Image) -> Features:
-    """An entity image's features: :data:`INDEX_FEATURES` keypoints at :data:`INDEX_SIDE`, then up to
-    :data:`COARSE_FEATURES` found in a :data:`COARSE_SIDE` copy (their positions scaled to the first copy),
+    """An entity image's features: :attr:`FeatureParams.index_features` keypoints at :attr:`FeatureParams.index_side`, then up to
+    :attr:`FeatureParams.coarse_features` found in a :attr:`FeatureParams.coarse_side` copy (their positions scaled to the first copy),
     so that the template shown small in a query still meets keypoints of its own scale."""
     return _describe_entity(img, False)[0]
 
@@ -221,7 +271,7 @@ def _described_mirrored(cv2, arr: np.ndarray, keypoints: list) -> tuple[list, np
     w = arr.shape[1]
     mirrored = [cv2.KeyPoint(w - 1 - k.pt[0], k.pt[1], k.size, (180.0 - k.angle) % 360.0, k.response, k.octave, i)
                 for i, k in enumerate(keypoints)]
-    orb = cv2.ORB_create(nfeatures=max(1, len(mirrored)), fastThreshold=7, edgeThreshold=15, patchSize=15)
+    orb = _orb(cv2, max(1, len(mirrored)))
     return orb.compute(np.ascontiguousarray(arr[:, ::-1]), mirrored)
 
 
@@ -248,11 +298,11 @@ def _describe_entity(img: Image.Image, mirrored: bool) -> tuple[Features, Mirror
         return f, MirroredCodes(np.concatenate([p.descriptors for p in parts] or [np.zeros((0, 32), np.uint8)]),
                                 np.concatenate([p.ok for p in parts] or [np.zeros(0, bool)]))
 
-    arr = _grey_array(img, INDEX_SIDE)
+    arr = _grey_array(img, FEATURE_PARAMS.index_side)
     h, w = arr.shape
     if min(h, w) < 32:
         return out(Features.empty(w, h))
-    orb = cv2.ORB_create(nfeatures=INDEX_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    orb = _orb(cv2, FEATURE_PARAMS.index_features)
     keypoints, descriptors = orb.detectAndCompute(arr, None)
     if descriptors is None or not keypoints:
         return out(Features.empty(w, h))
@@ -260,14 +310,14 @@ def _describe_entity(img: Image.Image, mirrored: bool) -> tuple[Features, Mirror
     descriptors = descriptors.astype(np.uint8)
     if mirrored:
         parts.append(_mirrored_codes(cv2, arr, keypoints))
-    scale = COARSE_SIDE / max(h, w)
+    scale = FEATURE_PARAMS.coarse_side / max(h, w)
     if scale > 0.75:  # a small image: its one description is already at the coarse scale
         return out(Features(points, descriptors, w, h))
     sw, sh = max(1, int(round(w * scale))), max(1, int(round(h * scale)))
     if min(sw, sh) < 48:  # a strip: too thin at the coarse size for ORB's patch
         return out(Features(points, descriptors, w, h))
     small = cv2.resize(arr, (sw, sh), interpolation=cv2.INTER_AREA)
-    coarse_orb = cv2.ORB_create(nfeatures=COARSE_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    coarse_orb = _orb(cv2, FEATURE_PARAMS.coarse_features)
     small_kp, small_desc = coarse_orb.detectAndCompute(small, None)
     if small_desc is None or not small_kp:
         return out(Features(points, descriptors, w, h))
@@ -278,14 +328,14 @@ def _describe_entity(img: Image.Image, mirrored: bool) -> tuple[Features, Mirror
                         coarse=len(small_kp)))
 
 
-def _tiled_keypoints(cv2, arr: np.ndarray, margin: int = 24, detect: int = QUERY_DETECT) -> list:
-    """ORB keypoints detected tile by tile (:data:`QUERY_TILES` a side, overlapping by ``margin``), strongest
+def _tiled_keypoints(cv2, arr: np.ndarray, margin: int = 24, detect: int = FEATURE_PARAMS.query_detect) -> list:
+    """ORB keypoints detected tile by tile (:attr:`FeatureParams.query_tiles` a side, overlapping by ``margin``), strongest
     first within each tile: one detector over the whole picture keeps the corners of black-on-white text and
     drops the template beside it, whose corners respond less."""
-    tiles = QUERY_TILES
+    tiles = FEATURE_PARAMS.query_tiles
     h, w = arr.shape
     per = max(64, detect // (tiles * tiles))
-    orb = cv2.ORB_create(nfeatures=per, fastThreshold=QUERY_FAST_THRESHOLD, edgeThreshold=15, patchSize=15)
+    orb = _orb(cv2, per, FEATURE_PARAMS.query_fast_threshold)
     out = []
     for ty in range(tiles):
         for tx in range(tiles):
@@ -309,23 +359,24 @@ def _tiled_keypoints(cv2, arr: np.ndarray, margin: int = 24, detect: int = QUERY
     return out
 
 
-def describe_query(img: Image.Image, pixels: int = QUERY_PIXELS, features: int = QUERY_FEATURES, detect: int = QUERY_DETECT) -> Features:
+def describe_query(
+    img: Image.Image, pixels: int = FEATURE_PARAMS.query_pixels, features: int = FEATURE_PARAMS.query_features,
+    detect: int = FEATURE_PARAMS.query_detect,
+) -> Features:
     """The query's features, spread over the picture: described near its own resolution (at most
-    :data:`QUERY_PIXELS`, longest side :data:`QUERY_MAX_SIDE`: a template in one cell of a grid keeps its
-    pixels), :data:`QUERY_DETECT` keypoints detected and the :data:`QUERY_FEATURES` strongest taken cell by
+    :attr:`FeatureParams.query_pixels`, longest side :attr:`FeatureParams.query_max_side`: a template in one cell of a grid keeps its
+    pixels), :attr:`FeatureParams.query_detect` keypoints detected and the :attr:`FeatureParams.query_features` strongest taken cell by
     cell of an 8×8 grid, so that chrome and text do not spend the budget a small template needs.  A query
     whose picture regions are described apart is described with a smaller budget (``pixels``, ``features``,
-    ``detect``: :data:`QUERY_PIXELS_WITH_REGIONS`)."""
-    from retrieval.images.descriptor_index import spread
-
+    ``detect``: :attr:`FeatureParams.query_pixels_with_regions`)."""
     cv2 = _cv2()
     longest = max(1, img.width, img.height)
-    scale = min(1.0, QUERY_MAX_SIDE / longest, (pixels / max(1, img.width * img.height)) ** 0.5)
+    scale = min(1.0, FEATURE_PARAMS.query_max_side / longest, (pixels / max(1, img.width * img.height)) ** 0.5)
     arr = _grey_array(img, max(32, int(round(longest * scale))))
     h, w = arr.shape
     if min(h, w) < 32:
         return Features.empty(w, h)
-    orb = cv2.ORB_create(nfeatures=detect, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    orb = _orb(cv2, detect)
     keypoints = _tiled_keypoints(cv2, arr, detect=detect)
     if not keypoints:
         return Features.empty(w, h)
@@ -380,7 +431,7 @@ def verify(query: Features, template: Features) -> Verification:
     if query.count < 2 or template.count < 2:
         return Verification(0, 0, None, need)
     dist, idx = query.neighbours(template.descriptors)
-    ok = (idx[:, 1] >= 0) & (dist[:, 0] < RATIO * dist[:, 1])
+    ok = (idx[:, 1] >= 0) & (dist[:, 0] < VERIFICATION_PARAMS.ratio * dist[:, 1])
     if template.coarse:  # a query keypoint a fine keypoint matched is not counted again for a coarse one
         fine = template.fine
         ok[fine:] &= ~np.isin(idx[fine:, 0], idx[:fine, 0][ok[:fine]])
@@ -389,7 +440,7 @@ def verify(query: Features, template: Features) -> Verification:
         return Verification(n_good, n_good, None, need)
     src = template.points[ok].reshape(-1, 1, 2)
     dst = query.points[idx[ok, 0]].reshape(-1, 1, 2)
-    h, mask = cv2.findHomography(src, dst, cv2.USAC_FAST, RANSAC_PX, maxIters=300, confidence=0.995)
+    h, mask = cv2.findHomography(src, dst, cv2.USAC_FAST, VERIFICATION_PARAMS.ransac_px, maxIters=300, confidence=0.995)
     if h is None or mask is None:
         return Verification(0, n_good, None, need)
     inliers = int(mask.sum())
@@ -398,14 +449,14 @@ def verify(query: Features, template: Features) -> Verification:
     area = abs(cv2.contourArea(quad.astype(np.float32)))
     coverage = area / float(max(1, query.width * query.height))
     # a template as small as a narrow grid's cell (1-3 % of a screenshot) is placed only by many inliers
-    small_ok = coverage >= SMALL_COVERAGE and inliers >= SMALL_COVERAGE_INLIERS * need
-    sane = bool(np.isfinite(quad).all() and _convex(quad) and (MIN_COVERAGE <= coverage or small_ok) and coverage <= 4.0)
+    small_ok = coverage >= VERIFICATION_PARAMS.small_coverage and inliers >= VERIFICATION_PARAMS.small_coverage_inliers * need
+    sane = bool(np.isfinite(quad).all() and _convex(quad) and (VERIFICATION_PARAMS.min_coverage <= coverage or small_ok) and coverage <= 4.0)
     share = None
     if sane and inliers >= 3:
         inlying = src.reshape(-1, 2)[mask.reshape(-1).astype(bool)]
         hull = cv2.convexHull(inlying.astype(np.float32))
         share = round(float(cv2.contourArea(hull)) / float(max(1, template.width * template.height)), 3)
-        sane = share >= MIN_SHARE  # inliers heaped on one spot (a symmetric blob matched again and again) place nothing
+        sane = share >= VERIFICATION_PARAMS.min_share  # inliers heaped on one spot (a symmetric blob matched again and again) place nothing
     return Verification(inliers, n_good, round(coverage, 3) if sane else None, need, share, quad if sane else None)
 
 
@@ -422,21 +473,11 @@ def overlap(a: np.ndarray, b: np.ndarray) -> float:
     return float(min(1.0, max(0.0, inter) / smaller))
 
 
-def evidence(inliers: int, required: int = MIN_INLIERS) -> float:
+def evidence(inliers: int, required: int = VERIFICATION_PARAMS.min_inliers) -> float:
     """Verified-match evidence in (0, 1]: 0.5 at the required inliers, 1.0 from 4× that."""
     if inliers < required:
         return 0.0
     return min(1.0, 0.5 + 0.5 * (inliers - required) / (3 * required))
-
-
-#: longest side of the grey copy the query's picture regions are found in (:func:`picture_regions`)
-REGION_WORK_SIDE = 720
-#: a picture region is described at this longest side (a small grid cell is enlarged up to :data:`REGION_MAX_UPSCALE`×)
-REGION_SIDE = 340
-REGION_MAX_UPSCALE = 2.5
-REGION_FEATURES = 400
-#: at most this many regions per query (the largest first)
-MAX_REGIONS = 6
 
 
 def _dominant_levels(grey: np.ndarray, count: int = 2, tolerance: int = 10) -> list[int]:
@@ -522,7 +563,7 @@ def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, f
     grid's gutters are not straight lines of the copy).  Empty when the picture has no plain page colour."""
     cv2 = _cv2()
 
-    arr = _shrunk(img if isinstance(img, np.ndarray) else grey_of(img), REGION_WORK_SIDE)
+    arr = _shrunk(img if isinstance(img, np.ndarray) else grey_of(img), FEATURE_PARAMS.region_work_side)
     h, w = arr.shape
     if min(h, w) < 48:
         return []
@@ -556,7 +597,7 @@ def picture_regions(img: Image.Image | np.ndarray) -> list[tuple[float, float, f
                              for b in range(2) for a in range(2))
     boxes.sort(key=lambda b: -(b[2] - b[0]) * (b[3] - b[1]))
     out = []
-    for x0, y0, x1, y1 in boxes[:MAX_REGIONS]:
+    for x0, y0, x1, y1 in boxes[:FEATURE_PARAMS.max_regions]:
         if (x1 - x0) * (y1 - y0) > 0.7 * w * h:
             continue  # the picture is this block: the whole picture's description covers it
         out.append((x0 / w, y0 / h, x1 / w, y1 / h))
@@ -567,8 +608,8 @@ def describe_region(
     img: Image.Image | np.ndarray, box: tuple[float, float, float, float],
 ) -> tuple[Features, tuple[float, float, float, float]]:
     """One picture region of the query (``box`` in fractions, grown by 2 % a side), described at
-    :data:`REGION_SIDE` (a small cell enlarged up to :data:`REGION_MAX_UPSCALE`×: its template then meets the
-    stored keypoints of its own scale) with :data:`REGION_FEATURES` keypoints; the features (they keep their pixels
+    :attr:`FeatureParams.region_side` (a small cell enlarged up to :attr:`FeatureParams.region_max_upscale`×: its template then meets the
+    stored keypoints of its own scale) with :attr:`FeatureParams.region_features` keypoints; the features (they keep their pixels
     for :func:`mirrored_query`) and the box described (fractions).  ``img``: the picture or its :func:`grey_of`."""
     cv2 = _cv2()
     grey = img if isinstance(img, np.ndarray) else grey_of(img)
@@ -580,7 +621,7 @@ def describe_region(
     grown = (left / W, top / H, right / W, bottom / H)
     crop = grey[top:bottom, left:right]
     longest = max(crop.shape)
-    side = int(min(REGION_SIDE, longest * REGION_MAX_UPSCALE))
+    side = int(min(FEATURE_PARAMS.region_side, longest * FEATURE_PARAMS.region_max_upscale))
     if side != longest:
         scale = side / longest
         crop = cv2.resize(crop, (max(1, round(crop.shape[1] * scale)), max(1, round(crop.shape[0] * scale))),
@@ -588,7 +629,7 @@ def describe_region(
     h, w = crop.shape
     if min(h, w) < 32:
         return Features.empty(w, h), grown
-    orb = cv2.ORB_create(nfeatures=REGION_FEATURES, fastThreshold=7, edgeThreshold=15, patchSize=15)
+    orb = _orb(cv2, FEATURE_PARAMS.region_features)
     keypoints, descriptors = orb.detectAndCompute(np.ascontiguousarray(crop), None)
     if descriptors is None or not keypoints:
         return Features.empty(w, h), grown

@@ -36,6 +36,25 @@ HASHER_NAME = "imagehash-dhash8+phash8"
 
 
 @dataclass(frozen=True)
+class HashParams:
+    """The hashes' tuned values.  Provenance: *tuning* is :data:`~retrieval.images.provenance.TUNING_RUN` (top-1 and
+    false claims of the hash-only rule, printed beside the route's, and the index time per image)."""
+
+    #: hash thumbnails are taken in two steps (PIL's ``reducing_gap``: a box reduction by an integer factor to at
+    #: least this many times the thumbnail, then Lanczos): 2.6 ms against 16.7 for a 1,100 px wide query, 0.6
+    #: against 2.7 ms for a template frame, and 1.4 bits of 128 off the one-step hash on average (at most 5, over
+    #: the 139 memegen templates at 1,100 px), far below the near-copy distance (chosen by: tuning, latency)
+    reducing_gap: float = 3.0
+    #: frames of an animated entity image indexed, evenly spread over its first ``frame_scan`` frames (chosen by:
+    #: tuning, the animated style against the index time per image)
+    max_frames: int = 4
+    frame_scan: int = 60
+
+
+PARAMS = HashParams()
+
+
+@dataclass(frozen=True)
 class ImageHash:
     """The bits of one image's dHash and pHash."""
 
@@ -88,21 +107,13 @@ def phash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarr
     """imagehash's pHash (8×8) bits, computed with one small matrix product instead of
     ``scipy.fftpack`` (whose import alone cost a cold ``kar explain`` ~0.5 s): the 32×32 Lanczos
     thumbnail's 8×8 lowest DCT-II frequencies against their median.  Same bits as
-    ``imagehash.phash(grey, 8)`` (tests/retrieval/test_image_hash.py compares them); with
+    ``imagehash.phash(grey, 8)`` (tests/retrieval/images/test_hashes.py compares them); with
     ``reducing_gap`` the thumbnail is PIL's two-step one (see :func:`hash_image`)."""
     pixels = np.asarray(grey.convert("L").resize((PHASH_SIDE, PHASH_SIDE), Image.Resampling.LANCZOS, reducing_gap=reducing_gap),
                         dtype=np.float64)
     low = (_DCT_LOW @ pixels @ _DCT_LOW.T).reshape(-1)
     middle = np.sort(low)[31:33]  # the median of 64 values, as np.median takes it (without importing numpy.ma)
     return low > (middle[0] + middle[1]) / 2.0
-
-
-#: hash thumbnails are taken in two steps (PIL's ``reducing_gap``: a box reduction by an integer factor to at least
-#: this many times the thumbnail, then Lanczos): 2.6 ms against 16.7 for a 1,100 px wide query, 0.6 against 2.7 ms
-#: for a template frame, and 1.4 bits of 128 off the one-step hash on average (at most 5, over the 139 memegen
-#: templates at 1,100 px). Stored hashes are two-step too since the index-time round; a KB indexed before holds
-#: one-step ones (a few bits off the query's, far below the near-copy distance) until ``kar kb reindex-images``
-REDUCING_GAP = 3.0
 
 
 def dhash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarray:
@@ -112,9 +123,9 @@ def dhash_bits(grey: Image.Image, reducing_gap: float | None = None) -> np.ndarr
     return (pixels[:, 1:] > pixels[:, :-1]).reshape(-1)
 
 
-def hash_image(img: Image.Image, reducing_gap: float | None = REDUCING_GAP) -> ImageHash:
+def hash_image(img: Image.Image, reducing_gap: float | None = PARAMS.reducing_gap) -> ImageHash:
     """dHash and pHash (8×8 each) of a PIL image (transparency flattened on white), thumbnails taken in two
-    steps (:data:`REDUCING_GAP`; ``None``: one Lanczos step, imagehash's own bits)."""
+    steps (:attr:`HashParams.reducing_gap`; ``None``: one Lanczos step, imagehash's own bits)."""
     grey = _grey(img)
     return ImageHash(dhash=dhash_bits(grey, reducing_gap), phash=phash_bits(grey, reducing_gap))
 
@@ -127,12 +138,7 @@ def open_image(data: bytes) -> Image.Image:
     return img
 
 
-#: frames of an animated entity image indexed (evenly spread over the first :data:`FRAME_SCAN` frames)
-MAX_FRAMES = 4
-FRAME_SCAN = 60
-
-
-def sample_frames(data: bytes, count: int = MAX_FRAMES, scan: int = FRAME_SCAN) -> list[tuple[int, Image.Image]]:
+def sample_frames(data: bytes, count: int = PARAMS.max_frames, scan: int = PARAMS.frame_scan) -> list[tuple[int, Image.Image]]:
     """Up to ``count`` frames (index, RGB/L copy) of an image, evenly spread over its first ``scan`` frames.
 
     A still image gives its one frame.  The frame count is read without decoding and only frames

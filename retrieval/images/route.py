@@ -1,7 +1,7 @@
 """The image route of grounding: find the entity whose image (a meme template) the query image shows.
 
 Two stages.  **Index side**, once per entity image (``Entity.images``, files in
-``KAR_DATA_DIR/images``): up to :data:`~retrieval.images.hashes.MAX_FRAMES` frames (an animated
+``KAR_DATA_DIR/images``): up to :attr:`~retrieval.images.hashes.HashParams.max_frames` frames (an animated
 template is indexed by frames spread over its first ones; a still image by its one frame) are
 hashed (:mod:`retrieval.images.hashes`: dHash ‖ pHash as a 128-d ±1 vector) into the ``images``
 collection, one point per (entity, image, frame), and described by local features
@@ -21,16 +21,18 @@ entity the smallest Hamming distance wins.  Stage 2: the :attr:`ImageRoute.verif
 entities are verified geometrically against their stored features (ratio-tested matches,
 RANSAC homography, :func:`retrieval.images.features.verify`).  The accept rule::
 
-    verified   inliers ≥ MIN_INLIERS and a sane outline        evidence = 0.5 … 1.0 with the inliers
+    verified   inliers ≥ min_inliers and a sane outline        evidence = 0.5 … 1.0 with the inliers
     hash       d ≤ τ_image when the template (or the query) has too few keypoints to be verified
-               (a flat-colour template), or d ≤ NEAR_DUPLICATE (a near copy whose caption hides the
+               (a flat-colour template), or d ≤ near_duplicate (a near copy whose caption hides the
                keypoints): evidence = 1 − d / (τ_image + 1)
+
+(``min_inliers``: :class:`~retrieval.images.features.VerificationParams`; ``near_duplicate`` and the
+other tuned values of this module: :class:`ImageRouteParams`.)
     learned    s ≥ τ_embed (optional CLIP/SigLIP, ``KAR_IMAGE_EMBEDDER``)
 
 A hash neighbour that has keypoints but fails verification is *not* accepted: that is what
 keeps a look-alike of the same show or an unindexed template from being claimed.  The
-matches go back to the grounder, and :func:`retrieval.grounding.fuse_image_matches` folds them
-into the fused score (the one place routes are combined).
+matches go back to the grounder's image route, which folds them into the fused score.
 
 The optional learned signal (``KAR_IMAGE_EMBEDDER=clip|siglip``, :mod:`retrieval.images.embedder`)
 embeds every entity image into the ``image_embeddings`` collection and the query's crops once
@@ -52,10 +54,12 @@ from typing import TYPE_CHECKING, Any
 
 from culturebase.entity import Entity
 from culturebase.images import ImageStore
+from culturebase.settings import Settings
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval.images import features as feats
 from retrieval.images.descriptor_index import DescriptorIndex, ImageKey, Vote
+from retrieval.images.descriptor_support import spread
 from retrieval.images.hashes import (
     HASHER_NAME, VECTOR_DIM, QueryHashes, distance_from_score, flatten_grey, hash_image, open_image, query_variants, sample_frames,
     trim_borders,
@@ -70,50 +74,70 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HASHER = EmbedderInfo(HASHER_NAME, VECTOR_DIM)
-DEFAULT_IMAGE_TAU = 32
-DEFAULT_EMBED_TAU = 0.9
-#: hash neighbours verified geometrically per query (bench/templates.py: 6 found nothing 3 did not, on every
-#: seed; verifying none lost, on each report seed, a plain meme that only the hash finds)
-DEFAULT_VERIFY = 3
-#: a hash distance this small (of 128 bits) is a near-duplicate: accepted without verification
-NEAR_DUPLICATE = 16
-#: entities shortlisted by descriptor votes (beside the hash neighbours) for the geometric check
-DEFAULT_VOTE = 6
-#: a hash neighbour farther than this (of 128 bits; unrelated pictures sit near 64) is checked only when
-#: votes shortlist it too: verifying far neighbours cost time and found nothing the votes missed (48 found
-#: nothing 32 did not, on every seed)
-HASH_VERIFY_MAX = 32
-#: the mirrored pass verifies only templates the flipped picture gives at least this many votes
-MIRROR_MIN_VOTES = 6
-#: ... and those a flipped picture region votes for from this many (a region's few hundred descriptors)
-MIRROR_MIN_VOTES_REGION = 4
-#: a template shortlisted by votes alone is verified from this many votes (its verification needs ≥ 10 inliers)
-MIN_VOTES = 3
-#: a template verified over the same part of the query as another one is claimed only when its strength
-#: (inliers × share of its own area) is this many times the runner-up's (bench/templates.py, tuning seed)
-LOOKALIKE_MARGIN = 1.3
-#: ... and by more than this many standard deviations of its strength, taking inlier counts as Poisson
-#: (strength × 2/√inliers): 20 against 15 inliers over the same share is a tie, 60 against 30 is not
-CONTEST_NOISE = 2.0
-#: two verified outlines compete for the query when this share of the smaller one overlaps the other
-COMPETING_OVERLAP = 0.5
-#: entities shortlisted by each picture region's own descriptor votes
-REGION_VOTE = 3
-#: a template verified in a picture region covers at least this share of it (bench/templates.py, tuning seed:
-#: right templates 0.80-3.95 of their region, cropped by the cell; a chance match of a synthetic template 0.04)
-REGION_MIN_COVERAGE = 0.5
-#: a region's best-voted template is verified from this many votes (the others from :data:`MIN_VOTES`)
-REGION_TOP_VOTES = 2
-#: each picture region votes with this many of its descriptors (spread over it); all of them verify
-REGION_VOTERS = 300
-#: when the query has picture regions, the whole picture votes with this many of its descriptors (spread
-#: over it; the regions vote for what it shows): the faiss search is the largest cost of a query (150, not 300:
-#: the same top-1 and misses on the tuning seed at 5,000 images, 6 % less CPU at p95; bench/templates.py)
-FULL_VOTERS_WITH_REGIONS = 150
-#: the flipped picture is hashed on the query's other threads while the first pass verifies, unless a candidate
-#: has this many votes (bench/templates.py, tuning seed: every query that verified nothing in the first pass had at
-#: most 5; 41 of the 266 that verified had fewer than 8, and their early hashes are dropped unused)
-SPECULATE_BELOW_VOTES = 8
+#: the route's thresholds when none is given: the settings' defaults (``KAR_IMAGE_TAU``, ``KAR_IMAGE_EMBED_TAU``)
+DEFAULT_IMAGE_TAU: int = Settings.model_fields["image_tau"].default
+DEFAULT_EMBED_TAU: float = Settings.model_fields["image_embed_tau"].default
+
+
+@dataclass(frozen=True)
+class ImageRouteParams:
+    """The image route's tuned values: which candidates are verified and how look-alikes are told apart.
+    Provenance: *tuning* is :data:`~retrieval.images.provenance.TUNING_RUN` (top-1, false claims and CPU per query
+    style on the tuning seed; ``BENCH_VARIANTS`` compares the alternatives named), *report* is
+    :data:`~retrieval.images.provenance.REPORT_RUN` (used only where a field says so)."""
+
+    #: hash neighbours verified geometrically per query: 6 found nothing 3 did not, on every seed; verifying none
+    #: lost a plain meme that only the hash finds (chosen by: tuning and report, ``--baseline``)
+    verify: int = 3
+    #: a hash distance this small (of 128 bits) is a near-duplicate: accepted without verification (chosen by: tuning)
+    near_duplicate: int = 16
+    #: entities shortlisted by descriptor votes (beside the hash neighbours) for the geometric check (chosen by: tuning)
+    vote: int = 6
+    #: a hash neighbour farther than this (of 128 bits; unrelated pictures sit near 64) is checked only when votes
+    #: shortlist it too: 48 found nothing 32 did not, on every seed, and cost time (chosen by: tuning and report)
+    hash_verify_max: int = 32
+    #: the mirrored pass verifies only templates the flipped picture gives at least this many votes ...
+    #: (chosen by: tuning, the mirrored layouts)
+    mirror_min_votes: int = 6
+    #: ... and those a flipped picture region votes for from this many (a region's few hundred descriptors)
+    #: (chosen by: tuning)
+    mirror_min_votes_region: int = 4
+    #: a template shortlisted by votes alone is verified from this many votes (its verification needs ≥ 10 inliers)
+    #: (chosen by: tuning)
+    min_votes: int = 3
+    #: a template verified over the same part of the query as another one is claimed only when its strength
+    #: (inliers × share of its own area) is this many times the runner-up's (chosen by: tuning, the lookalike style;
+    #: ``--margin`` tries another)
+    lookalike_margin: float = 1.3
+    #: ... and by more than this many standard deviations of its strength, taking inlier counts as Poisson
+    #: (strength × 2/√inliers): 20 against 15 inliers over the same share is a tie, 60 against 30 is not
+    #: (chosen by: tuning, the lookalike style)
+    contest_noise: float = 2.0
+    #: two verified outlines compete for the query when this share of the smaller one overlaps the other
+    #: (chosen by: tuning, grid: two cells of a grid do not compete)
+    competing_overlap: float = 0.5
+    #: entities shortlisted by each picture region's own descriptor votes (chosen by: tuning, grid)
+    region_vote: int = 3
+    #: a template verified in a picture region covers at least this share of it: right templates cover 0.80-3.95 of
+    #: their region (cropped by the cell), a chance match of a synthetic template 0.04 (chosen by: tuning, grid)
+    region_min_coverage: float = 0.5
+    #: a region's best-voted template is verified from this many votes (the others from ``min_votes``)
+    #: (chosen by: tuning, grid_narrow)
+    region_top_votes: int = 2
+    #: each picture region votes with this many of its descriptors (spread over it); all of them verify
+    #: (chosen by: tuning)
+    region_voters: int = 300
+    #: when the query has picture regions, the whole picture votes with this many of its descriptors (spread over
+    #: it; the regions vote for what it shows): 150 and 300 give the same top-1 and misses at 5,000 images, 150 at
+    #: 6 % less CPU at p95 (chosen by: tuning)
+    full_voters_with_regions: int = 150
+    #: the flipped picture is hashed on the query's other threads while the first pass verifies, unless a candidate
+    #: has this many votes: every query that verified nothing in the first pass had at most 5 (chosen by: tuning,
+    #: ``--query-threads 2``)
+    speculate_below_votes: int = 8
+
+
+PARAMS = ImageRouteParams()
 _IMAGE_FIELDS = ("sha256", "path", "url", "kind", "width", "height", "frame", "part")
 
 
@@ -153,7 +177,7 @@ class QueryImage(QueryHashes):
     #: when small: (box in the picture's fractions, features) (:func:`retrieval.images.features.picture_regions`)
     regions: tuple[tuple[tuple[float, float, float, float], feats.Features], ...] = ()
     #: sha256 of the query's bytes: a stored image with the same bytes (its first frame) is at distance 0 (a KB
-    #: indexed before stored hashes were two-step, :data:`~retrieval.images.hashes.REDUCING_GAP`, holds one-step ones)
+    #: indexed before stored hashes were two-step, :attr:`~retrieval.images.hashes.HashParams.reducing_gap`, holds one-step ones)
     sha256: str = ""
 
 
@@ -164,7 +188,7 @@ class ImageMatch:
     ``distance`` is the summed Hamming distance of its nearest image (None when only the learned
     search reached it); ``inliers`` the RANSAC inliers of the verification (None when not
     verified: beyond the verified candidates or no stored features); ``keypoints`` the stored
-    image's keypoint count (below :data:`~retrieval.images.features.MIN_KEYPOINTS` it cannot be
+    image's keypoint count (below :attr:`~retrieval.images.features.VerificationParams.min_keypoints` it cannot be
     verified and hashes alone decide).
     """
 
@@ -205,13 +229,14 @@ class ImageMatch:
     @property
     def verifiable(self) -> bool:
         """Both sides have enough keypoints for the geometric check to mean something."""
-        return (self.keypoints or 0) >= feats.MIN_KEYPOINTS and (self.query_keypoints or 0) >= feats.MIN_KEYPOINTS
+        least = feats.VERIFICATION_PARAMS.min_keypoints
+        return (self.keypoints or 0) >= least and (self.query_keypoints or 0) >= least
 
     def hash_evidence(self, tau_image: int) -> float | None:
         """Hash-only evidence: within τ_image, for a checked candidate that cannot be verified."""
         if self.distance is None or self.distance > tau_image or self.keypoints is None:
             return None
-        if self.verifiable and self.distance > NEAR_DUPLICATE:  # a textured template must pass verification
+        if self.verifiable and self.distance > PARAMS.near_duplicate:  # a textured template must pass verification
             return None
         return 1.0 - self.distance / (tau_image + 1)
 
@@ -277,7 +302,7 @@ class ImageRoute:
     def __init__(
         self, store: CultureBaseStore, images: ImageStore, tau: int = DEFAULT_IMAGE_TAU, crops: bool = True, candidates: int = 10,
         embedder: "ImageEmbedder | None" = None, embed_tau: float = DEFAULT_EMBED_TAU,
-        features: ImageFeatureStore | None = None, verify: int = DEFAULT_VERIFY, vote: int = DEFAULT_VOTE,
+        features: ImageFeatureStore | None = None, verify: int = PARAMS.verify, vote: int = PARAMS.vote,
         descriptors: DescriptorIndex | None = None, threads: int = 1,
     ) -> None:
         self.store = store
@@ -463,8 +488,8 @@ class ImageRoute:
 
         def whole(with_regions: bool) -> feats.Features:
             if with_regions:
-                return feats.describe_query(grey_img, feats.QUERY_PIXELS_WITH_REGIONS, feats.QUERY_FEATURES_WITH_REGIONS,
-                                            feats.QUERY_DETECT_WITH_REGIONS)
+                p = feats.FEATURE_PARAMS
+                return feats.describe_query(grey_img, p.query_pixels_with_regions, p.query_features_with_regions, p.query_detect_with_regions)
             return feats.describe_query(grey_img)
 
         try:
@@ -474,7 +499,7 @@ class ImageRoute:
         finally:
             hashing.drop()  # (after an error: the hashes are not started)
         full = done[0]
-        regions = tuple(r for r in done[1:] if r[0].count >= feats.MIN_KEYPOINTS)
+        regions = tuple(r for r in done[1:] if r[0].count >= feats.VERIFICATION_PARAMS.min_keypoints)
         if boxes and not regions:  # no region kept keypoints enough: the whole picture at the full budget after all
             full = whole(False)
         embeddings: tuple[tuple[str, Any], ...] = ()
@@ -521,15 +546,15 @@ class ImageRoute:
             if stored is None:
                 continue
             out["keypoints"] = max(out["keypoints"] or 0, stored.fine)  # what the accept rule reads: the fine ones
-            if stored.fine < feats.MIN_KEYPOINTS:
+            if stored.fine < feats.VERIFICATION_PARAMS.min_keypoints:
                 continue
             for part, query in queries:
                 if callable(query):
                     query = query()
-                if query.count < feats.MIN_KEYPOINTS:
+                if query.count < feats.VERIFICATION_PARAMS.min_keypoints:
                     continue
                 v = feats.verify(query, stored)
-                if v.verified and part.startswith("region") and (v.coverage or 0.0) < REGION_MIN_COVERAGE:
+                if v.verified and part.startswith("region") and (v.coverage or 0.0) < PARAMS.region_min_coverage:
                     v = dataclasses.replace(v, coverage=None)  # a region shows a picture: its template fills it
                 if v.verified:
                     if v.strength > best:
@@ -548,21 +573,19 @@ class ImageRoute:
         self, features: Sequence[tuple[str, feats.Features]], language: str | None, regions: Sequence[feats.Features] = (),
     ) -> tuple[dict[str, "_Voted"], dict[str, "_Voted"]]:
         """Entities shortlisted by descriptor votes: the :attr:`vote` best of the whole picture's features and
-        the :data:`REGION_VOTE` best of each picture region's, from one faiss search; entity id → its best
+        the :attr:`ImageRouteParams.region_vote` best of each picture region's, from one faiss search; entity id → its best
         frame's votes, voted frames, where its whole-picture voters sit (a box in fractions) and the regions
         that voted for it (region index → votes).  The whole picture votes with all of its descriptors,
-        :data:`FULL_VOTERS_WITH_REGIONS` of them when there are regions.  Second, from the
+        :attr:`ImageRouteParams.full_voters_with_regions` of them when there are regions.  Second, from the
         same search, the entities the picture shows *mirrored* (votes for the frames' mirrored codes; the box
         flipped, in the flipped picture's fractions); with regions only the regions' votes count there, as the
         flipped regions alone voted when the mirrored pass described them."""
         self._ensure_descriptors()
         full = next((f for part, f in features if part == "full"), None)
-        if not self.descriptors.size or full is None or full.count < feats.MIN_KEYPOINTS:
+        if not self.descriptors.size or full is None or full.count < feats.VERIFICATION_PARAMS.min_keypoints:
             return {}, {}
-        from retrieval.images.descriptor_index import spread
-
-        voters = [f.descriptors[spread(f.points, REGION_VOTERS, f.width, f.height)] for f in regions]
-        whole = spread(full.points, FULL_VOTERS_WITH_REGIONS if regions else full.count, full.width, full.height)
+        voters = [f.descriptors[spread(f.points, PARAMS.region_voters, f.width, f.height)] for f in regions]
+        whole = spread(full.points, PARAMS.full_voters_with_regions if regions else full.count, full.width, full.height)
         own, flipped = self.descriptors.vote_both([full.descriptors[whole], *voters], top=4 * self.vote, language=language,
                                                   threads=self.threads)
         if regions:
@@ -589,12 +612,12 @@ class ImageRoute:
             taken: set[str] = set()
             for rank, v in enumerate(votes):
                 eid = v.key.entity_id
-                # a region's best-voted template is checked from REGION_TOP_VOTES votes (a small cell gets few)
-                if (eid not in taken and len(taken) >= REGION_VOTE) or v.votes < (REGION_TOP_VOTES if rank == 0 else MIN_VOTES):
+                # a region's best-voted template is checked from PARAMS.region_top_votes votes (a small cell gets few)
+                if (eid not in taken and len(taken) >= PARAMS.region_vote) or v.votes < (PARAMS.region_top_votes if rank == 0 else PARAMS.min_votes):
                     continue
                 taken.add(eid)
                 c = out.setdefault(eid, _Voted())
-                c.need = min(c.need, REGION_TOP_VOTES if rank == 0 else MIN_VOTES)
+                c.need = min(c.need, PARAMS.region_top_votes if rank == 0 else PARAMS.min_votes)
                 c.votes = max(c.votes, v.votes)
                 c.regions[j] = max(c.regions.get(j, 0), v.votes)
                 if v.key not in c.keys:
@@ -612,7 +635,7 @@ class ImageRoute:
         if (x1 - x0) * (y1 - y0) > 0.6 or (x1 - x0) < 0.05 or (y1 - y0) < 0.05:
             return None
         crop = picture.crop((int(x0 * picture.width), int(y0 * picture.height), int(x1 * picture.width), int(y1 * picture.height)))
-        return feats.describe(crop, feats.QUERY_SIDE, feats.FOCUS_FEATURES), (x0, y0, x1, y1)
+        return feats.describe(crop, feats.FEATURE_PARAMS.query_side, feats.FEATURE_PARAMS.focus_features), (x0, y0, x1, y1)
 
     def _payloads(self, keys: Sequence[ImageKey]) -> dict[tuple[str, str, int], dict[str, Any]]:
         """The stored image fields of voted frames (one retrieve from the hash index)."""
@@ -644,7 +667,7 @@ class ImageRoute:
         payloads = self._payloads([k for c in voted.values() for k in c.keys])
         nearest = [] if mirrored else [
             m.entity_id for m in sorted(best.values(), key=lambda m: (m.distance or 0, m.entity_id))[: self.verify]
-            if m.distance is not None and m.distance <= HASH_VERIFY_MAX
+            if m.distance is not None and m.distance <= PARAMS.hash_verify_max
         ]
         checked: dict[str, ImageMatch] = {}
         strong_votes = 0
@@ -653,12 +676,12 @@ class ImageRoute:
             cand = voted.get(eid) or _Voted()
             votes, keys, box = cand.votes, cand.keys, cand.box
             m = best.get(eid)
-            near = m is not None and m.distance is not None and m.distance <= NEAR_DUPLICATE
+            near = m is not None and m.distance is not None and m.distance <= PARAMS.near_duplicate
             if strong_votes and votes < strong_votes / 4 and not near:
                 continue  # a template verified strongly with 4× these votes: this one is not a look-alike of it
             if eid not in nearest and votes < cand.need:
                 continue  # shortlisted by a few chance votes only: never worth a geometric check
-            if mirrored and votes < (MIRROR_MIN_VOTES_REGION if cand.regions else MIRROR_MIN_VOTES):
+            if mirrored and votes < (PARAMS.mirror_min_votes_region if cand.regions else PARAMS.mirror_min_votes):
                 continue  # the mirrored pass checks only what the flipped picture votes for clearly
             hits = list(frames.get(eid, []))
             for key in keys:
@@ -709,8 +732,8 @@ class ImageRoute:
     @staticmethod
     def _contest(matches: dict[str, ImageMatch]) -> dict[str, ImageMatch]:
         """Look-alikes told apart: of the templates verified over the same part of the query (outlines
-        overlapping by :data:`COMPETING_OVERLAP`; different images), the strongest (inliers × share of its
-        own area) is claimed when it beats the runner-up by :data:`LOOKALIKE_MARGIN`, else none of them is;
+        overlapping by :attr:`ImageRouteParams.competing_overlap`; different images), the strongest (inliers × share of its
+        own area) is claimed when it beats the runner-up by :attr:`ImageRouteParams.lookalike_margin`, else none of them is;
         each shows the others with their inliers (``rivals``)."""
         verified = sorted((m for m in matches.values() if m.verified), key=lambda m: (-m.strength, m.entity_id))
         out = dict(matches)
@@ -725,8 +748,8 @@ class ImageRoute:
             if not rivals:
                 continue
             # no margin, or a lead within the noise of few inliers (two weak verifications of one shared part)
-            noise = CONTEST_NOISE * math.sqrt(float(m.inliers or 0)) * float(m.share or 0.0)
-            ambiguous = rivals[0].strength * LOOKALIKE_MARGIN > m.strength or m.strength - rivals[0].strength < noise
+            noise = PARAMS.contest_noise * math.sqrt(float(m.inliers or 0)) * float(m.share or 0.0)
+            ambiguous = rivals[0].strength * PARAMS.lookalike_margin > m.strength or m.strength - rivals[0].strength < noise
             group = [m, *rivals]
             for g in group:
                 others = tuple(
@@ -775,7 +798,7 @@ class ImageRoute:
                 return flipped, hash_image(flipped)
 
             voted, voted_mirrored = self._voted(features, language, [f for _, f in regions]) if self.vote else ({}, {})
-            if self.mirror and picture is not None and max((c.votes for c in voted.values()), default=0) < SPECULATE_BELOW_VOTES:
+            if self.mirror and picture is not None and max((c.votes for c in voted.values()), default=0) < PARAMS.speculate_below_votes:
                 # the first pass's candidates are verified on this thread: the flipped picture is hashed on a pool
                 # thread meanwhile, unless a candidate has the votes that verify
                 ahead.append(self.threads.ahead([flipped_and_hashed]))
@@ -861,7 +884,7 @@ class _Voted:
     box: Any = None
     regions: dict[int, int] = field(default_factory=dict)
     #: the votes that make it worth a geometric check (fewer for a region's best-voted template)
-    need: int = MIN_VOTES
+    need: int = PARAMS.min_votes
 
 
 def _same_box(a: Any, b: Any, tol: float = 0.05) -> bool:
@@ -876,7 +899,7 @@ def _competing(a: ImageMatch, b: ImageMatch) -> bool:
 
     if a.quad is None or b.quad is None or frame(a.crop) != frame(b.crop):
         return True
-    return feats.overlap(a.quad, b.quad) >= COMPETING_OVERLAP
+    return feats.overlap(a.quad, b.quad) >= PARAMS.competing_overlap
 
 
 def image_stats(store: CultureBaseStore, route: ImageRoute | None) -> dict[str, Any]:

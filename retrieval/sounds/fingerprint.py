@@ -4,14 +4,14 @@ A sound is decoded to mono at :data:`SAMPLE_RATE` (PyAV: any container or codec 
 the audio track of a video included), its log-magnitude spectrogram computed (:data:`N_FFT`,
 :data:`HOP`: 23 ms frames), and its *peaks* picked: points that are the maximum of their
 time-frequency neighbourhood and stand above the spectrogram's mean, at most
-:data:`PEAKS_PER_SECOND`.  Each peak is paired with up to :data:`FANOUT` later peaks in a
-target zone (1-:data:`MAX_DT` frames later, within :data:`MAX_DF` bins); a pair is a
+:attr:`FingerprintParams.peaks_per_second`.  Each peak is paired with up to :attr:`FingerprintParams.fanout` later peaks in a
+target zone (1-:attr:`FingerprintParams.max_dt` frames later, within :attr:`FingerprintParams.max_df` bins); a pair is a
 *landmark* hashed as ``(f1, f2 - f1, t2 - t1)`` at one bin and one frame (:func:`landmark_hash`,
 :data:`HASH_SPACE` values), stored with ``t1``.
 
 A query cut at an arbitrary sample sees the sound through another frame grid, and the peaks of
 fast sweeps and noise bursts move with the grid (a quarter of a hop costs such a sound most of its
-landmarks).  So an indexed sound is analysed on :data:`GRID_SHIFTS` (four grids a quarter hop
+landmarks).  So an indexed sound is analysed on :attr:`FingerprintParams.grid_shifts` (four grids a quarter hop
 apart) and keeps the union of their landmarks: a query's grid is then within 32 samples of one
 of them.  Speech and music, whose peaks do not move, gain few landmarks from this; sparse tones,
 sweeps and noise gain most.
@@ -22,7 +22,7 @@ the number of hashes that agree on one time offset (±1 frame) is its *match cou
 re-encoded or mixed clip keeps a share of its peaks, and the ones it keeps still agree on the
 offset; an unrelated sound's chance hashes do not.  A sound played ±5 % faster moves every peak
 in frequency and time, so the query's landmarks are also looked up moved back by each of
-:data:`SPEEDS` (times × s, frequencies ÷ s: the pairs are made once) and the best count kept.
+:attr:`FingerprintParams.speeds` (times × s, frequencies ÷ s: the pairs are made once) and the best count kept.
 """
 
 from __future__ import annotations
@@ -33,37 +33,55 @@ from pathlib import Path
 
 import numpy as np
 
+#: the analysis (the fingerprint scheme: a change makes other hashes)
 SAMPLE_RATE = 11025
 N_FFT = 512
 HOP = 256
-#: peaks kept per second of audio (the strongest after masking)
-PEAKS_PER_SECOND = 30
-#: peaks per second picked in a query clip: denser than an indexed sound's, so that the indexed peaks
-#: are among them when noise or speech takes some of the strongest
-QUERY_PEAKS_PER_SECOND = 60
-#: landmarks per peak of an indexed sound, and of a query (wider, as its peaks are denser)
-FANOUT = 5
-QUERY_FANOUT = 30
-#: sounds (per speed) whose time offsets are counted: those with the most hits of any offset
-CANDIDATES = 80
-#: a peak is the largest value of its neighbourhood (bins, frames)
-PEAK_NEIGHBOURHOOD = (15, 7)
-#: the target zone (frames later, bins apart): 63 frames (1.5 s) and 127 bins, so that a sparse sound (a few
-#: notes, sweeps or bursts a second, far apart in pitch) still pairs each peak with the next ones
-MAX_DT = 63
-MAX_DF = 127
-#: the frame grids (first sample) an indexed sound is analysed on: a query cut anywhere is within
-#: HOP / 8 samples of one of them
-GRID_SHIFTS = (0, HOP // 4, HOP // 2, 3 * HOP // 4)
-#: hash values: f1 (bins 0-256) × (df + MAX_DF) (0-254) × dt (1-63), at one bin and one frame
+FRAME_SECONDS = HOP / SAMPLE_RATE
+#: hash values: f1 (bins 0-256) × (df + max_df) (0-254) × dt (1-63), at one bin and one frame
 HASH_SPACE = (N_FFT // 2 + 1) << 14
 #: the fingerprint scheme an index was built with (an index of another scheme is rebuilt)
 SCHEME = 2
-#: query resampling factors: a clip sped up or slowed down by up to ±5 % is looked up near its speed
-SPEEDS = (1.0, 0.975, 1.025, 0.95, 1.05, 0.9625, 1.0375, 0.9875, 1.0125)
 #: longest audio decoded for a fingerprint (seconds): a longer file is cut (entity clips are short)
 MAX_SECONDS = 600.0
-FRAME_SECONDS = HOP / SAMPLE_RATE
+#: the bench run that chose the fingerprint's and the accept rule's values: its ``calibration`` split (the
+#: ``held-out`` split is reported, never tuned on; docs/sounds.md)
+CALIBRATION_RUN = "python bench/sounds.py --splits calibration"
+
+
+@dataclass(frozen=True)
+class FingerprintParams:
+    """The landmark fingerprint's tuned values, each chosen on :data:`CALIBRATION_RUN` (top-1 of clips ≥ 3 s and
+    1-3 s, false claims, match CPU; the alternatives tried are in docs/sounds.md)."""
+
+    #: peaks kept per second of an indexed sound (the strongest after masking)
+    peaks_per_second: int = 30
+    #: peaks per second picked in a query clip: denser than an indexed sound's, so that the indexed peaks are among
+    #: them when noise or speech takes some of the strongest (90: the same figures)
+    query_peaks_per_second: int = 60
+    #: landmarks per peak of an indexed sound (8: top-1 ≥ 3 s 0.835, no better), and of a query (wider, as its
+    #: peaks are denser: 15, 20 and 30 compared; 30 kept)
+    fanout: int = 5
+    query_fanout: int = 30
+    #: sounds (per speed) whose time offsets are counted: those with the most hits of any offset (40 and 80 compared)
+    candidates: int = 80
+    #: a peak is the largest value of its neighbourhood (bins, frames) (9 × 3: more peaks on tones, but speech in a
+    #: mix takes them)
+    peak_neighbourhood: tuple[int, int] = (15, 7)
+    #: the target zone (frames later, bins apart): 63 frames (1.5 s) and 127 bins, so that a sparse sound (a few
+    #: notes, sweeps or bursts a second, far apart in pitch) still pairs each peak with the next ones; part of the
+    #: hash layout (:func:`landmark_hash`: dt < 64, |df| < 128)
+    max_dt: int = 63
+    max_df: int = 127
+    #: the frame grids (first sample) an indexed sound is analysed on: a query cut anywhere is within HOP / 8
+    #: samples of one of them (one grid: the sparse sounds lost most of their landmarks)
+    grid_shifts: tuple[int, ...] = (0, HOP // 4, HOP // 2, 3 * HOP // 4)
+    #: query resampling factors: a clip sped up or slowed down by up to ±5 % is looked up near its speed
+    #: (17 factors instead of 9: no better)
+    speeds: tuple[float, ...] = (1.0, 0.975, 1.025, 0.95, 1.05, 0.9625, 1.0375, 0.9875, 1.0125)
+
+
+PARAMS = FingerprintParams()
 
 
 class AudioDecodeError(ValueError):
@@ -114,7 +132,7 @@ def _spectrogram(samples: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(mag, 1e-6 * max(float(mag.max()), 1e-9)))
 
 
-def peaks(samples: np.ndarray, per_second: float = PEAKS_PER_SECOND, shift: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def peaks(samples: np.ndarray, per_second: float = PARAMS.peaks_per_second, shift: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Spectral peaks (frame indices, frequency bins), time-ordered: at most ``per_second`` a second; the frame
     grid starts at sample ``shift``."""
     from scipy.ndimage import maximum_filter
@@ -123,7 +141,7 @@ def peaks(samples: np.ndarray, per_second: float = PEAKS_PER_SECOND, shift: int 
     if spec.shape[1] == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32)
     spec = spec - spec.mean()
-    local = maximum_filter(spec, size=PEAK_NEIGHBOURHOOD, mode="constant", cval=-np.inf)
+    local = maximum_filter(spec, size=PARAMS.peak_neighbourhood, mode="constant", cval=-np.inf)
     mask = (spec == local) & (spec > 0)
     mask[:3] = False  # DC and the lowest bins carry hum, not identity
     mask[-2:] = False  # nor does the Nyquist bin (aliasing of square waves)
@@ -146,18 +164,18 @@ def peaks(samples: np.ndarray, per_second: float = PEAKS_PER_SECOND, shift: int 
 
 def landmarks(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Landmark hashes (uint32, :data:`HASH_SPACE` values) and their anchor frames (int32) of an indexed sound:
-    the union over :data:`GRID_SHIFTS` (each distinct hash and frame once)."""
+    the union over :attr:`FingerprintParams.grid_shifts` (each distinct hash and frame once)."""
     keys = []
-    for shift in GRID_SHIFTS:
-        h, t = pair_peaks(*peaks(samples, shift=shift), fanout=FANOUT)
+    for shift in PARAMS.grid_shifts:
+        h, t = pair_peaks(*peaks(samples, shift=shift), fanout=PARAMS.fanout)
         keys.append(h.astype(np.int64) << 16 | t.astype(np.int64))
     key = np.unique(np.concatenate(keys))
     return (key >> 16).astype(np.uint32), (key & 0xFFFF).astype(np.int32)
 
 
-def pair_peaks(t: np.ndarray, f: np.ndarray, fanout: int = FANOUT) -> tuple[np.ndarray, np.ndarray]:
+def pair_peaks(t: np.ndarray, f: np.ndarray, fanout: int = PARAMS.fanout) -> tuple[np.ndarray, np.ndarray]:
     """Landmarks of time-ordered peaks: each peak paired with (at most ``fanout`` of) the following peaks
-    in its target zone (1 to :data:`MAX_DT` - 1 frames later, less than :data:`MAX_DF` bins apart)."""
+    in its target zone (1 to :attr:`FingerprintParams.max_dt` - 1 frames later, less than :attr:`FingerprintParams.max_df` bins apart)."""
     t1, f1, df, dt = _pairs(t, f, fanout)
     return landmark_hash(f1, df, dt), t1.astype(np.int32)
 
@@ -172,10 +190,10 @@ def _pairs(t: np.ndarray, f: np.ndarray, fanout: int) -> tuple[np.ndarray, np.nd
     used = np.zeros(n, np.int32)  # partners taken so far by each anchor
     for k in range(1, n):
         dt = t[k:] - t[:-k]
-        if (dt >= MAX_DT).all():
+        if (dt >= PARAMS.max_dt).all():
             break
         df = f[k:] - f[:-k]
-        ok = (dt >= 1) & (dt < MAX_DT) & (np.abs(df) < MAX_DF) & (used[: n - k] < fanout)
+        ok = (dt >= 1) & (dt < PARAMS.max_dt) & (np.abs(df) < PARAMS.max_df) & (used[: n - k] < fanout)
         if not ok.any():
             continue
         used[: n - k] += ok
@@ -187,9 +205,9 @@ def _pairs(t: np.ndarray, f: np.ndarray, fanout: int) -> tuple[np.ndarray, np.nd
 
 
 def landmark_hash(f1: np.ndarray, df: np.ndarray, dt: np.ndarray) -> np.ndarray:
-    """The hash of landmarks (uint32 below :data:`HASH_SPACE`): ``f1 << 14 | (df + MAX_DF) << 6 | dt``.
-    The caller keeps ``0 <= f1 <= N_FFT // 2``, ``|df| < MAX_DF`` and ``1 <= dt < 64``."""
-    return ((f1.astype(np.int64) << 14) | ((df + MAX_DF).astype(np.int64) << 6) | dt.astype(np.int64)).astype(np.uint32)
+    """The hash of landmarks (uint32 below :data:`HASH_SPACE`): ``f1 << 14 | (df + max_df) << 6 | dt``.
+    The caller keeps ``0 <= f1 <= N_FFT // 2``, ``|df| < max_df`` and ``1 <= dt < 64``."""
+    return ((f1.astype(np.int64) << 14) | ((df + PARAMS.max_df).astype(np.int64) << 6) | dt.astype(np.int64)).astype(np.uint32)
 
 
 def resample(samples: np.ndarray, factor: float) -> np.ndarray:
@@ -277,11 +295,11 @@ class LandmarkIndex:
             self._starts = starts
         return self._starts
 
-    def match(self, samples: np.ndarray, top: int = 5, speeds: tuple[float, ...] = SPEEDS) -> list[SoundMatch]:
+    def match(self, samples: np.ndarray, top: int = 5, speeds: tuple[float, ...] = PARAMS.speeds) -> list[SoundMatch]:
         """The best-aligned indexed sounds for query samples, best first (each sound once, its best speed).
 
-        The query's peaks are picked denser (:data:`QUERY_PEAKS_PER_SECOND`) and paired wider
-        (:data:`QUERY_FANOUT`) than an indexed sound's, so that the pairs the index holds are among the
+        The query's peaks are picked denser (:attr:`FingerprintParams.query_peaks_per_second`) and paired wider
+        (:attr:`FingerprintParams.query_fanout`) than an indexed sound's, so that the pairs the index holds are among the
         query's even when noise or speech takes some of the strongest peaks.  Every speed hypothesis's
         landmarks are looked up in one pass; the sounds with the most hits (per speed) are the candidates,
         and a candidate's count is the largest number of hits agreeing on one time offset (±1 frame)."""
@@ -289,7 +307,7 @@ class LandmarkIndex:
         if not self._hashes.size:
             return []
         starts = self._table()
-        t1, f1, df, dt = _pairs(*peaks(samples, QUERY_PEAKS_PER_SECOND), QUERY_FANOUT)
+        t1, f1, df, dt = _pairs(*peaks(samples, PARAMS.query_peaks_per_second), PARAMS.query_fanout)
         hs, ts, ss, sizes = [], [], [], []
         for i, speed in enumerate(speeds):
             # undo a speed change on the pairs themselves: a clip played s times faster has its peaks at
@@ -299,7 +317,7 @@ class LandmarkIndex:
             else:
                 a, b = np.round(t1 * speed).astype(np.int64), np.round(f1 / speed).astype(np.int64)
                 c, d = np.round(df / speed).astype(np.int64), np.round(dt * speed).astype(np.int64)
-                ok = (b >= 0) & (b <= N_FFT // 2) & (np.abs(c) < MAX_DF) & (d >= 1) & (d < 64)
+                ok = (b >= 0) & (b <= N_FFT // 2) & (np.abs(c) < PARAMS.max_df) & (d >= 1) & (d < 64)
                 a, b, c, d = a[ok], b[ok], c[ok], d[ok]
             hs.append(landmark_hash(b, c, d))
             ts.append(a)
@@ -319,7 +337,7 @@ class LandmarkIndex:
         # stage 1: hits per (speed, sound), whatever their offsets; the best few are the candidates
         key = qs[rows] * n_sounds + self._sounds[pos]
         hits = np.bincount(key, minlength=len(speeds) * n_sounds)
-        n_cand = min(hits.size, max(4 * top, CANDIDATES))
+        n_cand = min(hits.size, max(4 * top, PARAMS.candidates))
         cand = np.argpartition(-hits, n_cand - 1)[:n_cand]
         cand = cand[hits[cand] > 0]
         chosen = np.zeros(hits.size, bool)

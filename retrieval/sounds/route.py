@@ -5,11 +5,11 @@ Entity sounds are stored once by content hash under ``KAR_DATA_DIR/sounds`` (``a
 stored, at import and at crawl, and its landmarks kept in one index file beside them
 (``sounds/index.npz`` and ``sounds/index.json``: which sound number is which file of which entity).
 
-A query clip matches a sound when at least :data:`MIN_COUNT` of its landmarks agree on one time
-offset and the best sound's count is at least :data:`MIN_RATIO` times the next entity's: both
+A query clip matches a sound when at least :attr:`SoundParams.min_count` of its landmarks agree on one time
+offset and the best sound's count is at least :attr:`SoundParams.min_ratio` times the next entity's: both
 chosen on the calibration queries of ``bench/sounds.py`` (docs/sounds.md).  A clip with no match
 claims nothing.  The evidence of an accepted match, in (0, 1], grows with the count
-(:meth:`SoundHit.evidence`); :func:`retrieval.grounding.fuse_media_matches` folds it in like an
+(:meth:`SoundHit.evidence`); the grounder's sound route folds it into the fused score like an
 image match.
 """
 
@@ -31,16 +31,27 @@ from retrieval.sounds import fingerprint as fp
 
 log = logging.getLogger(__name__)
 
-#: a match needs this many landmarks agreeing on one offset ...
-MIN_COUNT = 8
-#: ... and this many times the count of the best other entity's sound
-MIN_RATIO = 3.0
-#: evidence reaches 1.0 at this count
-FULL_COUNT = 40
 #: largest entity sound file stored (bytes)
 MAX_SOUND_BYTES = 30 * 1024 * 1024
 #: audio formats stored, by the container FFmpeg names (sniffed from the bytes, not the file name)
 SOUND_EXTS = {"wav": "wav", "mp3": "mp3", "ogg": "ogg", "flac": "flac", "mov,mp4,m4a,3gp,3g2,mj2": "m4a", "matroska,webm": "webm"}
+
+
+@dataclass(frozen=True)
+class SoundParams:
+    """The sound route's accept rule, chosen on :data:`~retrieval.sounds.fingerprint.CALIBRATION_RUN`: 8 / 3.0 is the
+    best top-1 with false claims ≤ 1.5 % on the four-grid index (docs/sounds.md)."""
+
+    #: a match needs this many landmarks agreeing on one offset ...
+    min_count: int = 8
+    #: ... and this many times the count of the best other entity's sound
+    min_ratio: float = 3.0
+    #: evidence reaches 1.0 at this count (the evidence's scale, not a threshold: set by hand, no bench run
+    #: compared another)
+    full_count: int = 40
+
+
+PARAMS = SoundParams()
 
 
 class SoundRejected(ValueError):
@@ -60,11 +71,11 @@ class SoundHit:
     query_landmarks: int
 
     def accepted(self) -> bool:
-        return self.count >= MIN_COUNT and self.count >= MIN_RATIO * max(self.runner_up, 1)
+        return self.count >= PARAMS.min_count and self.count >= PARAMS.min_ratio * max(self.runner_up, 1)
 
     def evidence(self) -> float:
-        """(0, 1] for an accepted match: min(1, count / FULL_COUNT)."""
-        return min(1.0, self.count / FULL_COUNT)
+        """(0, 1] for an accepted match: min(1, count / full_count)."""
+        return min(1.0, self.count / PARAMS.full_count)
 
     def trace(self) -> dict[str, Any]:
         return {

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from retrieval.images import features as feats
-from retrieval.images.descriptor_index import DescriptorIndex, ImageKey, spread
+from retrieval.images.descriptor_index import DescriptorIndex, ImageKey
+from retrieval.images import descriptor_support
+from retrieval.images.descriptor_support import spread
 from tests.retrieval.images.test_verification import textured
 
 
@@ -197,13 +201,13 @@ def test_several_descriptor_sets_vote_in_one_search_as_they_would_apart(tmp_path
 
 
 def test_a_search_split_over_query_threads_finds_the_same_votes(tmp_path):
-    from retrieval.images.descriptor_index import SPLIT_ROWS
+    from retrieval.images.descriptor_index import PARAMS
     from retrieval.images.query_threads import QueryThreads
 
     index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
     a = feats.describe_query(textured(3)).descriptors
     b = feats.describe_query(textured(9)).descriptors
-    assert len(a) + len(b) >= 2 * SPLIT_ROWS
+    assert len(a) + len(b) >= 2 * PARAMS.split_rows
     jobs: list[int] = []
 
     class Counted(QueryThreads):
@@ -215,7 +219,7 @@ def test_a_search_split_over_query_threads_finds_the_same_votes(tmp_path):
     try:
         assert index.vote_many([a, b], top=5, threads=threads) == index.vote_many([a, b], top=5)
         assert jobs == [2]  # split in two parts
-        assert index.vote_many([a[: SPLIT_ROWS // 2]], top=5, threads=threads) == index.vote_many([a[: SPLIT_ROWS // 2]], top=5)
+        assert index.vote_many([a[: PARAMS.split_rows // 2]], top=5, threads=threads) == index.vote_many([a[: PARAMS.split_rows // 2]], top=5)
         assert jobs == [2]  # too few rows to split: searched in the caller
     finally:
         threads.close()
@@ -226,11 +230,11 @@ def test_the_ivf_is_retrained_as_it_grows_and_answers_like_the_exact_one(tmp_pat
 
     index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
     assert index.kind == "ivf" and len(index.retrains) >= 2
-    # each retrain came once the index had grown RETRAIN_GROWTH× past the last, with the lists its size asks for
+    # each retrain came once the index had grown retrain_growth× past the last, with the lists its size asks for
     sizes = [int(r["descriptors"]) for r in index.retrains]
-    assert all(b >= di.RETRAIN_GROWTH * a for a, b in zip(sizes, sizes[1:]))
+    assert all(b >= di.PARAMS.retrain_growth * a for a, b in zip(sizes, sizes[1:]))
     assert all(int(r["lists"]) == index.lists_for(int(r["descriptors"])) for r in index.retrains)
-    assert index.size < di.RETRAIN_GROWTH * sizes[-1]
+    assert index.size < di.PARAMS.retrain_growth * sizes[-1]
     assert set(index.last_retrain) >= {"train_s", "fill_s", "locked_s"}
     exact = _index(tmp_path / "exact", seeds=range(1, 13))
     for seed in (2, 6, 12):
@@ -287,8 +291,6 @@ def test_faiss_runs_in_the_calling_thread_of_every_thread_that_searches_adds_or_
 
     import faiss
 
-    from retrieval.images import descriptor_index as di
-
     index = _index(tmp_path, seeds=range(1, 9), ivf_from=1000)
     index.vote(_features(2).descriptors)  # this thread is set: the others must set themselves
     f = _features(31)
@@ -300,7 +302,7 @@ def test_faiss_runs_in_the_calling_thread_of_every_thread_that_searches_adds_or_
     threads_after: dict[str, int] = {}
 
     def run(name: str) -> None:
-        faiss.omp_set_num_threads(di.SEARCH_THREADS + 3)  # what a fresh thread has on a machine with more cores
+        faiss.omp_set_num_threads(descriptor_support.SEARCH_THREADS + 3)  # what a fresh thread has on a machine with more cores
         work[name]()
         threads_after[name] = faiss.omp_get_max_threads()
 
@@ -308,7 +310,7 @@ def test_faiss_runs_in_the_calling_thread_of_every_thread_that_searches_adds_or_
         worker = threading.Thread(target=run, args=(name,))
         worker.start()
         worker.join(timeout=300)
-    assert threads_after == {name: di.SEARCH_THREADS for name in work}
+    assert threads_after == {name: descriptor_support.SEARCH_THREADS for name in work}
 
 
 def test_a_retrain_lets_queries_run_and_keeps_what_was_written_meanwhile(tmp_path, monkeypatch):
@@ -353,25 +355,25 @@ def test_a_retrain_of_too_few_descriptors_leaves_the_index_as_it_is(tmp_path):
 def test_probes_follow_the_index_lists_unless_given(tmp_path, monkeypatch):
     from retrieval.images import descriptor_index as di
 
-    assert di.probes_for(di.NPROBE_LARGE_FROM - 1) == di.NPROBE
-    assert di.probes_for(di.NPROBE_LARGE_FROM) == di.NPROBE_LARGE < di.NPROBE
+    assert di.probes_for(di.PARAMS.nprobe_large_from - 1) == di.PARAMS.nprobe
+    assert di.probes_for(di.PARAMS.nprobe_large_from) == di.PARAMS.nprobe_large < di.PARAMS.nprobe
     index = _index(tmp_path, seeds=range(1, 13), ivf_from=1000)
     lists = int(index._index.nlist)
-    assert index.probes() == di.NPROBE and index._index.nprobe == di.NPROBE
+    assert index.probes() == di.PARAMS.nprobe and index._index.nprobe == di.PARAMS.nprobe
     # an index with as many lists as the large-index rule asks for is searched with fewer probes
-    monkeypatch.setattr(di, "NPROBE_LARGE_FROM", lists)
+    monkeypatch.setattr(di, "PARAMS", dataclasses.replace(di.PARAMS, nprobe_large_from=lists))
     index.vote(_features(5).descriptors)
-    assert index.probes() == di.NPROBE_LARGE and index._index.nprobe == di.NPROBE_LARGE
+    assert index.probes() == di.PARAMS.nprobe_large and index._index.nprobe == di.PARAMS.nprobe_large
     # and loads back so; probes given to the index win over the rule
     assert index.save()
     again = DescriptorIndex(tmp_path / "desc", ivf_from=1000)
-    assert again.load() and again._index.nprobe == di.NPROBE_LARGE
+    assert again.load() and again._index.nprobe == di.PARAMS.nprobe_large
     fixed = DescriptorIndex(tmp_path / "desc", ivf_from=1000, nprobe=5)
     assert fixed.load() and fixed._index.nprobe == 5 and fixed.vote(_features(5).descriptors)[0].key.entity_id == "e5"
 
 
 def test_a_large_retrain_fills_its_lists_through_a_coarse_quantizer_and_queries_probe_the_exact_one(tmp_path, monkeypatch):
-    """From FILL_COARSE_FROM lists a retrain assigns codes through a coarse IVF over its centroids: nearly every
+    """From fill_coarse_from lists a retrain assigns codes through a coarse IVF over its centroids: nearly every
     code still goes to a centroid at the least distance, every code is kept, and the index that queries search
     probes through the exact quantizer (each indexed code finds itself)."""
     import faiss
@@ -387,9 +389,9 @@ def test_a_large_retrain_fills_its_lists_through_a_coarse_quantizer_and_queries_
 
     def build(coarse_from: int) -> tuple[DescriptorIndex, list[int]]:
         built = []
-        real = di._coarse_over
-        monkeypatch.setattr(di, "FILL_COARSE_FROM", coarse_from)
-        monkeypatch.setattr(di, "_coarse_over", lambda exact, nlist: built.append(nlist) or real(exact, nlist))
+        real = di.coarse_quantizer
+        monkeypatch.setattr(di, "PARAMS", dataclasses.replace(di.PARAMS, fill_coarse_from=coarse_from))
+        monkeypatch.setattr(di, "coarse_quantizer", lambda exact, nlist: built.append(nlist) or real(exact, nlist))
         index = DescriptorIndex(None, ivf_from=10**9, per_image_coarse=0)
         local = np.random.default_rng(9)
         for i in range(80):
@@ -417,6 +419,6 @@ def test_a_large_retrain_fills_its_lists_through_a_coarse_quantizer_and_queries_
     sample = np.concatenate(all_codes)[::41]
     dist, _ = index._index.search(sample, 1)
     assert np.mean(dist[:, 0] == 0) >= 0.98
-    # below FILL_COARSE_FROM the fill compares every centroid, as before
+    # below fill_coarse_from the fill compares every centroid, as before
     exact_index, built = build(10**6)
     assert built == [] and int(exact_index._index.nlist) == nlist

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from retrieval.images.hashes import REDUCING_GAP, dhash_bits, hash_image, phash_bits
+from retrieval.images.hashes import PARAMS as HASH_PARAMS, dhash_bits, hash_image, phash_bits
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "images"
 
@@ -53,7 +53,7 @@ def test_dhash_bits_equal_imagehash_dhash():
 
 
 def test_two_step_hashes_stay_near_the_one_step_hashes_an_older_kb_holds():
-    """Hashes are taken with two-step thumbnails (REDUCING_GAP, the default); a KB indexed before holds one-step
+    """Hashes are taken with two-step thumbnails (HASH_PARAMS.reducing_gap, the default); a KB indexed before holds one-step
     hashes: a few of the 128 bits apart, far below the near-copy distance (16)."""
     from retrieval.images.hashes import ImageHash
 
@@ -61,7 +61,7 @@ def test_two_step_hashes_stay_near_the_one_step_hashes_an_older_kb_holds():
     for img in _images():
         big = img.resize((img.width * 3, img.height * 3), Image.Resampling.BICUBIC)  # a picture to reduce
         one, two = hash_image(big, None), hash_image(big)
-        assert np.array_equal(two.vector(), hash_image(big, REDUCING_GAP).vector())
+        assert np.array_equal(two.vector(), hash_image(big, HASH_PARAMS.reducing_gap).vector())
         assert isinstance(two, ImageHash)
         gaps.append(int((one.vector() != two.vector()).sum()))
     assert max(gaps) <= 8 and np.mean(gaps) <= 3

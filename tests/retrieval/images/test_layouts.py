@@ -3,13 +3,14 @@ look-alikes told apart, mirrored reposts, several images in one call (generated 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 from PIL import Image, ImageDraw, ImageOps
 
-from retrieval.images.route import LOOKALIKE_MARGIN, ImageRoute
+from retrieval.images.route import PARAMS as ROUTE_PARAMS, ImageRoute
 from retrieval.knowledge_base import KnowledgeBase
-from tests.retrieval.images.test_verification import _add, _image_hits, kb, textured  # noqa: F401  (kb: fixture)
+from tests.retrieval.images.test_verification import add_entity, image_hits, kb, textured  # noqa: F401  (kb: fixture)
 from tests.support.images import meme_of, to_bytes
 
 
@@ -30,24 +31,24 @@ def grid_post(cells: list[Image.Image], cols: int, width: int = 1000, dark: bool
 
 
 def test_a_template_in_one_cell_of_a_grid_is_found_by_votes(kb):
-    ent = _add(kb, "Grid Template", to_bytes(textured(30)))
+    ent = add_entity(kb, "Grid Template", to_bytes(textured(30)))
     for seed in (31, 32, 33):
-        _add(kb, f"Other {seed}", to_bytes(textured(seed)))
+        add_entity(kb, f"Other {seed}", to_bytes(textured(seed)))
     shot = grid_post([textured(40), textured(41), textured(30), textured(42)], cols=2)
-    (hit,) = _image_hits(kb, shot)
+    (hit,) = image_hits(kb, shot)
     assert hit.entity.id == ent.id and hit.image["signal"] == "verified"
     assert hit.image["votes"] and hit.image["votes"] > 0  # shortlisted by the descriptor index
     # the same in a 1×3 row: the template fills under a third of the width
-    (hit,) = _image_hits(kb, grid_post([textured(43), textured(44), textured(30)], cols=3, dark=False))
+    (hit,) = image_hits(kb, grid_post([textured(43), textured(44), textured(30)], cols=3, dark=False))
     assert hit.entity.id == ent.id
     # a grid of templates that are not in CultureBase claims nothing
-    assert _image_hits(kb, grid_post([textured(45), textured(46), textured(47), textured(48)], cols=2)) == []
+    assert image_hits(kb, grid_post([textured(45), textured(46), textured(47), textured(48)], cols=2)) == []
 
 
 def test_two_templates_in_different_cells_are_both_claimed(kb):
-    a = _add(kb, "Left Template", to_bytes(textured(60)))
-    b = _add(kb, "Right Template", to_bytes(textured(61)))
-    hits = _image_hits(kb, grid_post([textured(60), textured(61), textured(62), textured(63)], cols=2))
+    a = add_entity(kb, "Left Template", to_bytes(textured(60)))
+    b = add_entity(kb, "Right Template", to_bytes(textured(61)))
+    hits = image_hits(kb, grid_post([textured(60), textured(61), textured(62), textured(63)], cols=2))
     assert {h.entity.id for h in hits} == {a.id, b.id}
     assert all(h.image["contest"] is None for h in hits)  # different places: no look-alike contest
 
@@ -61,26 +62,26 @@ def lookalike(base: int, other: int) -> Image.Image:
 
 
 def test_look_alikes_sharing_a_part_are_told_apart_and_the_trace_shows_both(kb):
-    a = _add(kb, "Original", to_bytes(textured(70)))
-    b = _add(kb, "Look Alike", to_bytes(lookalike(70, 71)))
-    (hit,) = _image_hits(kb, meme_of(textured(70), 70))
+    a = add_entity(kb, "Original", to_bytes(textured(70)))
+    b = add_entity(kb, "Look Alike", to_bytes(lookalike(70, 71)))
+    (hit,) = image_hits(kb, meme_of(textured(70), 70))
     assert hit.entity.id == a.id and hit.image["contest"] == "won"
     (rival,) = hit.image["runner_up"]
-    assert rival["entity_id"] == b.id and rival["inliers"] >= 15 and rival["strength"] * LOOKALIKE_MARGIN <= hit.image["inliers"] * hit.image["share"]
-    (hit,) = _image_hits(kb, meme_of(lookalike(70, 71), 71))
+    assert rival["entity_id"] == b.id and rival["inliers"] >= 15 and rival["strength"] * ROUTE_PARAMS.lookalike_margin <= hit.image["inliers"] * hit.image["share"]
+    (hit,) = image_hits(kb, meme_of(lookalike(70, 71), 71))
     # (its look-alike got under a quarter of its descriptor votes: not verified at all, nothing to contest)
     assert hit.entity.id == b.id and hit.image["contest"] in (None, "won")
     assert hit.image["contest"] is None or hit.image["runner_up"][0]["entity_id"] == a.id
     # only the shared part: both verify about as well, no margin, neither is claimed
     shared = textured(70).crop((0, 0, int(textured(70).width * 0.65), textured(70).height))
-    assert _image_hits(kb, to_bytes(shared.resize((shared.width * 2, shared.height * 2)), "JPEG", quality=80)) == []
+    assert image_hits(kb, to_bytes(shared.resize((shared.width * 2, shared.height * 2)), "JPEG", quality=80)) == []
 
 
 def test_a_mirrored_repost_is_found_and_says_so(kb):
-    ent = _add(kb, "Mirrored Template", to_bytes(textured(80)))
-    _add(kb, "Other", to_bytes(textured(81)))
+    ent = add_entity(kb, "Mirrored Template", to_bytes(textured(80)))
+    add_entity(kb, "Other", to_bytes(textured(81)))
     flipped = to_bytes(ImageOps.mirror(Image.open(io.BytesIO(meme_of(textured(80), 80)))), "JPEG", quality=70)
-    (hit,) = _image_hits(kb, flipped)
+    (hit,) = image_hits(kb, flipped)
     assert hit.entity.id == ent.id and hit.image["mirrored"] is True and hit.image["signal"] == "verified"
 
 
@@ -89,9 +90,9 @@ def test_a_query_split_over_threads_gets_what_one_thread_gets(kb):
     give the same matches as one thread (a grid cell, a mirrored repost, a plain meme, a grid of unknown templates)."""
     from retrieval.images.query_threads import QueryThreads
 
-    grid = _add(kb, "Threads Grid", to_bytes(textured(120)))
-    flipped = _add(kb, "Threads Mirrored", to_bytes(textured(121)))
-    plain = _add(kb, "Threads Plain", to_bytes(textured(122)))
+    grid = add_entity(kb, "Threads Grid", to_bytes(textured(120)))
+    flipped = add_entity(kb, "Threads Mirrored", to_bytes(textured(121)))
+    plain = add_entity(kb, "Threads Plain", to_bytes(textured(122)))
     route = kb.image_route
     assert route.threads.threads == kb.settings.image_query_threads == 2
     serial = ImageRoute(kb.store, route.images, features=route.features, descriptors=route.descriptors, threads=1)
@@ -118,8 +119,8 @@ def test_a_query_split_over_threads_gets_what_one_thread_gets(kb):
 
 
 def test_several_images_in_one_call_count_each_template_once(kb):
-    a = _add(kb, "Frame A", to_bytes(textured(90)))
-    b = _add(kb, "Frame B", to_bytes(textured(91)))
+    a = add_entity(kb, "Frame A", to_bytes(textured(90)))
+    b = add_entity(kb, "Frame B", to_bytes(textured(91)))
     route = kb.image_route
     frames = [route.prepare(meme_of(textured(s), s)) for s in (90, 90, 91, 95)]
     matches = route.match_many(frames)
@@ -129,8 +130,8 @@ def test_several_images_in_one_call_count_each_template_once(kb):
 
 
 def test_the_descriptor_index_is_rebuilt_from_stored_features_when_missing(kb):
-    ent = _add(kb, "Rebuilt", to_bytes(textured(100)))
-    _add(kb, "Other", to_bytes(textured(101)))
+    ent = add_entity(kb, "Rebuilt", to_bytes(textured(100)))
+    add_entity(kb, "Other", to_bytes(textured(101)))
     folder = kb.image_route.descriptors.root
     assert (folder / "index.faissb").is_file() and (folder / "slots.json").is_file()
     for f in folder.iterdir():
@@ -149,8 +150,8 @@ def test_frames_described_before_mirrored_codes_were_kept_get_them_when_indexed_
     describes them, and it is."""
     from retrieval.images import features as feats
 
-    ent = _add(kb, "Old Mirror", to_bytes(textured(141)))
-    _add(kb, "Old Mirror Other", to_bytes(textured(142)))
+    ent = add_entity(kb, "Old Mirror", to_bytes(textured(141)))
+    add_entity(kb, "Old Mirror Other", to_bytes(textured(142)))
     stored = list(kb.image_route.features.root.rglob(f"*.{feats.MIRRORED_METHOD}.npz"))
     assert len(stored) == 2
     for f in stored:
@@ -165,7 +166,7 @@ def test_frames_described_before_mirrored_codes_were_kept_get_them_when_indexed_
 
 
 def test_deleting_an_entity_removes_its_descriptors(kb: KnowledgeBase):
-    ent = _add(kb, "Deleted", to_bytes(textured(110)))
+    ent = add_entity(kb, "Deleted", to_bytes(textured(110)))
     before = kb.image_route.descriptors.images
     kb.image_route.delete_entities([ent.id])
     assert kb.image_route.descriptors.images == before - 1
@@ -185,7 +186,7 @@ def test_query_keypoints_are_spread_so_a_small_cell_beside_busy_text_keeps_its_s
     page.paste(textured(30).resize((320, 240)), (660, 90))
     query = feats.describe_query(page)
     in_cell = int(((query.points[:, 0] >= 660 * query.width / 1000) & (query.points[:, 1] >= 90 * query.height / 420)).sum())
-    assert query.count <= feats.QUERY_FEATURES and in_cell >= 0.15 * query.count
+    assert query.count <= feats.FEATURE_PARAMS.query_features and in_cell >= 0.15 * query.count
     assert feats.verify(query, feats.describe(textured(30))).verified
 
 
@@ -248,8 +249,8 @@ def test_grid_cells_are_found_on_a_card_a_few_grey_levels_off_its_page():
 
 
 def test_a_template_in_a_small_cell_is_verified_in_its_region_enlarged(kb):
-    ent = _add(kb, "Small Cell Template", to_bytes(textured(95)))
-    _add(kb, "Other Small", to_bytes(textured(96)))
+    ent = add_entity(kb, "Small Cell Template", to_bytes(textured(95)))
+    add_entity(kb, "Other Small", to_bytes(textured(96)))
     # a 1×3 row on a 600 px page: each cell ~180 px, the template shown at under half its stored size
     shot = grid_post([textured(97), textured(95), textured(98)], cols=3, width=600, dark=False)
     route: ImageRoute = kb.image_route
@@ -286,13 +287,13 @@ def test_a_mirrored_cell_is_named_by_the_first_search_and_its_region_described_f
     in its cell's flipped region, as one thread finds it; regions are described flipped only when a mirrored candidate
     reaches them, each once (the whole flipped picture too), and not at all when the first pass verifies.  A grid of templates not in the KB claims nothing;
     its flipped picture is hashed ahead on the other thread while the first pass verifies (unless a candidate has
-    :data:`SPECULATE_BELOW_VOTES` votes), with the same matches either way."""
+    :attr:`ImageRouteParams.speculate_below_votes` votes), with the same matches either way."""
     from retrieval.images import features as image_features
     from retrieval.images import route as image_route
     from retrieval.images.query_threads import QueryThreads
 
-    ent = _add(kb, "Mirrored Cell", to_bytes(textured(132)))
-    _add(kb, "Mirrored Cell Other", to_bytes(textured(133)))
+    ent = add_entity(kb, "Mirrored Cell", to_bytes(textured(132)))
+    add_entity(kb, "Mirrored Cell Other", to_bytes(textured(133)))
     route = kb.image_route
     assert route.descriptors.mirrored_frames == route.descriptors.images == 2
     serial = ImageRoute(kb.store, route.images, features=route.features, descriptors=route.descriptors, threads=1)
@@ -309,7 +310,7 @@ def test_a_mirrored_cell_is_named_by_the_first_search_and_its_region_described_f
     assert len(query.regions) >= 4
     answers = {}
     for gate in (10**6, 0):  # whatever the votes; never
-        monkeypatch.setattr(image_route, "SPECULATE_BELOW_VOTES", gate)
+        monkeypatch.setattr(image_route, "PARAMS", dataclasses.replace(image_route.PARAMS, speculate_below_votes=gate))
         started.clear()
         answers[gate] = seen(route.match(query))
         assert ("ImageRoute.match.<locals>.flipped_and_hashed" in started) == bool(gate)  # the flipped hash

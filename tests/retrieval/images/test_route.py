@@ -203,7 +203,7 @@ def test_a_blank_background_template_stored_rotated_by_exif_is_trimmed_where_it_
 
 
 def test_only_the_nearest_hash_neighbours_within_reach_are_verified(tmp_path, monkeypatch):
-    """Stage 2 checks the :attr:`ImageRoute.verify` nearest hash neighbours no farther than ``HASH_VERIFY_MAX``
+    """Stage 2 checks the :attr:`ImageRoute.verify` nearest hash neighbours no farther than ``PARAMS.hash_verify_max``
     (a farther one only when votes shortlist it): the hash's candidates, nearest first, cut at both limits."""
     import dataclasses
 
@@ -232,11 +232,11 @@ def test_only_the_nearest_hash_neighbours_within_reach_are_verified(tmp_path, mo
             return real_verify(queries, hits)
 
         monkeypatch.setattr(route, "_verify", record)
-        by_distance = dict(zip(sorted(best), (5, image_route.HASH_VERIFY_MAX, image_route.HASH_VERIFY_MAX + 1, 20)))
+        by_distance = dict(zip(sorted(best), (5, image_route.PARAMS.hash_verify_max, image_route.PARAMS.hash_verify_max + 1, 20)))
         placed = {eid: dataclasses.replace(m, distance=by_distance[eid]) for eid, m in best.items()}
-        ordered = sorted((eid for eid in placed if by_distance[eid] <= image_route.HASH_VERIFY_MAX), key=by_distance.get)
+        ordered = sorted((eid for eid in placed if by_distance[eid] <= image_route.PARAMS.hash_verify_max), key=by_distance.get)
         assert len(ordered) == 3
-        for limit in (4, 3, 2, 1):  # 4: room for the one past HASH_VERIFY_MAX, which is still not checked
+        for limit in (4, 3, 2, 1):  # 4: room for the one past hash_verify_max, which is still not checked
             verified.clear()
             route.verify = limit
             route._geometric(features, placed, frames, None, {})  # no votes: the hash's candidates only

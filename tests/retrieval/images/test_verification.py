@@ -3,6 +3,7 @@ tiny / transparent / endless images, corrupt entity images (generated images onl
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import random
 
@@ -17,7 +18,7 @@ from culturebase.store.edge import EdgeBackend
 from retrieval.images import features as feats
 from retrieval.embedders import embedder_info
 from retrieval.grounding import EntityGrounder, GroundingCues
-from retrieval.images.hashes import FRAME_SCAN, MAX_FRAMES, open_image, picture_region, sample_frames
+from retrieval.images.hashes import PARAMS as HASH_PARAMS, open_image, picture_region, sample_frames
 from retrieval.knowledge_base import KnowledgeBase
 from tests.crawlers.hash_embedder import HashEmbedder
 from tests.support.images import meme_of, to_bytes
@@ -72,38 +73,38 @@ def kb(tmp_path):
     kb.close()
 
 
-def _add(kb: KnowledgeBase, name: str, data: bytes) -> Entity:
+def add_entity(kb: KnowledgeBase, name: str, data: bytes) -> Entity:
     entity = Entity(name=name, description=f"a template called {name}", images=[kb.image_store.put(data)])
     kb.add([entity])
     return kb.store.find_by_name([name])[0]
 
 
-def _image_hits(kb: KnowledgeBase, data: bytes) -> list:
+def image_hits(kb: KnowledgeBase, data: bytes) -> list:
     grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=kb.image_route)
     result = grounder.ground(GroundingCues(image_bytes=data))
     return [h for h in result.hits if h.route == "image"]
 
 
 def test_features_are_stored_at_indexing_and_read_back_not_recomputed(kb, tmp_path):
-    ent = _add(kb, "Textured", to_bytes(textured(1)))
+    ent = add_entity(kb, "Textured", to_bytes(textured(1)))
     sha = ent.images[0].sha256
     store = kb.image_route.features
     arrays = store.get(sha, 0, feats.METHOD)
-    assert arrays is not None and arrays["descriptors"].shape[1] == 32 and arrays["points"].shape[0] >= feats.MIN_KEYPOINTS
+    assert arrays is not None and arrays["descriptors"].shape[1] == 32 and arrays["points"].shape[0] >= feats.VERIFICATION_PARAMS.min_keypoints
     assert store.path_of(sha, 0, feats.METHOD).is_file() and str(store.path_of(sha, 0, feats.METHOD)).startswith(str(tmp_path / "data"))
     # the query verifies against the stored file: make the stored descriptors useless and the match fails
     # (a screenshot: its whole-image hash is far from the template, only verification can find it)
     np.savez(store.path_of(sha, 0, feats.METHOD), points=arrays["points"], descriptors=np.zeros_like(arrays["descriptors"]), size=arrays["size"])
     store._cache.clear()
     meme = screenshot_of(meme_of(textured(1), 1), 0.6)
-    assert _image_hits(kb, meme) == []
+    assert image_hits(kb, meme) == []
     kb.image_route.features.put(sha, 0, feats.METHOD, arrays)
-    (hit,) = _image_hits(kb, meme)
-    assert hit.entity.id == ent.id and hit.image["signal"] == "verified" and hit.image["inliers"] >= feats.MIN_INLIERS
+    (hit,) = image_hits(kb, meme)
+    assert hit.entity.id == ent.id and hit.image["signal"] == "verified" and hit.image["inliers"] >= feats.VERIFICATION_PARAMS.min_inliers
 
 
 def test_features_described_before_coarse_keypoints_are_read_until_the_image_is_described_again(kb):
-    ent = _add(kb, "Older", to_bytes(textured(2)))
+    ent = add_entity(kb, "Older", to_bytes(textured(2)))
     sha = ent.images[0].sha256
     store, route = kb.image_route.features, kb.image_route
     arrays = store.get(sha, 0, feats.METHOD)
@@ -115,7 +116,7 @@ def test_features_described_before_coarse_keypoints_are_read_until_the_image_is_
     store._cache.clear()
     older = route._stored_features({"sha256": sha, "frame": 0})
     assert older is not None and older.coarse == 0 and older.count == fine
-    (hit,) = _image_hits(kb, screenshot_of(meme_of(textured(2), 2), 0.6))
+    (hit,) = image_hits(kb, screenshot_of(meme_of(textured(2), 2), 0.6))
     assert hit.entity.id == ent.id and hit.image["signal"] == "verified"
     # indexing again describes it with the current method (the older file is not taken for it)
     route.index_entities([ent])
@@ -123,11 +124,11 @@ def test_features_described_before_coarse_keypoints_are_read_until_the_image_is_
 
 
 def test_a_screenshot_of_a_post_finds_the_template_filling_half_of_it(kb):
-    ent = _add(kb, "Post Template", to_bytes(textured(2)))
-    _add(kb, "Other Template", to_bytes(textured(3)))
+    ent = add_entity(kb, "Post Template", to_bytes(textured(2)))
+    add_entity(kb, "Other Template", to_bytes(textured(3)))
     for share in (0.4, 0.55, 0.7):
         shot = screenshot_of(meme_of(textured(2), 2), share)
-        hits = _image_hits(kb, shot)
+        hits = image_hits(kb, shot)
         assert hits and hits[0].entity.id == ent.id, share
         assert hits[0].image["signal"] == "verified"
     region = picture_region(open_image(screenshot_of(meme_of(textured(2), 2), 0.5)))
@@ -136,19 +137,19 @@ def test_a_screenshot_of_a_post_finds_the_template_filling_half_of_it(kb):
 
 def test_unindexed_templates_claim_nothing_in_any_style(kb):
     for seed in (10, 11, 12):
-        _add(kb, f"Indexed {seed}", to_bytes(textured(seed)))
+        add_entity(kb, f"Indexed {seed}", to_bytes(textured(seed)))
     for seed in (20, 21, 22, 23):
-        assert _image_hits(kb, meme_of(textured(seed), seed)) == []
-        assert _image_hits(kb, screenshot_of(meme_of(textured(seed), seed))) == []
+        assert image_hits(kb, meme_of(textured(seed), seed)) == []
+        assert image_hits(kb, screenshot_of(meme_of(textured(seed), seed))) == []
 
 
 def test_an_animated_template_is_found_from_a_later_frame(kb):
     data = animated(4)
-    ent = _add(kb, "Animated", data)
-    assert kb.image_route.index.count() >= MAX_FRAMES  # indexed by several frames
+    ent = add_entity(kb, "Animated", data)
+    assert kb.image_route.index.count() >= HASH_PARAMS.max_frames  # indexed by several frames
     img = Image.open(io.BytesIO(data))
     img.seek(7)  # the last frame: a picture the first frame does not show
-    hits = _image_hits(kb, meme_of(img.convert("RGB"), 7))
+    hits = image_hits(kb, meme_of(img.convert("RGB"), 7))
     assert hits and hits[0].entity.id == ent.id and hits[0].image["frame"] > 0
 
 
@@ -163,18 +164,18 @@ def test_a_500_frame_gif_is_indexed_by_a_bounded_number_of_frames(kb):
     data = buf.getvalue()
     assert Image.open(io.BytesIO(data)).n_frames == 500
     sampled = sample_frames(data)
-    assert 1 < len(sampled) <= MAX_FRAMES and max(i for i, _ in sampled) < FRAME_SCAN
-    counts = kb.image_route.index_entities([_add(kb, "Long Gif", data)])
-    assert counts["frames"] <= MAX_FRAMES and counts["hashed"] == 1
+    assert 1 < len(sampled) <= HASH_PARAMS.max_frames and max(i for i, _ in sampled) < HASH_PARAMS.frame_scan
+    counts = kb.image_route.index_entities([add_entity(kb, "Long Gif", data)])
+    assert counts["frames"] <= HASH_PARAMS.max_frames and counts["hashed"] == 1
 
 
 def test_flat_colour_template_has_no_keypoints_and_matches_by_hash_only(kb):
     flat = Image.new("RGB", (300, 200), (40, 160, 90))
-    ent = _add(kb, "Flat", to_bytes(flat))
+    ent = add_entity(kb, "Flat", to_bytes(flat))
     assert feats.describe(flat).count == 0
-    (hit,) = _image_hits(kb, to_bytes(flat, "JPEG", quality=60))
+    (hit,) = image_hits(kb, to_bytes(flat, "JPEG", quality=60))
     assert hit.entity.id == ent.id and hit.image["signal"] == "hash" and hit.image["inliers"] is None
-    assert _image_hits(kb, meme_of(textured(5), 5)) == []  # a textured meme does not claim the flat template
+    assert image_hits(kb, meme_of(textured(5), 5)) == []  # a textured meme does not claim the flat template
 
 
 @pytest.mark.parametrize(
@@ -187,7 +188,7 @@ def test_flat_colour_template_has_no_keypoints_and_matches_by_hash_only(kb):
     ids=["1x1", "transparent", "undecodable"],
 )
 def test_tiny_transparent_and_broken_queries_claim_nothing(kb, data):
-    _add(kb, "Textured", to_bytes(textured(6)))
+    add_entity(kb, "Textured", to_bytes(textured(6)))
     grounder = EntityGrounder(kb.store, kb.embedder, tau=0.9, image_route=kb.image_route)
     result = grounder.ground(GroundingCues(ocr_text="Textured", image_bytes=data))
     assert all(h.route != "image" for h in result.hits)
@@ -196,7 +197,7 @@ def test_tiny_transparent_and_broken_queries_claim_nothing(kb, data):
 
 def test_tiny_and_transparent_entity_images_are_indexed_without_features(kb):
     for name, img in (("One Pixel", Image.new("RGB", (1, 1), "red")), ("Clear", Image.new("RGBA", (120, 80), (0, 0, 0, 0)))):
-        ent = _add(kb, name, to_bytes(img))
+        ent = add_entity(kb, name, to_bytes(img))
         arrays = kb.image_route.features.get(ent.images[0].sha256, 0, feats.METHOD)
         assert arrays is not None and arrays["points"].shape[0] == 0
 
@@ -224,7 +225,7 @@ def test_a_template_as_small_as_a_narrow_grid_cell_is_placed_only_by_many_inlier
     page.paste(template.resize((140, 105)), (333, 200))
     query = feats.describe_query(page)
     v = feats.verify(query, stored)
-    assert v.verified and v.coverage is not None and v.coverage < feats.MIN_COVERAGE
-    assert v.inliers >= feats.SMALL_COVERAGE_INLIERS * feats.required_inliers(stored.fine)
-    monkeypatch.setattr(feats, "SMALL_COVERAGE_INLIERS", 1 + v.inliers // feats.required_inliers(stored.fine))
+    assert v.verified and v.coverage is not None and v.coverage < feats.VERIFICATION_PARAMS.min_coverage
+    assert v.inliers >= feats.VERIFICATION_PARAMS.small_coverage_inliers * feats.required_inliers(stored.fine)
+    monkeypatch.setattr(feats, "VERIFICATION_PARAMS", dataclasses.replace(feats.VERIFICATION_PARAMS, small_coverage_inliers=1 + v.inliers // feats.required_inliers(stored.fine)))
     assert feats.verify(query, stored).coverage is None  # the same outline with fewer inliers than the rule asks

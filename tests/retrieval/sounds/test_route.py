@@ -28,11 +28,11 @@ def index():
 def test_peaks_are_capped_per_second_and_a_query_gets_denser_peaks_than_an_indexed_sound():
     x = melody(3, seconds=8.0) + 0.05 * np.random.default_rng(0).standard_normal(int(8 * SR)).astype(np.float32)
     window = int(round(1.0 / fp.FRAME_SECONDS))
-    for per_second in (10, fp.PEAKS_PER_SECOND, fp.QUERY_PEAKS_PER_SECOND):
+    for per_second in (10, fp.PARAMS.peaks_per_second, fp.PARAMS.query_peaks_per_second):
         t, f = fp.peaks(x, per_second)
         assert np.bincount(t // window).max() <= per_second
         assert np.all(np.diff(t) >= 0)  # time-ordered
-    assert fp.peaks(x, fp.QUERY_PEAKS_PER_SECOND)[0].size > fp.peaks(x)[0].size
+    assert fp.peaks(x, fp.PARAMS.query_peaks_per_second)[0].size > fp.peaks(x)[0].size
 
 
 def test_pairing_keeps_fanout_partners_inside_the_target_zone():
