@@ -130,69 +130,94 @@ def _ratio(a: float, b: float) -> float:
     return round(a / b, 2) if b else float("nan")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kb", type=Path, default=REPO / "data/demo/culturebase")
     parser.add_argument("--data-dir", type=Path, default=REPO / "data/demo")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", help="a git revision to run the same cold processes at, side by side (e.g. main)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def checkout_sources(baseline: str | None) -> dict[str, Path]:
+    """This checkout, and with ``baseline`` that revision in a temporary git worktree."""
+    sources = {"current": REPO}
+    if baseline:
+        sources["baseline"] = Path(tempfile.mkdtemp(prefix="kar-cold-baseline-")) / "src"
+        subprocess.run(["git", "worktree", "add", "--detach", str(sources["baseline"]), baseline], cwd=REPO, check=True,
+                       capture_output=True)
+    return sources
+
+
+def warm_caches(sources: dict[str, Path], env: dict[str, str]) -> None:
+    """Each revision writes the data directory's caches it uses (a first run ever), untimed."""
+    for src in sources.values():
+        for image in IMAGES:
+            cli_explain(image, env, src)
+        for q in SEARCHES:  # a text search also embeds the cross-lingual references once per data directory
+            cli_command(["kb", "search", q, "--top-k", "3"], env, src)
+
+
+def image_entry(image: str, sources: dict[str, Path], env: dict[str, str], runs: int) -> dict[str, object]:
+    """One image's cold and warm figures per revision (and against the baseline's)."""
+    rows: dict[str, dict[str, list]] = {name: {"cli": [], "cold": [], "warm": [], "grounded": []} for name in sources}
+    for _ in range(runs):  # interleaved: both revisions see the same load
+        for name, src in sources.items():
+            rows[name]["cli"].append(cli_explain(image, env, src))
+            cold, warm, grounded = child_run(image, env, src)
+            rows[name]["cold"].append(cold)
+            rows[name]["warm"].append(warm)
+            rows[name]["grounded"].append(grounded)
+    entry: dict[str, object] = {}
+    for name in sources:
+        prefix = "" if name == "current" else "baseline_"
+        cold_cli, warm = _median(rows[name]["cli"]), _median(rows[name]["warm"])
+        entry[prefix + "cold_cli"] = cold_cli
+        entry[prefix + "cold_no_warmup"] = _median(rows[name]["cold"])
+        entry[prefix + "warm"] = warm
+        entry[prefix + "ground_cold_over_warm"] = _ratio(cold_cli["ground_ms"], max(warm["ground_ms"], 0.1))
+        entry[prefix + "hits"] = rows[name]["grounded"][0]["hits"]
+    if "baseline" in sources:  # every run's hits and candidates (name, score, route), both revisions
+        every = rows["current"]["grounded"] + rows["baseline"]["grounded"]
+        entry["grounding_same_as_baseline"] = all(g["found"] == every[0]["found"] for g in every)
+        for key in ("cold_cli", "cold_no_warmup"):
+            cur, base = entry[key], entry["baseline_" + key]
+            entry[key + "_over_baseline"] = {k: _ratio(cur[k], base[k]) for k in cur}  # type: ignore[index]
+    return entry
+
+
+def other_commands(sources: dict[str, Path], env: dict[str, str], runs: int) -> dict[str, object]:
+    """Cold ``kar kb search`` and ``kar --help`` per revision."""
+    commands = {"kb search": lambda q: ["kb", "search", q, "--top-k", "3"], "--help": lambda _: ["--help"]}
+    others: dict[str, object] = {}
+    for label, build in commands.items():
+        queries = SEARCHES if label == "kb search" else [""]
+        for q in queries:
+            key = f"kar {label} {q}".strip()
+            rows2: dict[str, list] = {name: [] for name in sources}
+            for _ in range(runs):
+                for name, src in sources.items():
+                    rows2[name].append(cli_command(build(q), env, src))
+            others[key] = {("" if n == "current" else "baseline_") + "cold": _median(r) for n, r in rows2.items()}
+            if "baseline" in sources:
+                cur, base = others[key]["cold"], others[key]["baseline_cold"]  # type: ignore[index]
+                others[key]["over_baseline"] = {k: _ratio(cur[k], base[k]) for k in cur}  # type: ignore[index]
+    return others
+
+
+def main() -> None:
+    args = parse_args()
     env = _env(args.kb.resolve(), args.data_dir.resolve())
     if not args.kb.exists():
         cli_command(["kb", "import", str(REPO / "examples/culturebase_sample.jsonl")], env)
-    sources = {"current": REPO}
-    if args.baseline:
-        sources["baseline"] = Path(tempfile.mkdtemp(prefix="kar-cold-baseline-")) / "src"
-        subprocess.run(["git", "worktree", "add", "--detach", str(sources["baseline"]), args.baseline], cwd=REPO, check=True,
-                       capture_output=True)
+    sources = checkout_sources(args.baseline)
     try:
-        for src in sources.values():  # each revision writes the data directory's caches it uses (a first run ever), untimed
-            for image in IMAGES:
-                cli_explain(image, env, src)
-            for q in SEARCHES:  # a text search also embeds the cross-lingual references once per data directory
-                cli_command(["kb", "search", q, "--top-k", "3"], env, src)
+        warm_caches(sources, env)
         report: dict[str, object] = {"kb": str(args.kb), "runs": args.runs, "baseline": args.baseline,
                                      "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
         for image in IMAGES:
-            rows: dict[str, dict[str, list]] = {name: {"cli": [], "cold": [], "warm": [], "grounded": []} for name in sources}
-            for _ in range(args.runs):  # interleaved: both revisions see the same load
-                for name, src in sources.items():
-                    rows[name]["cli"].append(cli_explain(image, env, src))
-                    cold, warm, grounded = child_run(image, env, src)
-                    rows[name]["cold"].append(cold)
-                    rows[name]["warm"].append(warm)
-                    rows[name]["grounded"].append(grounded)
-            entry: dict[str, object] = {}
-            for name in sources:
-                prefix = "" if name == "current" else "baseline_"
-                cold_cli, warm = _median(rows[name]["cli"]), _median(rows[name]["warm"])
-                entry[prefix + "cold_cli"] = cold_cli
-                entry[prefix + "cold_no_warmup"] = _median(rows[name]["cold"])
-                entry[prefix + "warm"] = warm
-                entry[prefix + "ground_cold_over_warm"] = _ratio(cold_cli["ground_ms"], max(warm["ground_ms"], 0.1))
-                entry[prefix + "hits"] = rows[name]["grounded"][0]["hits"]
-            if "baseline" in sources:  # every run's hits and candidates (name, score, route), both revisions
-                every = rows["current"]["grounded"] + rows["baseline"]["grounded"]
-                entry["grounding_same_as_baseline"] = all(g["found"] == every[0]["found"] for g in every)
-                for key in ("cold_cli", "cold_no_warmup"):
-                    cur, base = entry[key], entry["baseline_" + key]
-                    entry[key + "_over_baseline"] = {k: _ratio(cur[k], base[k]) for k in cur}  # type: ignore[index]
-            report[image] = entry
-        commands = {"kb search": lambda q: ["kb", "search", q, "--top-k", "3"], "--help": lambda _: ["--help"]}
-        others: dict[str, object] = {}
-        for label, build in commands.items():
-            queries = SEARCHES if label == "kb search" else [""]
-            for q in queries:
-                key = f"kar {label} {q}".strip()
-                rows2: dict[str, list] = {name: [] for name in sources}
-                for _ in range(args.runs):
-                    for name, src in sources.items():
-                        rows2[name].append(cli_command(build(q), env, src))
-                others[key] = {("" if n == "current" else "baseline_") + "cold": _median(r) for n, r in rows2.items()}
-                if "baseline" in sources:
-                    cur, base = others[key]["cold"], others[key]["baseline_cold"]  # type: ignore[index]
-                    others[key]["over_baseline"] = {k: _ratio(cur[k], base[k]) for k in cur}  # type: ignore[index]
-        report["other_commands"] = others
+            report[image] = image_entry(image, sources, env, args.runs)
+        report["other_commands"] = other_commands(sources, env, args.runs)
         report["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(report, indent=2, ensure_ascii=False))
     finally:

@@ -117,58 +117,30 @@ def chunks(path: Path, size: int = 2**20) -> Iterator[bytes]:
             yield block
 
 
-def one_size(tmp: Path, target_mb: float, chunked: bool) -> dict[str, Any]:
-    """Write the WARC, start a server over an empty KB, import it through the API; the figures."""
-    from service import free_port  # bench/service.py
-
-    warc = tmp / f"crawl-{target_mb:g}.warc"
-    counts = write_warc(warc, target_mb)
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "KAR_KB_PATH": str(tmp / f"kb-{target_mb:g}"),
-           "KAR_DATA_DIR": str(tmp / "data"), "KAR_API_KEYS": KEY, "KAR_SEARCH_BACKEND": "local"}
-    log = tmp / f"serve-{target_mb:g}.log"
-    proc = serve(env, port, log)
-    samples: list[float] = []
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.25):
-            value = mem(proc.pid)["rss_mb"]
-            if value is not None:
-                samples.append(value)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    try:
-        before = mem(proc.pid)
-        sampler.start()
-        t0 = time.monotonic()
-        headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/warc"}
-        with warc.open("rb") as fh:
-            body: Any = chunks(warc) if chunked else fh
-            r = httpx.post(f"http://127.0.0.1:{port}/v1/corpus/import", content=body, headers=headers, timeout=600)
-        upload_s = time.monotonic() - t0
-        if r.status_code != 202:
-            raise SystemExit(f"import: HTTP {r.status_code} {r.text[:300]}")
-        url = f"http://127.0.0.1:{port}{r.json()['url']}"
-        while True:
-            try:
-                job = httpx.get(url, headers=headers, timeout=30).json()
-            except httpx.HTTPError as exc:
-                raise SystemExit(f"polling the job: {exc}; the server said: {log.read_text(errors='replace')[-3000:]}") from None
-            if job["status"] not in ("queued", "running"):
-                break
-            time.sleep(0.5)
-        total_s = time.monotonic() - t0
-        stop.set()
-        sampler.join()
-        after = mem(proc.pid)
-    finally:
-        stop.set()
-        proc.terminate()
+def upload_and_wait(port: int, warc: Path, chunked: bool, log: Path) -> tuple[dict[str, Any], float, float]:
+    """POST the WARC to the import route and poll its job to the end: the job, the upload's and the total seconds."""
+    t0 = time.monotonic()
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/warc"}
+    with warc.open("rb") as fh:
+        body: Any = chunks(warc) if chunked else fh
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/corpus/import", content=body, headers=headers, timeout=600)
+    upload_s = time.monotonic() - t0
+    if r.status_code != 202:
+        raise SystemExit(f"import: HTTP {r.status_code} {r.text[:300]}")
+    url = f"http://127.0.0.1:{port}{r.json()['url']}"
+    while True:
         try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            job = httpx.get(url, headers=headers, timeout=30).json()
+        except httpx.HTTPError as exc:
+            raise SystemExit(f"polling the job: {exc}; the server said: {log.read_text(errors='replace')[-3000:]}") from None
+        if job["status"] not in ("queued", "running"):
+            break
+        time.sleep(0.5)
+    return job, upload_s, time.monotonic() - t0
+
+
+def size_figures(counts: dict[str, int], job: dict[str, Any], chunked: bool, upload_s: float, total_s: float,
+                 before: dict[str, float | None], after: dict[str, float | None], samples: list[float]) -> dict[str, Any]:
     report = job.get("report") or {}
     return {
         "warc_bytes": counts["bytes"],
@@ -193,6 +165,44 @@ def one_size(tmp: Path, target_mb: float, chunked: bool) -> dict[str, Any]:
         "server_rss_sampled_max_mb": max(samples) if samples else None,
         "server_peak_growth_mb": round(after["hwm_mb"] - before["hwm_mb"], 1) if after["hwm_mb"] and before["hwm_mb"] else None,
     }
+
+
+def one_size(tmp: Path, target_mb: float, chunked: bool) -> dict[str, Any]:
+    """Write the WARC, start a server over an empty KB, import it through the API; the figures."""
+    from service import free_port  # bench/service.py
+
+    warc = tmp / f"crawl-{target_mb:g}.warc"
+    counts = write_warc(warc, target_mb)
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "KAR_KB_PATH": str(tmp / f"kb-{target_mb:g}"),
+           "KAR_DATA_DIR": str(tmp / "data"), "KAR_API_KEYS": KEY, "KAR_SEARCH_BACKEND": "local"}
+    log = tmp / f"serve-{target_mb:g}.log"
+    proc = serve(env, port, log)
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.25):
+            value = mem(proc.pid)["rss_mb"]
+            if value is not None:
+                samples.append(value)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    try:
+        before = mem(proc.pid)
+        sampler.start()
+        job, upload_s, total_s = upload_and_wait(port, warc, chunked, log)
+        stop.set()
+        sampler.join()
+        after = mem(proc.pid)
+    finally:
+        stop.set()
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return size_figures(counts, job, chunked, upload_s, total_s, before, after, samples)
 
 
 def main() -> None:

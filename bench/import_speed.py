@@ -113,6 +113,32 @@ def _route_texts(path: Path, fmt: str | None, chunk: int = 256) -> list[list[str
     return out
 
 
+def _compare_figures(out: dict[str, Any], emb: Any, texts: list[str], route_chunks: list[list[str]]) -> None:
+    """The ratios and token rates of a comparison, from its timings in ``out``."""
+    out["import_entities_per_s"] = round(out["stored"] / out["import_s"], 2)
+    out["embedder_alone_entities_per_s"] = round(len(texts) / out["embedder_alone_s"], 2)
+    out["import_over_embedder_alone"] = round(out["import_s"] / out["embedder_alone_s"], 3)
+    out["import_over_embedder_alone_on_import_texts"] = round(out["import_s"] / out["embedder_alone_on_import_texts_s"], 3)
+    out["import_embedder_chars_per_s"] = round(out["import_chars_embedded"] / out["import_s"], 1)
+    # tokens as the model feeds them (specials included, cut at its input length), counted after the timers
+    model = emb._get()
+    base_tokens = sum(model.token_count(t) for t in texts)
+    import_tokens = sum(model.token_count(t) for chunk in route_chunks for t in chunk)
+    out["embedder_alone_tokens"] = base_tokens
+    out["import_tokens_embedded"] = import_tokens
+    out["import_embedder_tokens_per_s"] = round(import_tokens / out["import_s"], 1)
+    out["embedder_alone_tokens_per_s"] = round(base_tokens / out["embedder_alone_s"], 1)
+    out["embedder_alone_on_import_texts_tokens_per_s"] = round(import_tokens / out["embedder_alone_on_import_texts_s"], 1)
+    out["comparisons"] = {
+        # the import's own cost: reading, validation, BM25, storage, beside embedding exactly what it embeds
+        "import_over_embedder_alone_on_the_same_texts": out["import_over_embedder_alone_on_import_texts"],
+        # the name-only target's baseline (one "name | work | description" text per entity): for full text it
+        # also counts the route texts the import must embed (identity, description, origin + spread)
+        "import_over_embedder_alone_on_one_text_per_entity": out["import_over_embedder_alone"],
+        "import_tokens_over_one_text_per_entity_tokens": round(import_tokens / max(base_tokens, 1), 2),
+    }
+
+
 def child_compare(path: Path, fmt: str | None, order: str) -> dict[str, Any]:
     """Import ``path`` with the bundled embedder, and the embedder alone on the baseline texts."""
     import resource
@@ -156,28 +182,7 @@ def child_compare(path: Path, fmt: str | None, order: str) -> dict[str, Any]:
 
     for part in (alone, imported) if order == "alone-first" else (imported, alone):
         part()
-    out["import_entities_per_s"] = round(out["stored"] / out["import_s"], 2)
-    out["embedder_alone_entities_per_s"] = round(len(texts) / out["embedder_alone_s"], 2)
-    out["import_over_embedder_alone"] = round(out["import_s"] / out["embedder_alone_s"], 3)
-    out["import_over_embedder_alone_on_import_texts"] = round(out["import_s"] / out["embedder_alone_on_import_texts_s"], 3)
-    out["import_embedder_chars_per_s"] = round(out["import_chars_embedded"] / out["import_s"], 1)
-    # tokens as the model feeds them (specials included, cut at its input length), counted after the timers
-    model = emb._get()
-    base_tokens = sum(model.token_count(t) for t in texts)
-    import_tokens = sum(model.token_count(t) for chunk in route_chunks for t in chunk)
-    out["embedder_alone_tokens"] = base_tokens
-    out["import_tokens_embedded"] = import_tokens
-    out["import_embedder_tokens_per_s"] = round(import_tokens / out["import_s"], 1)
-    out["embedder_alone_tokens_per_s"] = round(base_tokens / out["embedder_alone_s"], 1)
-    out["embedder_alone_on_import_texts_tokens_per_s"] = round(import_tokens / out["embedder_alone_on_import_texts_s"], 1)
-    out["comparisons"] = {
-        # the import's own cost: reading, validation, BM25, storage, beside embedding exactly what it embeds
-        "import_over_embedder_alone_on_the_same_texts": out["import_over_embedder_alone_on_import_texts"],
-        # the name-only target's baseline (one "name | work | description" text per entity): for full text it
-        # also counts the route texts the import must embed (identity, description, origin + spread)
-        "import_over_embedder_alone_on_one_text_per_entity": out["import_over_embedder_alone"],
-        "import_tokens_over_one_text_per_entity_tokens": round(import_tokens / max(base_tokens, 1), 2),
-    }
+    _compare_figures(out, emb, texts, route_chunks)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 
@@ -380,7 +385,7 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--moegirl", type=Path, default=Path("../shared/data/real/moegirl"))
     ap.add_argument("--kym", type=Path, nargs="*", default=[Path("../shared/data/real/kym-2023/memes.json")])
@@ -392,53 +397,76 @@ def main() -> None:
     ap.add_argument("--scaling-n", type=int, default=1500)
     ap.add_argument("--delay-s", type=float, default=0.1, help="Fake server time per request (scaling part).")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        kind, *rest = args.child
-        if kind == "compare":
-            print(json.dumps(child_compare(Path(rest[0]), rest[1] or None, rest[2])))
-        elif kind == "stream":
-            print(json.dumps(child_stream(Path(rest[0]))))
-        else:
-            seg = int(rest[5]) if len(rest) > 5 else 10_000
-            print(json.dumps(child_remote(Path(rest[0]), rest[1].split(","), rest[2], int(rest[3]), int(rest[4]), seg)))
-        return
+    return ap.parse_args()
 
+
+def run_child_part(child: list[str]) -> None:
+    """In a child process: one measured part, printed as JSON."""
+    kind, *rest = child
+    if kind == "compare":
+        print(json.dumps(child_compare(Path(rest[0]), rest[1] or None, rest[2])))
+    elif kind == "stream":
+        print(json.dumps(child_stream(Path(rest[0]))))
+    else:
+        seg = int(rest[5]) if len(rest) > 5 else 10_000
+        print(json.dumps(child_remote(Path(rest[0]), rest[1].split(","), rest[2], int(rest[3]), int(rest[4]), seg)))
+
+
+def moegirl_part(args: argparse.Namespace, tmp_path: Path) -> list[dict[str, Any]]:
+    """Name-only Moegirlpedia import against the embedder alone, alternating which runs first."""
+    sub = _subset_moegirl(args.moegirl, args.n, tmp_path / "moe")
+    rounds = []
+    for r in range(args.rounds):
+        load = _load()
+        res = _run_child(["compare", str(sub), "moegirl", "alone-first" if r % 2 == 0 else "import-first"])
+        rounds.append({**res, "load_before": load, "load_after": _load()})
+    return rounds
+
+
+def kym_part(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Full-text KnowYourMeme imports against the embedder alone."""
+    rows = []
+    for path in args.kym:
+        load = _load()
+        rows.append({"path": path.name, **_run_child(["compare", str(path), "", "alone-first"]), "load_before": load, "load_after": _load()})
+    return rows
+
+
+def scaling_part(args: argparse.Namespace, tmp_path: Path) -> dict[str, Any]:
+    """Import speed through 1, 2 and 4 fake remote embedders."""
+    sub = _subset_moegirl(args.moegirl, args.scaling_n, tmp_path / "scale")
+    rows = []
+    with FakeServers(4, args.delay_s) as servers:
+        for urls in (1, 2, 4):
+            load = _load()
+            rows.append({**_run_child(["remote", str(sub), ",".join(servers.urls[:urls]), servers.model, "2", "16"]),
+                         "load_before": load, "load_after": _load()})
+    base = rows[0]["entities_per_s"]
+    base_phase = rows[0]["read_embed_write_entities_per_s"]
+    for row in rows:
+        row["speedup"] = round(row["entities_per_s"] / base, 2)
+        row["share_of_linear"] = round(row["speedup"] / row["urls"], 2)
+        row["read_embed_write_share_of_linear"] = round(row["read_embed_write_entities_per_s"] / base_phase / row["urls"], 2)
+    return {"delay_s_per_request": args.delay_s, "concurrency_per_url": 2, "batch": 16, "rows": rows}
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
+        run_child_part(args.child)
+        return
     parts = set(args.parts.split(","))
     out: dict[str, Any] = {"cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         if "moegirl" in parts:
-            sub = _subset_moegirl(args.moegirl, args.n, tmp_path / "moe")
-            rounds = []
-            for r in range(args.rounds):
-                load = _load()
-                res = _run_child(["compare", str(sub), "moegirl", "alone-first" if r % 2 == 0 else "import-first"])
-                rounds.append({**res, "load_before": load, "load_after": _load()})
-            out["moegirl_name_only"] = rounds
+            out["moegirl_name_only"] = moegirl_part(args, tmp_path)
         if "kym" in parts:
-            rows = []
-            for path in args.kym:
-                load = _load()
-                rows.append({"path": path.name, **_run_child(["compare", str(path), "", "alone-first"]), "load_before": load, "load_after": _load()})
-            out["kym_full_text"] = rows
+            out["kym_full_text"] = kym_part(args)
         if "rss" in parts:
             out["rss_streamed_fake_embedder"] = _rss_part(args, tmp_path)
         if "scaling" in parts:
-            sub = _subset_moegirl(args.moegirl, args.scaling_n, tmp_path / "scale")
-            rows = []
-            with FakeServers(4, args.delay_s) as servers:
-                for urls in (1, 2, 4):
-                    load = _load()
-                    rows.append({**_run_child(["remote", str(sub), ",".join(servers.urls[:urls]), servers.model, "2", "16"]),
-                                 "load_before": load, "load_after": _load()})
-            base = rows[0]["entities_per_s"]
-            base_phase = rows[0]["read_embed_write_entities_per_s"]
-            for row in rows:
-                row["speedup"] = round(row["entities_per_s"] / base, 2)
-                row["share_of_linear"] = round(row["speedup"] / row["urls"], 2)
-                row["read_embed_write_share_of_linear"] = round(row["read_embed_write_entities_per_s"] / base_phase / row["urls"], 2)
-            out["remote_scaling"] = {"delay_s_per_request": args.delay_s, "concurrency_per_url": 2, "batch": 16, "rows": rows}
+            out["remote_scaling"] = scaling_part(args, tmp_path)
     print(json.dumps(out, ensure_ascii=False, indent=1))
 
 

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -275,12 +276,7 @@ def large_figures(args, images, refs, base_of, ocr_out, done, busy, errors, t_cp
     }
 
 
-def main() -> None:
-    if "--first-request" in sys.argv:  # the first explain after `kar serve` starts against the second: bench/first_request.py
-        from first_request import main as first_request
-
-        first_request()
-        return
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration", type=float, default=60.0)
@@ -293,51 +289,49 @@ def main() -> None:
     parser.add_argument("--variants", type=int, default=24, help="large mode: uploads per photo (pixels differ by a mark; none is sent twice)")
     parser.add_argument("--cpu-workers", type=int, default=os.cpu_count() or 1, help="large mode: KAR_CPU_WORKERS of the server")
     parser.add_argument("--ocr-max-side", type=int, default=None, help="large mode: KAR_OCR_MAX_SIDE (default: the setting's default)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+@dataclass
+class Uploads:
+    """What the clients upload (``images``), and in large mode the photos' references, the warm-up and
+    alone uploads and the in-process CPU time of decode + OCR."""
+
+    images: list[tuple[str, bytes]]
+    refs: list[dict[str, str]] = field(default_factory=list)
+    base_of: list[int] = field(default_factory=list)
+    warm: list[tuple[str, bytes]] = field(default_factory=list)
+    alone: list[tuple[str, bytes]] = field(default_factory=list)
+    t_cpu: float | None = None
+
+
+def prepare_uploads(args: argparse.Namespace, ocr_side: int, vlm_side: int) -> Uploads:
+    if args.images != "large":
+        return Uploads([("meme.png", (REPO / "examples" / "images" / "zhuge_liang_wang_lang.png").read_bytes())])
+    uploads, refs, bases = large_images(args.distinct, args.variants + 2)
+    # variant 0 of each photo warms the server up (engines built, each image shape seen once, as
+    # under load), variant 1 measures the costs alone; the others are the load's uploads
+    variant = [int(name.rsplit("-", 1)[1].split(".")[0]) for name, _ in uploads]
+    alone = [u for u, v in zip(uploads, variant) if v == 1]
+    return Uploads(
+        images=[u for u, v in zip(uploads, variant) if v >= 2],
+        refs=refs,
+        base_of=[b for b, v in zip(bases, variant) if v >= 2],
+        warm=[u for u, v in zip(uploads, variant) if v == 0],
+        alone=alone,
+        t_cpu=cpu_seconds_alone(alone, ocr_side, vlm_side, args.cpu_workers),
+    )
+
+
+def server_env(args: argparse.Namespace, kb_path: Path, data_dir: Path, vlm_url: str, ocr_side: int) -> dict[str, str]:
     large = args.images == "large"
-
-    from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
-
-    def responder(request):  # type: ignore[no-untyped-def]
-        text = EXTRACTION if "You are the extraction step" in request.user_text() else "An explanation of the meme."
-        return FakeReply(text=text, delay_s=args.vlm_delay, prompt_tokens=900, completion_tokens=120)
-
-    tmp = Path(tempfile.mkdtemp(prefix="kar-bench-"))
-    kb_path = args.kb
-    t_build = time.monotonic()
-    if kb_path is None:
-        kb_path = tmp / "kb"
-        build_kb(kb_path)
-    build_s = time.monotonic() - t_build
-    from culturebase.settings import Settings
-
-    defaults = Settings()
-    ocr_side = args.ocr_max_side or defaults.ocr_max_side
-    refs: list[dict[str, str]] = []
-    t_cpu = None
-    if large:
-        uploads, refs, bases = large_images(args.distinct, args.variants + 2)
-        # variant 0 of each photo warms the server up (engines built, each image shape seen once, as
-        # under load), variant 1 measures the costs alone; the others are the load's uploads
-        variant = [int(name.rsplit("-", 1)[1].split(".")[0]) for name, _ in uploads]
-        warm = [u for u, v in zip(uploads, variant) if v == 0]
-        alone = [u for u, v in zip(uploads, variant) if v == 1]
-        images = [u for u, v in zip(uploads, variant) if v >= 2]
-        base_of = [b for b, v in zip(bases, variant) if v >= 2]
-        del uploads
-        t_cpu = cpu_seconds_alone(alone, ocr_side, defaults.vlm_max_image_side, args.cpu_workers)
-    else:
-        images = [("meme.png", (REPO / "examples" / "images" / "zhuge_liang_wang_lang.png").read_bytes())]
-    vlm_calls_per_request = 1 if args.condition in ("vanilla", "cot") else 2
-    server = FakeOpenAIServer(responder=responder).start()
-    port = free_port()
-    env = {
+    return {
         **os.environ,
         "PYTHONPATH": str(REPO),
         "HF_HUB_OFFLINE": "1",
         "KAR_KB_PATH": str(kb_path),
-        "KAR_DATA_DIR": str(tmp / "data"),
-        "KAR_VLM_BASE_URLS": server.base_url,
+        "KAR_DATA_DIR": str(data_dir),
+        "KAR_VLM_BASE_URLS": vlm_url,
         "KAR_VLM_MODEL": "fake-vlm",
         "KAR_VLM_API_KEY": "bench",
         "KAR_VLM_CONCURRENCY": str(args.vlm_concurrency),
@@ -349,6 +343,11 @@ def main() -> None:
         "KAR_SEARCH_BACKEND": "none",
         "KAR_API_RATE_LIMIT_PER_MIN": "1000000",
     }
+
+
+def start_api(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """``kar serve``'s app under uvicorn on a free loopback port, once /readyz answers; and its base URL."""
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "services.app:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         env=env,
@@ -366,84 +365,139 @@ def main() -> None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("the API did not become ready")
             time.sleep(0.3)
-        t_pool, cpu_alone = alone_costs(base, proc.pid, warm, alone, args.condition, args.cpu_workers) if large else (None, None)
-        rss_idle = peak_rss_mb(proc.pid)
-        busy_before = pool_busy_s(base)
-        load_before = os.getloadavg()
-        client_cpu_before = own_cpu_s()
-        ocr_out: list[tuple[int, str]] = []
-        rss_series: list[float] = []
-        rss_after_warm = rss_now_mb(proc.pid)
+    except BaseException:
+        stop_api(proc)
+        raise
+    return proc, base
 
-        async def measured() -> tuple[list[float], dict[str, int], float, int]:
-            stop = asyncio.Event()
-            sampler = asyncio.create_task(sample_rss(proc.pid, rss_series, stop))
-            try:
-                return await load(base, images, args.clients, args.duration, args.condition, ocr_out if large else None)
-            finally:
-                stop.set()
-                await sampler
 
-        latencies, errors, wall, busy = asyncio.run(measured())
-        rss_peak = peak_rss_mb(proc.pid)
-        load_after = os.getloadavg()
-        client_cpu = own_cpu_s() - client_cpu_before
-        pool_busy = pool_busy_s(base) - busy_before
-    finally:
-        proc.terminate()
+def stop_api(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def measure(args: argparse.Namespace, proc: subprocess.Popen, base: str, up: Uploads) -> dict:
+    """The load against the running server, with its memory, the pool's busy time and the machine's load."""
+    large = args.images == "large"
+    t_pool, cpu_alone = alone_costs(base, proc.pid, up.warm, up.alone, args.condition, args.cpu_workers) if large else (None, None)
+    rss_idle = peak_rss_mb(proc.pid)
+    busy_before = pool_busy_s(base)
+    load_before = os.getloadavg()
+    client_cpu_before = own_cpu_s()
+    ocr_out: list[tuple[int, str]] = []
+    rss_series: list[float] = []
+    rss_after_warm = rss_now_mb(proc.pid)
+
+    async def measured() -> tuple[list[float], dict[str, int], float, int]:
+        stop = asyncio.Event()
+        sampler = asyncio.create_task(sample_rss(proc.pid, rss_series, stop))
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+            return await load(base, up.images, args.clients, args.duration, args.condition, ocr_out if large else None)
+        finally:
+            stop.set()
+            await sampler
+
+    latencies, errors, wall, busy = asyncio.run(measured())
+    return {
+        "t_pool": t_pool, "cpu_alone": cpu_alone, "rss_idle": rss_idle, "rss_after_warm": rss_after_warm,
+        "rss_series": rss_series, "ocr_out": ocr_out, "latencies": latencies, "errors": errors, "wall": wall,
+        "busy": busy, "rss_peak": peak_rss_mb(proc.pid), "load_before": load_before, "load_after": os.getloadavg(),
+        "client_cpu": own_cpu_s() - client_cpu_before, "pool_busy": pool_busy_s(base) - busy_before,
+    }
+
+
+def figures(args: argparse.Namespace, m: dict, up: Uploads, build_s: float, ocr_side: int) -> dict:
+    """The printed JSON document."""
+    latencies, errors, wall, busy, rss_series, pool_busy = m["latencies"], m["errors"], m["wall"], m["busy"], m["rss_series"], m["pool_busy"]
+    vlm_calls_per_request = 1 if args.condition in ("vanilla", "cot") else 2
     done = len(latencies)
     throughput = done / wall if wall else 0.0
     ideal_vlm = args.vlm_concurrency / (vlm_calls_per_request * args.vlm_delay)
-    ideal_pool = args.cpu_workers / t_pool if t_pool else None
+    ideal_pool = args.cpu_workers / m["t_pool"] if m["t_pool"] else None
     ideal = min(ideal_vlm, ideal_pool) if ideal_pool else ideal_vlm
     q = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [float("nan")] * 99
-    print(
-        json.dumps(
-            {
-                "bench": "service",
-                "condition": args.condition,
-                "clients": args.clients,
-                "duration_s": round(wall, 2),
-                "vlm_delay_s": args.vlm_delay,
-                "vlm_concurrency": args.vlm_concurrency,
-                "vlm_calls_per_request": vlm_calls_per_request,
-                "requests_ok": done,
-                "errors": sum(errors.values()),
-                "busy_503_retried": busy,
-                "error_kinds": errors,
-                "latency_p50_s": round(q[49], 3),
-                "latency_p95_s": round(q[94], 3),
-                "latency_max_s": round(max(latencies), 3) if latencies else None,
-                "throughput_rps": round(throughput, 3),
-                "ideal_rps": round(ideal, 3),
-                "throughput_share_of_ideal": round(throughput / ideal, 3),
-                # the load generator and the VLM double run in this process, on the same cores as the server
-                "bench_process_cores_used": round(client_cpu / wall, 3) if wall else None,
-                "server_peak_rss_mb": rss_peak,  # VmHWM: the peak over the server's life, warm-up included
-                "server_rss_before_load_mb": rss_idle,
-                "server_rss_now_before_load_mb": rss_after_warm,
-                "server_rss_during_load_mb": {
-                    "p50": round(statistics.median(rss_series), 1) if rss_series else None,
-                    "p95": round(statistics.quantiles(rss_series, n=20)[18], 1) if len(rss_series) >= 20 else None,
-                    "max": max(rss_series) if rss_series else None,
-                    "samples": len(rss_series),
-                },
-                "kb_build_s": round(build_s, 1),
-                "cpus": os.cpu_count(),
-                "load_avg_1_5_15_before": [round(x, 2) for x in load_before],
-                "load_avg_1_5_15_after": [round(x, 2) for x in load_after],
-                "cpu_pool_utilisation": round(pool_busy / (args.cpu_workers * wall), 3) if pool_busy is not None and wall else None,
-                **(large_figures(args, images, refs, base_of, ocr_out, done, busy, errors, t_cpu, ideal_vlm, ideal_pool, ocr_side, t_pool, cpu_alone) if large else {}),
-            },
-            indent=2,
-        )
-    )
+    large = args.images == "large"
+    return {
+        "bench": "service",
+        "condition": args.condition,
+        "clients": args.clients,
+        "duration_s": round(wall, 2),
+        "vlm_delay_s": args.vlm_delay,
+        "vlm_concurrency": args.vlm_concurrency,
+        "vlm_calls_per_request": vlm_calls_per_request,
+        "requests_ok": done,
+        "errors": sum(errors.values()),
+        "busy_503_retried": busy,
+        "error_kinds": errors,
+        "latency_p50_s": round(q[49], 3),
+        "latency_p95_s": round(q[94], 3),
+        "latency_max_s": round(max(latencies), 3) if latencies else None,
+        "throughput_rps": round(throughput, 3),
+        "ideal_rps": round(ideal, 3),
+        "throughput_share_of_ideal": round(throughput / ideal, 3),
+        # the load generator and the VLM double run in this process, on the same cores as the server
+        "bench_process_cores_used": round(m["client_cpu"] / wall, 3) if wall else None,
+        "server_peak_rss_mb": m["rss_peak"],  # VmHWM: the peak over the server's life, warm-up included
+        "server_rss_before_load_mb": m["rss_idle"],
+        "server_rss_now_before_load_mb": m["rss_after_warm"],
+        "server_rss_during_load_mb": {
+            "p50": round(statistics.median(rss_series), 1) if rss_series else None,
+            "p95": round(statistics.quantiles(rss_series, n=20)[18], 1) if len(rss_series) >= 20 else None,
+            "max": max(rss_series) if rss_series else None,
+            "samples": len(rss_series),
+        },
+        "kb_build_s": round(build_s, 1),
+        "cpus": os.cpu_count(),
+        "load_avg_1_5_15_before": [round(x, 2) for x in m["load_before"]],
+        "load_avg_1_5_15_after": [round(x, 2) for x in m["load_after"]],
+        "cpu_pool_utilisation": round(pool_busy / (args.cpu_workers * wall), 3) if pool_busy is not None and wall else None,
+        **(
+            large_figures(args, up.images, up.refs, up.base_of, m["ocr_out"], done, busy, errors, up.t_cpu, ideal_vlm, ideal_pool, ocr_side, m["t_pool"], m["cpu_alone"])
+            if large
+            else {}
+        ),
+    }
+
+
+def main() -> None:
+    if "--first-request" in sys.argv:  # the first explain after `kar serve` starts against the second: bench/first_request.py
+        from first_request import main as first_request
+
+        first_request()
+        return
+    args = parse_args()
+    from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
+
+    def responder(request):  # type: ignore[no-untyped-def]
+        text = EXTRACTION if "You are the extraction step" in request.user_text() else "An explanation of the meme."
+        return FakeReply(text=text, delay_s=args.vlm_delay, prompt_tokens=900, completion_tokens=120)
+
+    tmp = Path(tempfile.mkdtemp(prefix="kar-bench-"))
+    kb_path = args.kb
+    t_build = time.monotonic()
+    if kb_path is None:
+        kb_path = tmp / "kb"
+        build_kb(kb_path)
+    build_s = time.monotonic() - t_build
+    from culturebase.settings import Settings
+
+    defaults = Settings()
+    ocr_side = args.ocr_max_side or defaults.ocr_max_side
+    up = prepare_uploads(args, ocr_side, defaults.vlm_max_image_side)
+    server = FakeOpenAIServer(responder=responder).start()
+    try:
+        proc, base = start_api(server_env(args, kb_path, tmp / "data", server.base_url, ocr_side))
+        try:
+            m = measure(args, proc, base, up)
+        finally:
+            stop_api(proc)
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps(figures(args, m, up, build_s, ocr_side), indent=2))
 
 
 if __name__ == "__main__":
