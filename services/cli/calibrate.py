@@ -25,7 +25,7 @@ Examples:
 
 def calibrate_command(
     target_false_rate: Annotated[
-        float, typer.Option("--target-false-rate", min=0.0001, max=0.5, help="False grounding (and captions given evidence) the fit must hold, as an upper 95 % bound.")
+        float, typer.Option("--target-false-rate", min=0.0001, max=0.5, help="False grounding (and captions given evidence) the fit must hold, as an upper 95 % bound (fixed-sequence test).")
     ] = 0.01,
     labels: Annotated[
         Optional[Path], typer.Option("--labels", help="JSONL of {\"text\": ..., \"entity\": id | name | null}: your own labelled texts, added to the probes.", show_default=False)
@@ -96,6 +96,11 @@ def print_report(r: dict[str, Any]) -> None:
                     f"{_pct(c['after']['captions_given_evidence_rate'])} ({_pct(c['after']['captions_given_evidence_upper'])})")
         fig.add_row("own page first", _pct(c["before"]["own_page_first"]), _pct(c["after"]["own_page_first"]))
     out.print(fig)
+    t = r["grounding"].get("test")
+    if t:
+        out.print(f"fixed-sequence test (Learn then Test): {t['certified']} of {t['rules']} rules, strictest first, certified at a "
+                  f"false rate ≤ {t['rate']:g} with {t['confidence']:.0%} confidence; the best top-1 of them is kept",
+                  markup=False, highlight=False, soft_wrap=True)
     rep = r.get("reproduces")
     if rep:
         verdict = "within" if rep["within"] else "NOT within"
