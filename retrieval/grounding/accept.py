@@ -21,7 +21,7 @@ from retrieval.grounding.route import RouteTable
 def evidence_sum(route_scores: Mapping[str, float], table: RouteTable | None = None) -> float:
     """Σ W[r]·s_r over the evidence routes (what the evidence margin reads)."""
     t = table or route_table()
-    return sum(t.weights[r] * route_scores.get(r, 0.0) for r in t.keys("evidence"))
+    return sum(t.weights[r] * route_scores.get(r, 0.0) for r in t.evidence)
 
 
 def accepted_alone(g: Any, table: RouteTable | None = None) -> bool:

@@ -43,10 +43,10 @@ class FusedScore:
 def fuse(route_scores: Mapping[str, float], table: RouteTable | None = None) -> FusedScore:
     """The fusion of one candidate's text route scores (module docstring)."""
     t = table or route_table()
-    cosine = {r: s for r, s in route_scores.items() if t.roles.get(r) == "cosine"}
+    cosine = {r: s for r, s in route_scores.items() if r in t.cosine}
     best_cosine = max(cosine, key=lambda r: cosine[r]) if cosine else PARAMS.fallback_route
     terms = {best_cosine: cosine.get(best_cosine, 0.0)}
-    evidence_keys = t.keys("evidence")
+    evidence_keys = t.evidence
     for route in evidence_keys:
         value = route_scores.get(route, 0.0)
         if value:
@@ -63,7 +63,7 @@ def fuse_candidate(pool: CandidatePool, eid: str, table: RouteTable) -> Grounded
     scores = dict(pool.scores.get(eid, {}))
     cues = pool.cues.get(eid, {})
     fused = fuse(scores, table)
-    cosine = set(table.keys("cosine"))
+    cosine = table.cosine
     dense = max((v for r, v in scores.items() if r in cosine), default=0.0)
     best_cosine = max((r for r in scores if r in cosine), key=lambda r: scores[r], default=None)
     cue = cues.get(fused.route) or (cues.get(best_cosine, "") if best_cosine else "")

@@ -61,6 +61,9 @@ class RouteTable:
     roles: Mapping[str, str]
     weights: Mapping[str, float]
     alone: frozenset[str]
+    #: the cosine routes' keys and the evidence routes' keys (registry order), read once per candidate
+    cosine: frozenset[str] = frozenset()
+    evidence: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, routes: Iterable[Any]) -> "RouteTable":
@@ -75,7 +78,9 @@ class RouteTable:
                 roles[key], weights[key] = route.role, float(route.weight)
                 if route.accepts_alone:
                     alone.add(key)
-        return cls(roles, weights, frozenset(alone))
+        cosine = frozenset(k for k, r in roles.items() if r == "cosine")
+        evidence = tuple(k for k, r in roles.items() if r == "evidence")
+        return cls(roles, weights, frozenset(alone), cosine, evidence)
 
     def keys(self, role: str) -> tuple[str, ...]:
         """The route-score keys of one role, in registry order."""
