@@ -6,12 +6,18 @@ import re
 from typing import Any
 
 
-def as_list(value: Any) -> list[str]:
-    """A list argument: a string split on commas and whitespace, or any iterable as strings; None: []."""
+#: what separates the items of a list argument given as one string: commas and whitespace
+WORDS = r"[,\s]+"
+#: ... for items that hold spaces themselves (MediaWiki page and category titles): commas, newlines, pipes
+TITLES = r"[,\n|]"
+
+
+def as_list(value: Any, separators: str = WORDS) -> list[str]:
+    """A list argument: a string split on ``separators`` (a regex), or any iterable as strings; None: []."""
     if value is None:
         return []
     if isinstance(value, str):
-        return [v.strip() for v in re.split(r"[,\s]+", value) if v.strip()]
+        return [v.strip() for v in re.split(separators, value) if v.strip()]
     return [str(v) for v in value]
 
 

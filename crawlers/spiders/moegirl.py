@@ -29,6 +29,7 @@ from culturebase.entity import canonical_url
 from crawlers.items import PageItem
 from crawlers.middlewares import PAGE_KEY, REVID
 from crawlers.sounds import MAX_PAGE_SOUNDS, is_audio_link
+from crawlers.spiders.args import TITLES, as_list
 from crawlers.text import clean_ws, one_line, split_list, truncate, wikitext_to_text
 
 SITE = "moegirl"
@@ -44,14 +45,6 @@ TAG_KEYS = ("声优", "聲優", "配音", "出身地区", "出身地", "所属�
 INFOBOX_KEYS = set(ALIAS_KEYS + WORK_KEYS + VISUAL_KEYS + TAG_KEYS + ("生日", "年龄", "性别", "血型", "相关人士", "image", "图片"))
 USAGE_HEADINGS = re.compile(r"梗|名言|名句|经典台词|經典台詞|台词|语录|語錄|流行|衍生|二次创作|二创|网络|迷因|meme|用法|出处与用法", re.I)
 VISUAL_HEADINGS = re.compile(r"外貌|外观|外觀|形象|造型|人物形象|角色形象")
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in re.split(r"[,\n|]", value) if v.strip()]
-    return [str(v) for v in value]
 
 
 def strip_html(text: str) -> str:
@@ -193,10 +186,10 @@ class MoegirlSpider(scrapy.Spider):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.categories = _as_list(categories)
-        self.titles = _as_list(titles)
+        self.categories = as_list(categories, TITLES)
+        self.titles = as_list(titles, TITLES)
         self.api_url = api_url
-        for url in _as_list(start_urls):
+        for url in as_list(start_urls, TITLES):
             self._add_start_url(url)
         self.api_url = self.api_url or DEFAULT_API
         if not self.categories and not self.titles:
