@@ -12,7 +12,6 @@ import pytest
 
 from crawlers.main_text import MainTextParams, extract_page, visible_text
 from crawlers.page_dump import import_pages
-from crawlers.text import chunk_text
 from culturebase.settings import Settings
 from retrieval.knowledge_base import KnowledgeBase
 from tests.fakes.pages import PAGES
