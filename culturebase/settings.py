@@ -328,6 +328,11 @@ class Settings(BaseSettings):
         return out
 
 
+def setting_default(field: str) -> Any:
+    """The default of one setting, for a constructor that takes it (the value is written once, here)."""
+    return Settings.model_fields[field].default
+
+
 def env_name(field: str) -> str:
     """``vlm_model`` → ``KAR_VLM_MODEL``."""
     return f"KAR_{field.upper()}"

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from culturebase.settings import setting_default
 from culturebase.store.layout import LayoutPolicy, StoreLayout, search_params
 
 SparseVec = dict[int, float]
@@ -153,7 +154,7 @@ class Collection(abc.ABC):
         self,
         spec: CollectionSpec,
         embedder: EmbedderInfo,
-        hnsw_ef: int = 256,
+        hnsw_ef: int = setting_default("hnsw_ef"),
         layout: StoreLayout | None = None,
         read_only: str | None = None,
     ) -> None:
@@ -272,7 +273,11 @@ class Backend(abc.ABC):
     kind: str
 
     def __init__(
-        self, hnsw_ef: int = 256, hnsw_m: int = 16, hnsw_ef_construct: int = 100, layout_policy: LayoutPolicy | None = None
+        self,
+        hnsw_ef: int = setting_default("hnsw_ef"),
+        hnsw_m: int = setting_default("hnsw_m"),
+        hnsw_ef_construct: int = setting_default("hnsw_ef_construct"),
+        layout_policy: LayoutPolicy | None = None,
     ) -> None:
         self.hnsw_ef = hnsw_ef
         self.hnsw_m = hnsw_m

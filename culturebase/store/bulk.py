@@ -31,12 +31,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from culturebase.settings import Settings
+from culturebase.settings import setting_default
 from culturebase.store.base import Collection, PointRecord, StoreError
 
 log = logging.getLogger(__name__)
 #: the free-disk guard when none is given: the default of KAR_MIN_FREE_DISK_MB
-DEFAULT_MIN_FREE_BYTES: int = Settings.model_fields["min_free_disk_mb"].default * 2**20
+DEFAULT_MIN_FREE_BYTES: int = setting_default("min_free_disk_mb") * 2**20
 
 
 class BulkImportError(StoreError):

@@ -23,6 +23,7 @@ import numpy as np
 
 # the metadata and generation files (and their fingerprint) live where a reader needs no store import
 from culturebase.generation import GENERATION_FILE, META_FILE, collection_fingerprint  # noqa: F401
+from culturebase.settings import setting_default
 from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, Nearest, PayloadFilter, PointRecord
 from culturebase.store.base import ScoredRecord, SparseVec, StoreError, StoreLockedError, StoreNotFoundError, check_embedder, point_uuid
 from culturebase.store.fifo_turns import FifoTurns
@@ -50,7 +51,7 @@ class EdgeCollection(Collection):
 
     def __init__(
         self, path: Path, spec: CollectionSpec, embedder: EmbedderInfo, shard: Any,
-        hnsw_ef: int = 256, layout: StoreLayout | None = None, read_only: str | None = None,
+        hnsw_ef: int = setting_default("hnsw_ef"), layout: StoreLayout | None = None, read_only: str | None = None,
     ) -> None:
         super().__init__(spec, embedder, hnsw_ef, layout, read_only)
         self.path = path  # the shard's folder (its metadata and generation files beside the shard)
@@ -238,11 +239,11 @@ class EdgeBackend(Backend):
     def __init__(
         self,
         root: Path | str,
-        hnsw_ef: int = 256,
-        hnsw_m: int = 16,
-        hnsw_ef_construct: int = 100,
+        hnsw_ef: int = setting_default("hnsw_ef"),
+        hnsw_m: int = setting_default("hnsw_m"),
+        hnsw_ef_construct: int = setting_default("hnsw_ef_construct"),
         layout_policy: LayoutPolicy | None = None,
-        search_threads: int = 1,
+        search_threads: int = setting_default("search_threads"),
     ) -> None:
         super().__init__(hnsw_ef, hnsw_m, hnsw_ef_construct, layout_policy)
         self.root = Path(root)

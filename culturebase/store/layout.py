@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from culturebase.settings import Settings, setting_default
+
 LAYOUT_VERSION = 2
 Quantization = Literal["int8", "none"]
 OLD_LAYOUT_HELP = (
@@ -103,24 +105,24 @@ class StoreLayout:
 class LayoutPolicy:
     """The settings' rule from KB size to layout (``KAR_QUANTIZATION``, ``KAR_ON_DISK``, ...)."""
 
-    quantization: Literal["auto", "int8", "none"] = "auto"
-    on_disk: Literal["auto", "true", "false"] = "auto"
-    large_kb: int = 20_000
-    hnsw_vectors: tuple[str, ...] | None = None
-    oversampling: float = 2.0
+    quantization: Literal["auto", "int8", "none"] = setting_default("quantization")
+    on_disk: Literal["auto", "true", "false"] = setting_default("on_disk")
+    large_kb: int = setting_default("large_kb_entities")
+    hnsw_vectors: tuple[str, ...] | None = None  # None: every dense vector gets a graph
+    oversampling: float = setting_default("quantization_oversampling")
     indexing_threshold_kb: int | None = None
-    segment_points: int | None = 20_000
+    segment_points: int | None = setting_default("segment_points") or None
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "LayoutPolicy":
-        hv = getattr(settings, "hnsw_vectors", None)
+    def from_settings(cls, settings: Settings) -> "LayoutPolicy":
+        hv = settings.hnsw_vectors
         return cls(
-            quantization=getattr(settings, "quantization", "auto"),
-            on_disk=getattr(settings, "on_disk", "auto"),
-            large_kb=getattr(settings, "large_kb_entities", 20_000),
+            quantization=settings.quantization,
+            on_disk=settings.on_disk,
+            large_kb=settings.large_kb_entities,
             hnsw_vectors=tuple(hv) if hv else None,
-            oversampling=getattr(settings, "quantization_oversampling", 2.0),
-            segment_points=getattr(settings, "segment_points", 20_000) or None,
+            oversampling=settings.quantization_oversampling,
+            segment_points=settings.segment_points or None,
         )
 
     def choose(self, expected_points: int | None, dense: tuple[str, ...]) -> StoreLayout:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from culturebase.settings import setting_default
 from culturebase.store.base import Backend, Collection, CollectionSpec, EmbedderInfo, Nearest, PayloadFilter, PointRecord
 from culturebase.store.base import ScoredRecord, SparseVec, StoreError, StoreNotFoundError, check_embedder, point_uuid
 from culturebase.store.layout import OLD_LAYOUT_HELP, LayoutPolicy, StoreLayout, server_vector_params
@@ -35,7 +36,7 @@ class ServerCollection(Collection):
 
     def __init__(
         self, client: Any, alias: str, spec: CollectionSpec, embedder: EmbedderInfo, write_wait: bool = True,
-        hnsw_ef: int = 256, layout: StoreLayout | None = None, read_only: str | None = None,
+        hnsw_ef: int = setting_default("hnsw_ef"), layout: StoreLayout | None = None, read_only: str | None = None,
     ) -> None:
         super().__init__(spec, embedder, hnsw_ef, layout, read_only)
         self._client = client
@@ -142,9 +143,9 @@ class ServerBackend(Backend):
         write_consistency: int = 1,
         location: str | None = None,
         timeout: int = 60,
-        hnsw_ef: int = 256,
-        hnsw_m: int = 16,
-        hnsw_ef_construct: int = 100,
+        hnsw_ef: int = setting_default("hnsw_ef"),
+        hnsw_m: int = setting_default("hnsw_m"),
+        hnsw_ef_construct: int = setting_default("hnsw_ef_construct"),
         layout_policy: LayoutPolicy | None = None,
     ) -> None:
         from qdrant_client import QdrantClient
