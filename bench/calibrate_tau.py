@@ -110,7 +110,7 @@ def _figures_by(rows: list[dict], accepted: Callable[[dict], bool]) -> dict:
 
 
 def calibrate_rows(folder: Path, max_false: float) -> dict:
-    """Choose (τ, MIN_HEIGHT) on the calibration split of every size's dumped rows (module docstring)."""
+    """Choose (τ, min_evidence, min_height) on the calibration split of every size's dumped rows (module docstring)."""
     sizes = {}
     for f in sorted(folder.glob("rows-*.jsonl"), key=lambda p: int(p.stem.split("-")[1])):
         sizes[f.stem.split("-")[1]] = [json.loads(x) for x in f.read_text("utf-8").splitlines() if x.strip()]
