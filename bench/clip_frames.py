@@ -66,7 +66,7 @@ def meme_video(jpeg: bytes, seconds: float, fps: int = 10) -> bytes:
     return buf.getvalue()
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"), help="folder holding memegen/ and memegen_templates.json")
@@ -75,8 +75,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--limit", type=int, default=0, help="ask about about N templates, evenly spaced in the shuffled order (0: all)")
     ap.add_argument("--cache", default=str(ROOT / "data" / "bench_cache" / "templates"))
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def build_index(args: argparse.Namespace, split: "tb.TemplateSplit", cache: Path, tmp: Path):
+    """The template bench's index: its indexed templates as entities, its distractors up to ``--entities``;
+    returns the knowledge base, the image route and each template's entity id."""
     from culturebase.entity import Entity
     from culturebase.images import ImageStore
     from culturebase.settings import Settings
@@ -84,105 +88,87 @@ def main() -> None:
     from culturebase.store.edge import EdgeBackend
     from culturebase.store.images import ImageFeatureStore
     from hash_embedder import HashEmbedder
-    from PIL import Image
 
-    from agents.media.frames import sample_frames
-    from retrieval.images.descriptor_index import DescriptorIndex
     from retrieval.embedders import embedder_info
+    from retrieval.images.descriptor_index import DescriptorIndex
     from retrieval.images.route import ImageRoute
     from retrieval.knowledge_base import KnowledgeBase
+
+    kb_settings = Settings(data_dir=tmp / "data", kb_path=tmp / "kb")
+    emb = HashEmbedder()
+    store = CultureBaseStore(EdgeBackend(tmp / "kb"), embedder_info(emb))
+    kb = KnowledgeBase(store, emb, settings=kb_settings)
+    images = ImageStore(cache / "images")
+    route = ImageRoute(store, images, tau=kb_settings.image_tau, crops=True, features=ImageFeatureStore(cache / "image_features"),
+                       descriptors=DescriptorIndex(tmp / "descriptor_index"), threads=kb_settings.image_query_threads)
+    kb._image_route = route
+    real = [Entity(name=f"tpl {tid}", aliases=[tid], description=f"memegen template {tid}", images=[images.put(split.entity_image(tid))])
+            for tid in sorted(split.indexed)]
+    kb.add(real)
+    distractors = []
+    for i in range(max(0, args.entities - len(real))):
+        path = cache / "distractors" / f"{i}.jpg"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(tb.distractor(i))
+        distractors.append(Entity(name=f"distractor {i}", description="synthetic", images=[images.put(path.read_bytes())]))
+    for start in range(0, len(distractors), 256):
+        route.index_entities(distractors[start : start + 256])
+    route.index.collection.optimize()
+    print(f"indexed {len(real)} templates and {len(distractors)} distractors", file=sys.stderr, flush=True)
+    return kb, route, {e.aliases[0]: e.id for e in real}
+
+
+def top(route, matches) -> tuple[bool, str | None]:
+    """Whether anything was accepted, and the best accepted entity."""
+    accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
+    return bool(accepted), accepted[0].entity_id if accepted else None
+
+
+def ask_both(args: argparse.Namespace, route, data: bytes) -> dict:
+    """One plain meme asked as the image and as a clip whose frames show it: claims, best entities, times."""
+    from agents.media.frames import sample_frames
+    from culturebase.settings import Settings
     from retrieval.grounding.routes.frames import best_of_frames
 
-    data_dir = Path(args.data)
-    templates = json.loads((data_dir / "memegen_templates.json").read_text("utf-8"))
-    # the template bench's split (bench/templates.py main): the same seeded shuffle, kinds and indexed two thirds
-    with_image = [t["id"] for t in templates if (data_dir / "memegen" / f"{t['id']}.jpg").is_file()]
-    rng = random.Random(args.seed)
-    order = sorted(with_image)
-    rng.shuffle(order)
-    lookalikes = [t for t in tb.LOOKALIKES if t in order]
-    rest = [t for t in order if t not in lookalikes]
-    n = len(rest)
-    kind_of = {tid: ("still" if i < n // 2 else "blank" if i < 3 * n // 4 else "animated") for i, tid in enumerate(rest)}
-    kind_of.update({t: "still" for t in lookalikes})
-    indexed: set[str] = set(lookalikes)
-    for kind in ("still", "blank", "animated"):
-        ids = [t for t in rest if kind_of[t] == kind]
-        indexed.update(ids[: len(ids) * 2 // 3])
-
-    def picture(tid: str):
-        return Image.open(data_dir / "memegen" / f"{tid}.jpg").convert("RGB")
-
-    def entity_image(tid: str) -> bytes:
-        r = random.Random(f"{args.seed}:entity:{tid}")
-        if kind_of[tid] == "still":
-            return (data_dir / "memegen" / f"{tid}.jpg").read_bytes()
-        if kind_of[tid] == "blank":
-            buf = io.BytesIO()
-            tb.blank_background(picture(tid), r).save(buf, "PNG")
-            return buf.getvalue()
-        return tb.animation(picture(tid), r)
-
     settings = Settings()
-    cache = Path(args.cache)
-    cache.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    claimed_i, best_i = top(route, route.match(route.prepare(data)))
+    t1 = time.perf_counter()
+    with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
+        f.write(meme_video(data, args.seconds))
+        f.flush()
+        t2 = time.perf_counter()
+        sample = sample_frames(f.name, settings.media_frames, scene_frames=settings.media_scene_frames,
+                               scene_threshold=settings.media_scene_threshold, frame_side=settings.media_frame_side)
+        matches, why = best_of_frames(route, [fr.jpeg for fr in sample.frames])
+        claimed_v, best_v = top(route, matches)
+        t3 = time.perf_counter()
+    return {"claimed_i": claimed_i, "best_i": best_i, "claimed_v": claimed_v, "best_v": best_v, "frames": len(sample.frames),
+            "image_ms": (t1 - t0) * 1000, "video_ms": (t3 - t2) * 1000, "why": why}
+
+
+def ask(args: argparse.Namespace, split: "tb.TemplateSplit", route, entity_of: dict[str, str]) -> list[dict]:
+    """The plain memes of the still templates (and of every out-of-KB one), each asked both ways."""
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        kb_settings = Settings(data_dir=Path(tmp) / "data", kb_path=Path(tmp) / "kb")
-        emb = HashEmbedder()
-        store = CultureBaseStore(EdgeBackend(Path(tmp) / "kb"), embedder_info(emb))
-        kb = KnowledgeBase(store, emb, settings=kb_settings)
-        images = ImageStore(cache / "images")
-        route = ImageRoute(store, images, tau=kb_settings.image_tau, crops=True, features=ImageFeatureStore(cache / "image_features"),
-                           descriptors=DescriptorIndex(Path(tmp) / "descriptor_index"), threads=kb_settings.image_query_threads)
-        kb._image_route = route
-        real = [Entity(name=f"tpl {tid}", aliases=[tid], description=f"memegen template {tid}", images=[images.put(entity_image(tid))])
-                for tid in sorted(indexed)]
-        kb.add(real)
-        entity_of = {e.aliases[0]: e.id for e in real}
-        distractors = []
-        for i in range(max(0, args.entities - len(real))):
-            path = cache / "distractors" / f"{i}.jpg"
-            if not path.is_file():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(tb.distractor(i))
-            distractors.append(Entity(name=f"distractor {i}", description="synthetic", images=[images.put(path.read_bytes())]))
-        for start in range(0, len(distractors), 256):
-            route.index_entities(distractors[start : start + 256])
-        route.index.collection.optimize()
-        print(f"indexed {len(real)} templates and {len(distractors)} distractors", file=sys.stderr, flush=True)
+    asked = split.order[:: max(1, len(split.order) // args.limit)] if args.limit else split.order  # spread over the split's parts
+    for done, tid in enumerate(asked):
+        if done % 10 == 0:
+            print(f"{done} templates asked about", file=sys.stderr, flush=True)
+        positive = tid in split.indexed
+        if positive and split.kind_of[tid] != "still":
+            continue  # plain-style queries are asked of still templates (as in the template bench)
+        for q in range(args.queries_per_template):
+            r = random.Random(f"{args.seed}:query:{tid}:{q}")
+            a = ask_both(args, route, tb.plain_meme(split.picture(tid), r, band=q % 3 == 2))
+            rows.append({"tid": tid, "positive": positive, "image_top1": a["best_i"] == entity_of.get(tid) and a["claimed_i"],
+                         "image_claimed": a["claimed_i"], "video_top1": a["best_v"] == entity_of.get(tid) and a["claimed_v"],
+                         "video_claimed": a["claimed_v"], "frames": a["frames"], "image_ms": a["image_ms"], "video_ms": a["video_ms"],
+                         "why": a["why"]})
+    return rows
 
-        def top(matches) -> tuple[bool, str | None]:  # type: ignore[no-untyped-def]
-            accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
-            return bool(accepted), accepted[0].entity_id if accepted else None
 
-        asked = order[:: max(1, len(order) // args.limit)] if args.limit else order  # spread over the split's parts
-        for done, tid in enumerate(asked):
-            if done % 10 == 0:
-                print(f"{done} templates asked about", file=sys.stderr, flush=True)
-            positive = tid in indexed
-            if positive and kind_of[tid] != "still":
-                continue  # plain-style queries are asked of still templates (as in the template bench)
-            for q in range(args.queries_per_template):
-                r = random.Random(f"{args.seed}:query:{tid}:{q}")
-                data = tb.plain_meme(picture(tid), r, band=q % 3 == 2)
-                t0 = time.perf_counter()
-                claimed_i, best_i = top(route.match(route.prepare(data)))
-                t1 = time.perf_counter()
-                with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
-                    f.write(meme_video(data, args.seconds))
-                    f.flush()
-                    t2 = time.perf_counter()
-                    sample = sample_frames(f.name, settings.media_frames, scene_frames=settings.media_scene_frames,
-                                           scene_threshold=settings.media_scene_threshold, frame_side=settings.media_frame_side)
-                    matches, why = best_of_frames(route, [fr.jpeg for fr in sample.frames])
-                    claimed_v, best_v = top(matches)
-                    t3 = time.perf_counter()
-                rows.append({"tid": tid, "positive": positive, "image_top1": best_i == entity_of.get(tid) and claimed_i, "image_claimed": claimed_i,
-                             "video_top1": best_v == entity_of.get(tid) and claimed_v, "video_claimed": claimed_v, "frames": len(sample.frames),
-                             "image_ms": (t1 - t0) * 1000, "video_ms": (t3 - t2) * 1000, "why": why})
-        kb.close()
-
+def summary(args: argparse.Namespace, split: "tb.TemplateSplit", rows: list[dict]) -> dict:
     pos = [r for r in rows if r["positive"]]
     neg = [r for r in rows if not r["positive"]]
 
@@ -190,10 +176,10 @@ def main() -> None:
         return round(sum(r[key] for r in sel) / max(1, len(sel)), 3)
 
     image_top1, video_top1 = share(pos, "image_top1"), share(pos, "video_top1")
-    print(json.dumps({
+    return {
         "bench": "clip_frames",
         "seed": args.seed,
-        "index": {"templates": len(indexed), "images": args.entities},
+        "index": {"templates": len(split.indexed), "images": args.entities},
         "plain_queries": {"in_kb": len(pos), "out_of_kb": len(neg)},
         "image": {"top1": image_top1, "false_claims": share(neg, "image_claimed"),
                   "ms_p50": round(statistics.median([r["image_ms"] for r in rows]), 1)},
@@ -201,7 +187,19 @@ def main() -> None:
                          "ms_p50_sample_and_match": round(statistics.median([r["video_ms"] for r in rows]), 1), "clip_seconds": args.seconds},
         "video_over_image_top1": round(video_top1 / image_top1, 3) if image_top1 else None,
         "disagreements": [{"tid": r["tid"], "image": r["image_top1"], "video": r["video_top1"]} for r in pos if r["image_top1"] != r["video_top1"]][:20],
-    }, indent=2))
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    split = tb.split_templates(Path(args.data), args.seed)  # the template bench's split: the same seeded shuffle
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        kb, route, entity_of = build_index(args, split, cache, Path(tmp))
+        rows = ask(args, split, route, entity_of)
+        kb.close()
+    print(json.dumps(summary(args, split, rows), indent=2))
 
 
 if __name__ == "__main__":

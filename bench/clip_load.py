@@ -172,7 +172,7 @@ async def post_all(base: str, uploads: list[tuple[str, bytes]], retries: int) ->
         return await asyncio.gather(*(one(n, d) for n, d in uploads))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=24)
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -184,8 +184,94 @@ def main() -> None:
     ap.add_argument("--vlm-delay", type=float, default=0.8)
     ap.add_argument("--cpu-workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--env", action="append", default=[], help="KAR_X=value for the server (repeatable)")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def start_server(args: argparse.Namespace, tmp: Path, vlm_url: str) -> tuple[subprocess.Popen, str]:
+    """``kar serve``'s app under uvicorn in its own process, over the sample KB in ``tmp``; returns it and its URL
+    once ``/readyz`` answers 200."""
+    port = free_port()
+    env = {
+        **os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "KAR_KB_PATH": str(tmp / "kb"), "KAR_DATA_DIR": str(tmp / "data"),
+        "KAR_VLM_BASE_URLS": vlm_url, "KAR_VLM_MODEL": "fake-vlm", "KAR_VLM_API_KEY": "bench", "KAR_VLM_MAX_RETRIES": "0",
+        "KAR_CPU_WORKERS": str(args.cpu_workers), "KAR_SEARCH_BACKEND": "none", "KAR_API_RATE_LIMIT_PER_MIN": "1000000",
+        "TMPDIR": str(tmp),
+        **dict(kv.split("=", 1) for kv in args.env),
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "services.app:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port),
+                             "--log-level", "warning"], env=env, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.terminate()
+            raise SystemExit("the API did not become ready")
+        time.sleep(0.3)
+
+
+def load(proc: subprocess.Popen, base: str, uploads: list[tuple[str, bytes]], retries: int) -> dict:
+    """Every upload posted at once while the server's process tree is sampled; the answers and the server after."""
+    series: list[float] = []
+    rss_ready = tree_rss_mb(proc.pid)
+    load_before = os.getloadavg()
+
+    async def measured() -> tuple[list[dict], float]:
+        stop = asyncio.Event()
+        sampler = asyncio.create_task(sample_tree(proc.pid, series, stop))
+        started = time.monotonic()
+        try:
+            return await post_all(base, uploads, retries), time.monotonic() - started
+        finally:
+            stop.set()
+            await sampler
+
+    answers, wall = asyncio.run(measured())
+    health = {p: httpx.get(base + p, timeout=30).status_code for p in ("/healthz", "/readyz")}
+    return {"answers": answers, "wall": wall, "series": series, "rss_ready": rss_ready, "load_before": load_before,
+            "health": health, "alive": proc.poll() is None, "hwm": peak_rss_mb(proc.pid), "load_after": os.getloadavg()}
+
+
+def summary(args: argparse.Namespace, clips: list[bytes], uploads: list[tuple[str, bytes]], make_s: float, m: dict) -> dict:
+    answers, series, hwm = m["answers"], m["series"], m["hwm"]
+    statuses = [s for a in answers for s in a["statuses"]]
+    counts: dict[str, int] = {}
+    for s in statuses:
+        counts[str(s)] = counts.get(str(s), 0) + 1
+    allowed = all(isinstance(s, int) and (s in (200, 503) or 400 <= s < 500) for s in statuses)
+    done = [a["s"] for a in answers if a["statuses"][-1] == 200]
+    peak = max(series) if series else None
+    return {
+        "bench": "clip_load",
+        "clients": args.clients,
+        "clip": {"seconds": args.seconds, "size": f"{args.width}x{args.height}", "fps": args.fps, "mb": [round(len(d) / 1e6, 2) for d in clips],
+                 "distinct_encoded": len(clips), "uploads_distinct_bytes": len({d for _, d in uploads})},
+        "make_s": round(make_s, 1),
+        "statuses": counts,
+        "only_200_503_4xx": allowed,
+        "answered_200": len(done),
+        "errors_in_200": sorted({a["error"] for a in answers if a["error"]}),
+        "frames_per_answer": sorted({a["frames"] for a in answers if a["statuses"][-1] == 200}),
+        "latency_s": {"p50": round(statistics.median(done), 2), "max": round(max(done), 2)} if done else None,
+        "wall_s": round(m["wall"], 1),
+        "server_tree_rss_mb": {"ready": m["rss_ready"], "peak": peak, "p50": round(statistics.median(series), 1) if series else None,
+                               "samples": len(series), "server_vmhwm": hwm},
+        "rss_bar_mb": RSS_BAR_MB,
+        "within_rss_bar": peak is not None and peak <= RSS_BAR_MB and (hwm or 0) <= RSS_BAR_MB,
+        "healthy_after": {**m["health"], "alive": m["alive"]},
+        "cpus": os.cpu_count(),
+        "cpu_workers": args.cpu_workers,
+        "load_avg_1_5_15_before": [round(x, 2) for x in m["load_before"]],
+        "load_avg_1_5_15_after": [round(x, 2) for x in m["load_after"]],
+    }
+
+
+def main() -> None:
+    args = parse_args()
     from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
 
     t0 = time.monotonic()
@@ -200,85 +286,20 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="kar-clip-load-"))
     build_kb(tmp / "kb")
     server = FakeOpenAIServer(responder=responder).start()
-    port = free_port()
-    env = {
-        **os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "KAR_KB_PATH": str(tmp / "kb"), "KAR_DATA_DIR": str(tmp / "data"),
-        "KAR_VLM_BASE_URLS": server.base_url, "KAR_VLM_MODEL": "fake-vlm", "KAR_VLM_API_KEY": "bench", "KAR_VLM_MAX_RETRIES": "0",
-        "KAR_CPU_WORKERS": str(args.cpu_workers), "KAR_SEARCH_BACKEND": "none", "KAR_API_RATE_LIMIT_PER_MIN": "1000000",
-        "TMPDIR": str(tmp),
-        **dict(kv.split("=", 1) for kv in args.env),
-    }
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "services.app:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port),
-                             "--log-level", "warning"], env=env, cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    series: list[float] = []
+    proc = None
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the API did not become ready")
-            time.sleep(0.3)
-        rss_ready = tree_rss_mb(proc.pid)
-        load_before = os.getloadavg()
-
-        async def measured() -> tuple[list[dict], float]:
-            stop = asyncio.Event()
-            sampler = asyncio.create_task(sample_tree(proc.pid, series, stop))
-            started = time.monotonic()
-            try:
-                return await post_all(base, uploads, args.retries), time.monotonic() - started
-            finally:
-                stop.set()
-                await sampler
-
-        answers, wall = asyncio.run(measured())
-        health = {p: httpx.get(base + p, timeout=30).status_code for p in ("/healthz", "/readyz")}
-        alive = proc.poll() is None
-        hwm = peak_rss_mb(proc.pid)
-        load_after = os.getloadavg()
+        proc, base = start_server(args, tmp, server.base_url)
+        measured = load(proc, base, uploads, args.retries)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    statuses = [s for a in answers for s in a["statuses"]]
-    counts: dict[str, int] = {}
-    for s in statuses:
-        counts[str(s)] = counts.get(str(s), 0) + 1
-    allowed = all(isinstance(s, int) and (s in (200, 503) or 400 <= s < 500) for s in statuses)
-    done = [a["s"] for a in answers if a["statuses"][-1] == 200]
-    peak = max(series) if series else None
-    print(json.dumps({
-        "bench": "clip_load",
-        "clients": args.clients,
-        "clip": {"seconds": args.seconds, "size": f"{args.width}x{args.height}", "fps": args.fps, "mb": [round(len(d) / 1e6, 2) for d in clips],
-                 "distinct_encoded": len(clips), "uploads_distinct_bytes": len({d for _, d in uploads})},
-        "make_s": round(make_s, 1),
-        "statuses": counts,
-        "only_200_503_4xx": allowed,
-        "answered_200": len(done),
-        "errors_in_200": sorted({a["error"] for a in answers if a["error"]}),
-        "frames_per_answer": sorted({a["frames"] for a in answers if a["statuses"][-1] == 200}),
-        "latency_s": {"p50": round(statistics.median(done), 2), "max": round(max(done), 2)} if done else None,
-        "wall_s": round(wall, 1),
-        "server_tree_rss_mb": {"ready": rss_ready, "peak": peak, "p50": round(statistics.median(series), 1) if series else None,
-                               "samples": len(series), "server_vmhwm": hwm},
-        "rss_bar_mb": RSS_BAR_MB,
-        "within_rss_bar": peak is not None and peak <= RSS_BAR_MB and (hwm or 0) <= RSS_BAR_MB,
-        "healthy_after": {**health, "alive": alive},
-        "cpus": os.cpu_count(),
-        "cpu_workers": args.cpu_workers,
-        "load_avg_1_5_15_before": [round(x, 2) for x in load_before],
-        "load_avg_1_5_15_after": [round(x, 2) for x in load_after],
-    }, indent=2))
+    print(json.dumps(summary(args, clips, uploads, make_s, measured), indent=2))
 
 
 if __name__ == "__main__":

@@ -186,37 +186,30 @@ def rss_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=30)
     parser.add_argument("--sides", default="960,1280,1600,2000")
     parser.add_argument("--megapixels", default="12,16", help="min,max megapixels of the rendered photos")
     parser.add_argument("--detect-full", action="store_true", help="also compare with detection on the full-size pixels (slow, GBs)")
-    args = parser.parse_args()
-    from retrieval.ocr import OCR
+    return parser.parse_args()
 
-    sides = [int(s) for s in args.sides.split(",")]
-    lo, hi = (float(x) for x in args.megapixels.split(","))
-    texts = caption_set(args.images)
-    from culturebase.settings import Settings
 
-    det_side = Settings().ocr_det_side  # KAR_OCR_DET_SIDE
-    readers = {side: OCR(max_side=side, det_side=det_side) for side in sides}
+def compare(args: argparse.Namespace, texts: list[str], readers: dict[int, Any], lo: float, hi: float) -> dict[str, Any]:
+    """Each photo read at full size and by every bounded reader; per side, the readings that agree (and timings)."""
     per_side: dict[int, dict[str, Any]] = {
-        side: {"identical": 0, "same": 0, "caption": 0, "identical_detect_full": 0, "seconds": 0.0, "mismatches": []} for side in sides
+        side: {"identical": 0, "same": 0, "caption": 0, "identical_detect_full": 0, "seconds": 0.0, "mismatches": []} for side in readers
     }
-    full_s = 0.0
-    full_matches_caption = 0
-    detect_full_matches_caption = 0
+    totals = {"full_s": 0.0, "full_matches_caption": 0, "detect_full_matches_caption": 0}
     for i, text in enumerate(texts):
         rng = random.Random(i)
         data = make_photo(text, seed=i, megapixels=rng.uniform(lo, hi), fmt="WEBP" if i % 3 == 0 else "JPEG")
         t0 = time.perf_counter()
         reference = full_size_reading(data)
-        full_s += time.perf_counter() - t0
-        full_matches_caption += reference == norm(text)
+        totals["full_s"] += time.perf_counter() - t0
+        totals["full_matches_caption"] += reference == norm(text)
         reference_df = full_size_reading(data, detect_full=True) if args.detect_full else None
-        detect_full_matches_caption += reference_df == norm(text)
+        totals["detect_full_matches_caption"] += reference_df == norm(text)
         for side, reader in readers.items():
             t0 = time.perf_counter()
             got = norm(reader.read(data).text)
@@ -229,38 +222,50 @@ def main() -> None:
             elif len(per_side[side]["mismatches"]) < 5:
                 per_side[side]["mismatches"].append({"caption": text, "full": reference, "bounded": got})
         print(f"{i + 1}/{len(texts)}", file=sys.stderr, flush=True)
-    n = len(texts)
-    print(
-        json.dumps(
-            {
-                "bench": "ocr_side",
-                "images": n,
-                "megapixels": [lo, hi],
-                "ocr_det_side": det_side,
-                "full_size_readings_computed": FULL_COMPUTED,
-                "full_size_ocr_s_mean": round(full_s / FULL_COMPUTED, 3) if FULL_COMPUTED else None,
-                "full_size_identical_to_drawn_caption": round(full_matches_caption / n, 3),
-                **({"full_size_detection_identical_to_drawn_caption": round(detect_full_matches_caption / n, 3)} if args.detect_full else {}),
-                "sides": {
-                    str(side): {
-                        "identical_to_full_size": round(v["identical"] / n, 3),
-                        "same_reading_as_full_size": round(v["same"] / n, 3),
-                        "identical_to_drawn_caption": round(v["caption"] / n, 3),
-                        **({"identical_to_full_size_detection": round(v["identical_detect_full"] / n, 3)} if args.detect_full else {}),
-                        "ocr_s_mean": round(v["seconds"] / n, 3),
-                        "speedup_vs_full": round(full_s / v["seconds"], 2) if v["seconds"] and FULL_COMPUTED == n else None,
-                        "mismatches": v["mismatches"],
-                    }
-                    for side, v in per_side.items()
-                },
-                "process_peak_rss_mb": round(rss_peak_mb(), 1),
-                "cpus": os.cpu_count(),
-                "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-            },
-            indent=2,
-            ensure_ascii=False,
-        )
-    )
+    return {"per_side": per_side, **totals}
+
+
+def summary(args: argparse.Namespace, n: int, lo: float, hi: float, det_side: int, c: dict[str, Any]) -> dict[str, Any]:
+    full_s = c["full_s"]
+    return {
+        "bench": "ocr_side",
+        "images": n,
+        "megapixels": [lo, hi],
+        "ocr_det_side": det_side,
+        "full_size_readings_computed": FULL_COMPUTED,
+        "full_size_ocr_s_mean": round(full_s / FULL_COMPUTED, 3) if FULL_COMPUTED else None,
+        "full_size_identical_to_drawn_caption": round(c["full_matches_caption"] / n, 3),
+        **({"full_size_detection_identical_to_drawn_caption": round(c["detect_full_matches_caption"] / n, 3)} if args.detect_full else {}),
+        "sides": {
+            str(side): {
+                "identical_to_full_size": round(v["identical"] / n, 3),
+                "same_reading_as_full_size": round(v["same"] / n, 3),
+                "identical_to_drawn_caption": round(v["caption"] / n, 3),
+                **({"identical_to_full_size_detection": round(v["identical_detect_full"] / n, 3)} if args.detect_full else {}),
+                "ocr_s_mean": round(v["seconds"] / n, 3),
+                "speedup_vs_full": round(full_s / v["seconds"], 2) if v["seconds"] and FULL_COMPUTED == n else None,
+                "mismatches": v["mismatches"],
+            }
+            for side, v in c["per_side"].items()
+        },
+        "process_peak_rss_mb": round(rss_peak_mb(), 1),
+        "cpus": os.cpu_count(),
+        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    from culturebase.settings import Settings
+    from retrieval.ocr import OCR
+
+    sides = [int(s) for s in args.sides.split(",")]
+    lo, hi = (float(x) for x in args.megapixels.split(","))
+    texts = caption_set(args.images)
+    det_side = Settings().ocr_det_side  # KAR_OCR_DET_SIDE
+    readers = {side: OCR(max_side=side, det_side=det_side) for side in sides}
+    compared = compare(args, texts, readers, lo, hi)
+    print(json.dumps(summary(args, len(texts), lo, hi, det_side, compared), indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":

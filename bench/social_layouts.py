@@ -50,7 +50,7 @@ def cjk_font_path() -> str | None:
     return next((p for p in candidates if p and Path(p).is_file()), None)
 
 
-_CJK = cjk_font_path()
+CJK_FONT = cjk_font_path()
 
 
 @dataclass
@@ -89,8 +89,8 @@ def draw_text(d: ImageDraw.ImageDraw, xy: tuple[int, int], text: str, size: int,
         font = _font(size)
         d.text((x, y), text, font=font, fill=fill)
         return int(d.textlength(text, font=font))
-    if _CJK:
-        font = ImageFont.truetype(_CJK, size)
+    if CJK_FONT:
+        font = ImageFont.truetype(CJK_FONT, size)
         d.text((x, y), text, font=font, fill=fill)
         return int(d.textlength(text, font=font))
     w = max(1, size // 12)

@@ -45,8 +45,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from retrieval import sound_fingerprint as fp  # noqa: E402
-from retrieval import sound_route  # noqa: E402
+from retrieval.sounds import fingerprint as fp  # noqa: E402
+from retrieval.sounds import route as sound_route  # noqa: E402
 
 SR = fp.SAMPLE_RATE
 WORDS = (
@@ -394,7 +394,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--indexed", type=int, default=200)
     ap.add_argument("--distractors", type=int, default=1000)
@@ -405,27 +405,32 @@ def main() -> None:
     ap.add_argument("--rows", type=Path, help="write every query's row here (JSONL per method and split)")
     ap.add_argument("--splits", default="calibration,held-out", help="query splits to run (calibration, held-out)")
     ap.add_argument("--cache", type=Path, help="keep the generated sounds here (a pickle per size and seed) and reuse them")
-    args = ap.parse_args()
-    t0 = time.perf_counter()
+    return ap.parse_args()
+
+
+def load_sounds(args: argparse.Namespace) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Every sound (indexed, distractors, absent) and the speech and music pools mixed under queries: from the
+    cache when it holds them, else generated (and cached)."""
     total = args.indexed + args.distractors + args.absent
     cached = args.cache / f"sounds-{total}-{args.seed}.pkl" if args.cache else None
     if cached is not None and cached.exists():
         with cached.open("rb") as f:
-            sounds, speech_pool, music_pool = pickle.load(f)
-    else:
-        need_tools()
-        rng = np.random.default_rng(args.seed)
-        sounds = make_sounds(total, rng)
-        speech_pool = [speech(rng) for _ in range(20)]
-        music_pool = [music(rng) for _ in range(20)]
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            with cached.open("wb") as f:
-                pickle.dump((sounds, speech_pool, music_pool), f)
-    made_s = time.perf_counter() - t0
-    kb = sounds[: args.indexed + args.distractors]
-    owners = list(range(len(kb)))
-    absent = sounds[args.indexed + args.distractors :]
+            return pickle.load(f)
+    need_tools()
+    rng = np.random.default_rng(args.seed)
+    sounds = make_sounds(total, rng)
+    speech_pool = [speech(rng) for _ in range(20)]
+    music_pool = [music(rng) for _ in range(20)]
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with cached.open("wb") as f:
+            pickle.dump((sounds, speech_pool, music_pool), f)
+    return sounds, speech_pool, music_pool
+
+
+def query_splits(args: argparse.Namespace, kb: list[np.ndarray], owners: list[int], absent: list[np.ndarray],
+                 speech_pool: list[np.ndarray], music_pool: list[np.ndarray]) -> dict[str, list[dict[str, Any]]]:
+    """The queries of each split asked for (both are always drawn, so a split's queries do not depend on the other)."""
     splits = {}
     for split, seed in (("calibration", args.seed + 1), ("held-out", args.seed + 2)):
         qrng = np.random.default_rng(seed)
@@ -433,6 +438,39 @@ def main() -> None:
         q += make_queries(absent, [None] * len(absent), qrng, 1, speech_pool, music_pool)
         if split in args.splits.split(","):
             splits[split] = q
+    return splits
+
+
+def run_method(name: str, root: Path, kb: list[np.ndarray], owners: list[int], splits: dict[str, list[dict[str, Any]]],
+               rows_dir: Path | None) -> dict[str, Any] | str:
+    """One method indexed and run over every split (its rows written to ``rows_dir`` when given)."""
+    if name == "chromaprint" and shutil.which("fpcalc") is None:
+        return "skipped: fpcalc not found (Debian: libchromaprint-tools)"
+    method = (LandmarkMethod if name == "landmarks" else ChromaprintMethod)(root / name)
+    t = time.perf_counter()
+    method.index(kb, owners)
+    entry: dict[str, Any] = {"index_s": round(time.perf_counter() - t, 1)}
+    for split, q in splits.items():
+        out = run(method, q)
+        rows = out.pop("rows")
+        entry[split] = out
+        if rows_dir:
+            rows_dir.mkdir(parents=True, exist_ok=True)
+            with (rows_dir / f"{name}-{split}.jsonl").open("w") as f:
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
+    return entry
+
+
+def main() -> None:
+    args = parse_args()
+    t0 = time.perf_counter()
+    sounds, speech_pool, music_pool = load_sounds(args)
+    made_s = time.perf_counter() - t0
+    kb = sounds[: args.indexed + args.distractors]
+    owners = list(range(len(kb)))
+    absent = sounds[args.indexed + args.distractors :]
+    splits = query_splits(args, kb, owners, absent, speech_pool, music_pool)
     result: dict[str, Any] = {
         "sounds": {"indexed_entities_sounds": args.indexed, "distractors_indexed": args.distractors, "absent": args.absent,
                    "generation_s": round(made_s, 1)},
@@ -441,23 +479,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="kar-sounds-") as tmp:
         for name in [m for m in args.methods.split(",") if m]:
-            if name == "chromaprint" and shutil.which("fpcalc") is None:
-                result["methods"][name] = "skipped: fpcalc not found (Debian: libchromaprint-tools)"
-                continue
-            method = (LandmarkMethod if name == "landmarks" else ChromaprintMethod)(Path(tmp) / name)
-            t = time.perf_counter()
-            method.index(kb, owners)
-            entry: dict[str, Any] = {"index_s": round(time.perf_counter() - t, 1)}
-            for split, q in splits.items():
-                out = run(method, q)
-                rows = out.pop("rows")
-                entry[split] = out
-                if args.rows:
-                    args.rows.mkdir(parents=True, exist_ok=True)
-                    with (args.rows / f"{name}-{split}.jsonl").open("w") as f:
-                        for r in rows:
-                            f.write(json.dumps(r) + "\n")
-            result["methods"][name] = entry
+            result["methods"][name] = run_method(name, Path(tmp), kb, owners, splits, args.rows)
     print(json.dumps(result, indent=2))
 
 

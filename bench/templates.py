@@ -53,7 +53,9 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -232,7 +234,7 @@ def distractor(i: int) -> bytes:
 def image_route_margin() -> float:
     import retrieval.images.route as image_route_module
 
-    return image_route_module.LOOKALIKE_MARGIN
+    return image_route_module.PARAMS.lookalike_margin
 
 
 def _contest_row(matches, right: str | None) -> dict | None:
@@ -283,7 +285,7 @@ def _index_grown_as(index, growth: int, nprobe: int):
     while trained * growth <= len(codes):
         trained *= growth
     copy = _index_copy(index, nprobe)
-    nlist = int(max(64, min(65_536, math.sqrt(di.NLIST_COST * 2 * trained))))
+    nlist = int(max(64, min(65_536, math.sqrt(di.PARAMS.nlist_cost * 2 * trained))))
     quantizer = faiss.IndexBinaryFlat(di.CODE_BYTES * 8)
     ivf = faiss.IndexBinaryIVF(quantizer, di.CODE_BYTES * 8, nlist)
     ivf.own_fields = True
@@ -297,82 +299,114 @@ def _index_grown_as(index, growth: int, nprobe: int):
 
 
 def _index_retrained(index):
-    """A copy of the descriptor index retrained now, under the module settings in force (a variant's ``set``:
-    ``NLIST_COST``, ``TRAIN_PER_LIST``, ...); the index itself is left as it is."""
+    """A copy of the descriptor index retrained now, under the parameters in force (a variant's ``set``:
+    ``retrieval.images.descriptor_index.PARAMS.nlist_cost``, ...); the index itself is left as it is."""
     copy = _index_copy(index, index.nprobe)
     copy._index = index._index  # read by the retrain, replaced by the new IVF
     copy.retrain()
     return copy
 
 
-def _run_variants(variants: list[dict], route, queries: list, entity_of: dict) -> None:
-    """Each variant's settings applied (a module constant ``module.NAME`` or ``route.attr`` /
-    ``route.descriptors.attr``; ``"index": {"growth": 8, "nprobe": 2}``: the descriptor index as another
-    retrain rule would have left it, :func:`_index_grown_as`; ``"retrain": true``: the index retrained under the
-    variant's settings, :func:`_index_retrained`), the queries run again, top-1 / false claims /
-    CPU p50,p95 per style printed on stderr as one JSON line, the settings restored."""
+def _set(route, name: str, value):
+    """Set one variant setting; returns ``(holder, attribute, old value)`` to restore it.  ``route.attr`` (or
+    ``route.descriptors.attr``) sets the route's attribute; ``module.NAME`` a module constant; ``module.PARAMS.field``
+    one field of a module's parameters object (the object is replaced by a copy with that field changed)."""
+    import dataclasses
     import importlib
 
-    def target(name: str):
-        if name.startswith("route."):
-            obj, attr = route, name[len("route."):]
-            while "." in attr:
-                head, attr = attr.split(".", 1)
-                obj = getattr(obj, head)
-            return obj, attr
-        module, attr = name.rsplit(".", 1)
-        return importlib.import_module(module), attr
-
-    for variant in variants:
-        saved = []
-        if variant.get("index"):
-            other = _index_grown_as(route.descriptors, int(variant["index"]["growth"]), int(variant["index"]["nprobe"]))
-            saved.append((route, "descriptors", route.descriptors))
-            route.descriptors = other
-            print(f"variant {variant.get('name')}: IVF {int(other._index.nlist)} lists, trained at {other._trained_at}",
-                  file=sys.stderr, flush=True)
-        for name, value in variant.get("set", {}).items():
-            obj, attr = target(name)
-            saved.append((obj, attr, getattr(obj, attr)))
-            setattr(obj, attr, value)
-        if variant.get("retrain"):  # the index as a retrain under these settings leaves it
-            other = _index_retrained(route.descriptors)
-            saved.append((route, "descriptors", route.descriptors))
-            route.descriptors = other
-            print(f"variant {variant.get('name')}: retrained {json.dumps(other.last_retrain)}", file=sys.stderr, flush=True)
-        per: dict[str, dict] = {}
+    if name.startswith("route."):
+        obj, attr = route, name[len("route."):]
+        while "." in attr:
+            head, attr = attr.split(".", 1)
+            obj = getattr(obj, head)
+        old = getattr(obj, attr)
+        setattr(obj, attr, value)
+        return obj, attr, old
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
         try:
-            for style, tid, positive, data, _layout in queries:
-                c0, w0 = time.process_time(), time.perf_counter()
-                matches = route.match(route.prepare(data))
-                ms = (time.process_time() - c0) * 1000
-                wall = (time.perf_counter() - w0) * 1000
-                accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
-                row = per.setdefault(style, {"pos": [], "neg": [], "cpu": [], "cpu_neg": [], "wall": [], "misses": []})
-                row["wall"].append(wall)
-                if positive:
-                    ok = bool(accepted) and accepted[0].entity_id == entity_of.get(tid)
-                    row["pos"].append(ok)
-                    row["cpu"].append(ms)
-                    if not ok:
-                        row["misses"].append(tid)
-                else:
-                    row["neg"].append(bool(accepted))
-                    row["cpu_neg"].append(ms)
+            module = importlib.import_module(".".join(parts[:cut]))
+            break
+        except ImportError:
+            continue
+    rest = parts[cut:]
+    old = getattr(module, rest[0])
+    setattr(module, rest[0], value if len(rest) == 1 else dataclasses.replace(old, **{rest[1]: value}))
+    return module, rest[0], old
+
+
+def _apply_variant(variant: dict, route) -> list:
+    """A variant's descriptor index and settings put in place; returns what restores them (last first)."""
+    saved = []
+    if variant.get("index"):
+        other = _index_grown_as(route.descriptors, int(variant["index"]["growth"]), int(variant["index"]["nprobe"]))
+        saved.append((route, "descriptors", route.descriptors))
+        route.descriptors = other
+        print(f"variant {variant.get('name')}: IVF {int(other._index.nlist)} lists, trained at {other._trained_at}",
+              file=sys.stderr, flush=True)
+    for name, value in variant.get("set", {}).items():
+        saved.append(_set(route, name, value))
+    if variant.get("retrain"):  # the index as a retrain under these settings leaves it
+        other = _index_retrained(route.descriptors)
+        saved.append((route, "descriptors", route.descriptors))
+        route.descriptors = other
+        print(f"variant {variant.get('name')}: retrained {json.dumps(other.last_retrain)}", file=sys.stderr, flush=True)
+    return saved
+
+
+def _variant_rows(route, queries: list, entity_of: dict) -> dict[str, dict]:
+    """The queries run again: per style, positives' top-1, negatives' claims, CPU, wall time and misses."""
+    per: dict[str, dict] = {}
+    for style, tid, positive, data, _layout in queries:
+        c0, w0 = time.process_time(), time.perf_counter()
+        matches = route.match(route.prepare(data))
+        ms = (time.process_time() - c0) * 1000
+        wall = (time.perf_counter() - w0) * 1000
+        accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
+        row = per.setdefault(style, {"pos": [], "neg": [], "cpu": [], "cpu_neg": [], "wall": [], "misses": []})
+        row["wall"].append(wall)
+        if positive:
+            ok = bool(accepted) and accepted[0].entity_id == entity_of.get(tid)
+            row["pos"].append(ok)
+            row["cpu"].append(ms)
+            if not ok:
+                row["misses"].append(tid)
+        else:
+            row["neg"].append(bool(accepted))
+            row["cpu_neg"].append(ms)
+    return per
+
+
+def _p50_p95(values: list[float]) -> list[float]:
+    return [round(statistics.median(values), 1), round(pct(values, 0.95), 1)]
+
+
+def _print_variant(name: str | None, per: dict[str, dict]) -> None:
+    allcpu = [c for r in per.values() for c in r["cpu"] + r["cpu_neg"]]
+    allwall = [w for r in per.values() for w in r["wall"]]
+    print("variant " + json.dumps({
+        "name": name, "cpu_p50_p95": _p50_p95(allcpu), "wall_p50_p95": _p50_p95(allwall),
+        **{style: {"top1": round(sum(r["pos"]) / max(1, len(r["pos"])), 3), "false_claims": round(sum(r["neg"]) / max(1, len(r["neg"])), 3),
+                   "cpu": _p50_p95(r["cpu"]) if r["cpu"] else None,
+                   "cpu_not_in_kb": _p50_p95(r["cpu_neg"]) if r["cpu_neg"] else None,
+                   "misses": sorted(r["misses"])}
+           for style, r in per.items()},
+    }), file=sys.stderr, flush=True)
+
+
+def _run_variants(variants: list[dict], route, queries: list, entity_of: dict) -> None:
+    """Each variant's settings applied (:func:`_set`; ``"index": {"growth": 8, "nprobe": 2}``: the descriptor index
+    as another retrain rule would have left it, :func:`_index_grown_as`; ``"retrain": true``: the index retrained
+    under the variant's settings, :func:`_index_retrained`), the queries run again, top-1 / false claims /
+    CPU p50,p95 per style printed on stderr as one JSON line, the settings restored."""
+    for variant in variants:
+        saved = _apply_variant(variant, route)
+        try:
+            per = _variant_rows(route, queries, entity_of)
         finally:
             for obj, attr, value in reversed(saved):
                 setattr(obj, attr, value)
-        allcpu = [c for r in per.values() for c in r["cpu"] + r["cpu_neg"]]
-        allwall = [w for r in per.values() for w in r["wall"]]
-        print("variant " + json.dumps({
-            "name": variant.get("name"), "cpu_p50_p95": [round(statistics.median(allcpu), 1), round(pct(allcpu, 0.95), 1)],
-            "wall_p50_p95": [round(statistics.median(allwall), 1), round(pct(allwall, 0.95), 1)],
-            **{style: {"top1": round(sum(r["pos"]) / max(1, len(r["pos"])), 3), "false_claims": round(sum(r["neg"]) / max(1, len(r["neg"])), 3),
-                       "cpu": [round(statistics.median(r["cpu"]), 1), round(pct(r["cpu"], 0.95), 1)] if r["cpu"] else None,
-                       "cpu_not_in_kb": [round(statistics.median(r["cpu_neg"]), 1), round(pct(r["cpu_neg"], 0.95), 1)] if r["cpu_neg"] else None,
-                       "misses": sorted(r["misses"])}
-               for style, r in per.items()},
-        }), file=sys.stderr, flush=True)
+        _print_variant(variant.get("name"), per)
 
 
 def crawl_templates(settings, templates: list[dict], blobs: dict[str, bytes]) -> tuple[dict, float, str]:
@@ -401,7 +435,7 @@ def crawl_templates(settings, templates: list[dict], blobs: dict[str, bytes]) ->
         return job.counters, seconds, server.url
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=23)
     parser.add_argument("--kb-from", choices=("direct", "crawl"), default="direct",
@@ -413,7 +447,7 @@ def main() -> None:
     parser.add_argument("--families", default=",".join(social_layouts.FAMILIES),
                         help="layout families drawn (tuning: " + ",".join(social_layouts.TUNING_FAMILIES) + ")")
     parser.add_argument("--styles", default=",".join(STYLES), help="query styles run")
-    parser.add_argument("--margin", type=float, default=None, help="look-alike margin (default: the route's LOOKALIKE_MARGIN)")
+    parser.add_argument("--margin", type=float, default=None, help="look-alike margin (default: the route's PARAMS.lookalike_margin)")
     parser.add_argument("--baseline", action="store_true", help="also run the route without descriptor votes and the mirrored pass")
     parser.add_argument("--synthetic-fill", type=int, default=0,
                         help="latency at scale: add this many synthetic images (random hash vectors; descriptors of a cached "
@@ -423,30 +457,51 @@ def main() -> None:
     parser.add_argument("--query-threads", type=int, default=None,
                         help="threads a query's work is split over (default: KAR_IMAGE_QUERY_THREADS' default); cpu is then "
                              "the process's CPU over the query, every thread counted")
-    args = parser.parse_args()
-    families = [f for f in args.families.split(",") if f]
-    styles = [s for s in args.styles.split(",") if s]
+    return parser.parse_args()
 
-    from culturebase.entity import Entity
-    from culturebase.settings import Settings
-    from hash_embedder import HashEmbedder
-    from PIL import Image
-    from retrieval.embedders import embedder_info
-    from retrieval.images.route import DEFAULT_VOTE, ImageRoute
-    from retrieval.knowledge_base import KnowledgeBase
-    from culturebase.images import ImageStore
-    from culturebase.store import CultureBaseStore
-    from culturebase.store.edge import EdgeBackend
-    from culturebase.store.images import ImageFeatureStore
 
-    data_dir = Path(args.data)
-    templates = json.loads((data_dir / "memegen_templates.json").read_text("utf-8"))
-    page_of = {t["id"]: (t.get("source") or "").rstrip("/").split("://")[-1] for t in templates}
+@dataclass
+class TemplateSplit:
+    """The memegen templates with a picture, each's kind of entity image, and which are indexed."""
 
-    def same_page(a: str, b: str | None) -> bool:
+    data_dir: Path
+    seed: int
+    templates: list[dict]
+    with_image: list[str]
+    order: list[str]
+    kind_of: dict[str, str]
+    indexed: set[str]
+    held_out: list[str]
+    lookalikes: list[str]
+
+    def picture(self, tid: str):
+        from PIL import Image
+
+        return Image.open(self.data_dir / "memegen" / f"{tid}.jpg").convert("RGB")
+
+    def entity_image(self, tid: str) -> bytes:
+        r = random.Random(f"{self.seed}:entity:{tid}")
+        kind = self.kind_of[tid]
+        if kind == "still":
+            return (self.data_dir / "memegen" / f"{tid}.jpg").read_bytes()
+        if kind == "blank":
+            buf = io.BytesIO()
+            blank_background(self.picture(tid), r).save(buf, "PNG")
+            return buf.getvalue()
+        return animation(self.picture(tid), r)
+
+    def same_page(self, a: str, b: str | None) -> bool:
+        """Both templates are filed under one KnowYourMeme page (memegen's ``source``)."""
+        page_of = {t["id"]: (t.get("source") or "").rstrip("/").split("://")[-1] for t in self.templates}
         return b is not None and bool(page_of.get(a)) and page_of.get(a) == page_of.get(b)
+
+
+def split_templates(data_dir: Path, seed: int) -> TemplateSplit:
+    """A seeded shuffle: look-alikes always indexed as stills; the rest half still, a quarter blank-background, a
+    quarter animated, two thirds of each kind indexed."""
+    templates = json.loads((data_dir / "memegen_templates.json").read_text("utf-8"))
     with_image = [t["id"] for t in templates if (data_dir / "memegen" / f"{t['id']}.jpg").is_file()]
-    rng = random.Random(args.seed)
+    rng = random.Random(seed)
     order = sorted(with_image)
     rng.shuffle(order)
     lookalikes = [t for t in LOOKALIKES if t in order]
@@ -459,270 +514,381 @@ def main() -> None:
         ids = [t for t in rest if kind_of[t] == kind]
         indexed.update(ids[: len(ids) * 2 // 3])
     held_out = [t for t in order if t not in indexed]
+    return TemplateSplit(data_dir, seed, templates, with_image, order, kind_of, indexed, held_out, lookalikes)
 
-    def picture(tid: str):
-        return Image.open(data_dir / "memegen" / f"{tid}.jpg").convert("RGB")
 
-    def entity_image(tid: str) -> bytes:
-        r = random.Random(f"{args.seed}:entity:{tid}")
-        kind = kind_of[tid]
-        if kind == "still":
-            return (data_dir / "memegen" / f"{tid}.jpg").read_bytes()
-        if kind == "blank":
-            buf = io.BytesIO()
-            blank_background(picture(tid), r).save(buf, "PNG")
-            return buf.getvalue()
-        return animation(picture(tid), r)
+@dataclass
+class Run:
+    """What one bench run built and measured (filled step by step)."""
 
-    cache = Path(args.cache)
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp) / "data", kb_path=Path(tmp) / "kb", crawl_delay_s=0)
-        blobs = {tid: entity_image(tid) for tid in sorted(indexed)}
-        crawl: dict | None = None
-        if args.kb_from == "crawl":
-            by_id = {t["id"]: t for t in templates}
-            counters, crawl_s, api = crawl_templates(settings, [by_id[tid] for tid in sorted(indexed)], blobs)
-            crawl = {k: counters.get(k) for k in ("items_parsed", "items_stored", "merged", "merged_by_rule", "kept_apart", "split",
+    args: argparse.Namespace
+    split: TemplateSplit
+    cache: Path
+    styles: list[str]
+    families: list[str]
+    settings: Any = None
+    store: Any = None
+    emb: Any = None
+    kb: Any = None
+    route: Any = None
+    images: Any = None
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    crawl: dict | None = None
+    api: str = ""
+    real: list = field(default_factory=list)
+    entity_of: dict[str, str] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=dict)
+    n_distractors: int = 0
+    fresh: int = 0
+    queries: list = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
+    lat: list[float] = field(default_factory=list)
+    lat_prepare: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    baseline: list[dict] = field(default_factory=list)
+    agree: str = ""
+    points: int = 0
+    index_figures: dict[str, Any] = field(default_factory=dict)
+
+
+def build_route(run: Run, tmp: Path) -> None:
+    """The store, the knowledge base and the image route (the crawl first, with ``--kb-from crawl``)."""
+    from culturebase.images import ImageStore
+    from culturebase.settings import Settings
+    from culturebase.store import CultureBaseStore
+    from culturebase.store.edge import EdgeBackend
+    from culturebase.store.images import ImageFeatureStore
+    from hash_embedder import HashEmbedder
+    from retrieval.embedders import embedder_info
+    from retrieval.images.descriptor_index import DescriptorIndex
+    from retrieval.images.route import ImageRoute
+    from retrieval.knowledge_base import KnowledgeBase
+
+    args, split = run.args, run.split
+    run.settings = Settings(data_dir=tmp / "data", kb_path=tmp / "kb", crawl_delay_s=0)
+    run.blobs = {tid: split.entity_image(tid) for tid in sorted(split.indexed)}
+    if args.kb_from == "crawl":
+        by_id = {t["id"]: t for t in split.templates}
+        counters, crawl_s, run.api = crawl_templates(run.settings, [by_id[tid] for tid in sorted(split.indexed)], run.blobs)
+        run.crawl = {k: counters.get(k) for k in ("items_parsed", "items_stored", "merged", "merged_by_rule", "kept_apart", "split",
                                                     "images_stored", "images_failed_total")}
-            crawl["seconds"] = round(crawl_s, 1)
-        emb = HashEmbedder()
-        store = CultureBaseStore(EdgeBackend(Path(tmp) / "kb"), embedder_info(emb))
-        kb = KnowledgeBase(store, emb, settings=settings)
-        images = ImageStore(cache / "images")
-        from retrieval.images.descriptor_index import DescriptorIndex, ImageKey
+        run.crawl["seconds"] = round(crawl_s, 1)
+    run.emb = HashEmbedder()
+    run.store = CultureBaseStore(EdgeBackend(tmp / "kb"), embedder_info(run.emb))
+    run.kb = KnowledgeBase(run.store, run.emb, settings=run.settings)
+    run.images = ImageStore(run.cache / "images")
+    threads = args.query_threads or run.settings.image_query_threads
+    run.route = ImageRoute(run.store, run.images, tau=run.settings.image_tau, crops=True,
+                           features=ImageFeatureStore(run.cache / "image_features"), threads=threads,
+                           descriptors=DescriptorIndex(tmp / "descriptor_index"))
+    if args.margin is not None:
+        import dataclasses
 
-        threads = args.query_threads or settings.image_query_threads
-        route = ImageRoute(store, images, tau=settings.image_tau, crops=True, features=ImageFeatureStore(cache / "image_features"),
-                           threads=threads,
-                           descriptors=DescriptorIndex(Path(tmp) / "descriptor_index"))
-        if args.margin is not None:
-            import retrieval.images.route as image_route_module
+        import retrieval.images.route as image_route_module
 
-            image_route_module.LOOKALIKE_MARGIN = args.margin
-        kb._image_route = route
+        image_route_module.PARAMS = dataclasses.replace(image_route_module.PARAMS, lookalike_margin=args.margin)
+    run.kb._image_route = run.route
 
-        # -- index: the real templates (entities in the store), then the distractors (image points only)
-        if crawl is not None:  # the crawl stored the entities and their images: index them into this route
-            real = list(store.iter_entities())
-            crawled = ImageStore(settings.images_dir)
-            for image in (i for e in real for i in e.images):
-                images.put(crawled.read(image))  # the same content-addressed path in the route's image store
-            t0 = time.perf_counter()
-            route.index_entities(real)
-            real_s = time.perf_counter() - t0
-            # a template's picture belongs to the entity that holds its page under its own name (a picture stored
-            # under another meme's entity, as a wrong join leaves it, counts as missed)
-            name_of = {t["id"]: t["name"] for t in templates}
-            entity_of = {}
-            for e in real:
-                for source in e.sources:
-                    tid = source.url.rstrip("/").rsplit("/", 1)[-1] if f"{api}/templates/" in source.url else None
-                    if tid in indexed and e.name == name_of[tid]:
-                        entity_of[tid] = e.id
-        else:
-            real = [Entity(name=f"tpl {tid}", aliases=[tid], description=f"memegen template {tid}", images=[images.put(blobs[tid])])
-                    for tid in sorted(indexed)]
-            t0 = time.perf_counter()
-            kb.add(real)
-            real_s = time.perf_counter() - t0
-            entity_of = {e.aliases[0]: e.id for e in real}
-        print(f"indexed {len(real)} templates in {real_s:.1f} s", file=sys.stderr, flush=True)
-        template_of = {eid: tid for tid, eid in entity_of.items()}
-        n_distractors = max(0, args.entities - len(real))
-        fresh, t_gen = 0, 0.0
-        dis_entities = []
-        for i in range(n_distractors):
-            path = cache / "distractors" / f"{i}.jpg"
-            if not path.is_file():
-                t = time.perf_counter()
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(distractor(i))
-                t_gen += time.perf_counter() - t
-                fresh += 1
-            dis_entities.append(Entity(name=f"distractor {i}", description="synthetic", images=[images.put(path.read_bytes())]))
+
+def index_templates(run: Run) -> None:
+    """The real templates indexed: the crawled entities' images, or one entity a template written into the KB."""
+    from culturebase.entity import Entity
+    from culturebase.images import ImageStore
+
+    route, split = run.route, run.split
+    if run.crawl is not None:  # the crawl stored the entities and their images: index them into this route
+        run.real = list(run.store.iter_entities())
+        crawled = ImageStore(run.settings.images_dir)
+        for image in (i for e in run.real for i in e.images):
+            run.images.put(crawled.read(image))  # the same content-addressed path in the route's image store
         t0 = time.perf_counter()
-        for start in range(0, len(dis_entities), 256):
-            route.index_entities(dis_entities[start : start + 256])
-        dis_s = time.perf_counter() - t0
-        print(f"indexed {len(dis_entities)} distractors in {dis_s:.1f} s ({fresh} generated)", file=sys.stderr, flush=True)
-        synthetic_s = 0.0
-        if args.synthetic_fill:
-            import numpy as np
-            from culturebase.entity import EntityImage
-            t0 = time.perf_counter()
-            gen = np.random.default_rng(args.seed)
-            sources = [f for f in (route._stored_features({"sha256": e.images[0].sha256, "frame": 0}) for e in dis_entities[:300]) if f is not None]
-            for start in range(0, args.synthetic_fill, 1000):
-                rows = []
-                for i in range(start, min(args.synthetic_fill, start + 1000)):
-                    sha = f"{i:064x}"
-                    src = sources[i % len(sources)]
-                    key = ImageKey(f"synthetic-{i}", sha, 0, "")
-                    route.descriptors.add(key, src.points, np.ascontiguousarray(src.descriptors[:, gen.permutation(32)]), src.width, src.height,
-                                          coarse=src.coarse)
-                    image = EntityImage(path=f"{sha[:2]}/{sha}.jpg", sha256=sha, width=480, height=360)
-                    rows.append((key.entity_id, None, image, np.where(gen.random(128) < 0.5, 1.0, -1.0).astype(np.float32), 0))
-                route.index.replace_for(rows, [])
-            route.descriptors.save()
-            synthetic_s = time.perf_counter() - t0
-            print(f"added {args.synthetic_fill} synthetic images in {synthetic_s:.1f} s", file=sys.stderr, flush=True)
-        route.index.collection.optimize()
+        route.index_entities(run.real)
+        run.times["real"] = time.perf_counter() - t0
+        # a template's picture belongs to the entity that holds its page under its own name (a picture stored
+        # under another meme's entity, as a wrong join leaves it, counts as missed)
+        name_of = {t["id"]: t["name"] for t in split.templates}
+        for e in run.real:
+            for source in e.sources:
+                tid = source.url.rstrip("/").rsplit("/", 1)[-1] if f"{run.api}/templates/" in source.url else None
+                if tid in split.indexed and e.name == name_of[tid]:
+                    run.entity_of[tid] = e.id
+    else:
+        run.real = [Entity(name=f"tpl {tid}", aliases=[tid], description=f"memegen template {tid}", images=[run.images.put(run.blobs[tid])])
+                    for tid in sorted(split.indexed)]
+        t0 = time.perf_counter()
+        run.kb.add(run.real)
+        run.times["real"] = time.perf_counter() - t0
+        run.entity_of = {e.aliases[0]: e.id for e in run.real}
+    print(f"indexed {len(run.real)} templates in {run.times['real']:.1f} s", file=sys.stderr, flush=True)
 
-        # -- queries ---------------------------------------------------------------------------
-        queries = []  # (style, tid, positive, bytes, layout)
-        fillers_pool = sorted(held_out)
-        for tid in order:
-            for q in range(args.queries_per_template):
-                r = random.Random(f"{args.seed}:query:{tid}:{q}")
-                positive = tid in indexed
-                base = picture(tid)
-                for style in styles:
-                    if positive and kind_of[tid] != KIND_OF_STYLE[style]:
-                        continue  # an indexed template is asked about in the styles of its entity image
-                    if style == "lookalike" and (tid not in lookalikes or not positive):
-                        continue  # look-alike queries: plain memes of templates whose look-alikes are all indexed
-                    layout = None
-                    if style in ("plain", "lookalike"):
-                        data = plain_meme(base, r, band=q % 3 == 2)
-                    elif style == "grid_narrow":  # its own draws: the other styles' queries stay those of earlier rounds
-                        rn = random.Random(f"{args.seed}:query:{tid}:{q}:narrow")
-                        fillers = [picture(f) for f in rn.sample([f for f in fillers_pool if f != tid], 4)]
-                        meme = degrade(captioned(base, rn, False), rn) if rn.random() < 0.7 else base
-                        data, layout = social_layouts.draw_layout(meme, fillers, rn, rn.choice(families), rn.choice(["2x2", "1x3"]),
-                                                                  narrow=True)
-                    elif style in ("screenshot", "grid"):
-                        fillers = [picture(f) for f in r.sample([f for f in fillers_pool if f != tid], 4)]
-                        grid = "single" if style == "screenshot" else r.choice(["2x2", "1x3"])
-                        meme = degrade(captioned(base, r, False), r) if r.random() < 0.7 else base
-                        data, layout = social_layouts.draw_layout(meme, fillers, r, r.choice(families), grid)
-                    elif style == "blank_background":
-                        data = plain_meme(blank_background(base, r), r, band=False)
-                    else:
-                        data = plain_meme(animation_frame(base, r.randrange(12)), r, band=False)
-                    queries.append((style, tid, positive, data, layout))
 
-        rows, lat, lat_prepare, cpu = [], [], [], []
-        print(f"{len(queries)} queries drawn", file=sys.stderr, flush=True)
-        profiler = None
-        if os.environ.get("BENCH_PROFILE"):  # where the query time goes (stderr)
-            import cProfile
+def index_distractors(run: Run) -> list:
+    """Cached synthetic distractors (generated when missing) indexed up to ``--entities`` images; their entities."""
+    from culturebase.entity import Entity
 
-            profiler = cProfile.Profile()
-            profiler.enable()
-        for style, tid, positive, data, layout in queries:
-            c0 = time.process_time()  # every thread's: the query's work may be split over the route's threads
-            t0 = time.perf_counter()
-            prepared = route.prepare(data)
-            t1 = time.perf_counter()
-            matches = route.match(prepared)
-            t2 = time.perf_counter()
-            cpu.append((time.process_time() - c0) * 1000)
-            lat.append((t2 - t0) * 1000)
-            lat_prepare.append((t1 - t0) * 1000)
-            accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
-            if os.environ.get("BENCH_HITS") and positive and accepted and accepted[0].entity_id == entity_of.get(tid):
-                print(f"hit {style} {accepted[0].crop} {accepted[0].inliers} {accepted[0].share} {accepted[0].votes} {accepted[0].coverage}", file=sys.stderr)
-            if os.environ.get("BENCH_MISSES") and not positive and accepted:
-                print(f"false claim {style} {tid} {layout}: {[(template_of.get(m.entity_id, m.entity_id), m.signal(route.tau), m.inliers, m.share, m.votes, m.crop, m.coverage) for m in accepted[:2]]}",
-                      file=sys.stderr, flush=True)
-            if os.environ.get("BENCH_MISSES") and positive and not (accepted and accepted[0].entity_id == entity_of.get(tid)):
-                right = next((m for m in matches if m.entity_id == entity_of.get(tid)), None)
-                print(f"miss {style} {tid} {layout}: regions {len(getattr(prepared, 'regions', ()))}, right: "
-                      f"{None if right is None else (right.votes, right.inliers, right.crop, right.contest)}, claimed: "
-                      f"{[(template_of.get(m.entity_id), m.inliers) for m in accepted[:2]]}", file=sys.stderr, flush=True)
-            nearest = min((m for m in matches if m.distance is not None), key=lambda m: m.distance, default=None)
-            rows.append({
-                "style": style, "tid": tid, "positive": positive,
-                "top1": bool(accepted) and accepted[0].entity_id == entity_of.get(tid),
-                "claimed": bool(accepted),
-                # the claimed template is filed under the query template's own KnowYourMeme page (memegen's
-                # `source`): e.g. "Socially Awesome Awkward Penguin" is a variant on the Socially Awkward Penguin page
-                "claimed_same_page": bool(accepted) and same_page(tid, template_of.get(accepted[0].entity_id)),
-                "hash_top1": nearest is not None and nearest.distance <= route.tau and nearest.entity_id == entity_of.get(tid),
-                "hash_claimed": nearest is not None and nearest.distance <= route.tau,
-                "signal": accepted[0].signal(route.tau) if accepted else None,
-                "family": layout.family if layout is not None else None,
-                "layout": layout,
-                # look-alike calibration: the verified templates that competed for the same part, right one first?
-                "contest": _contest_row(matches, entity_of.get(tid)),
-            })
+    run.n_distractors = max(0, run.args.entities - len(run.real))
+    t_gen = 0.0
+    dis_entities = []
+    for i in range(run.n_distractors):
+        path = run.cache / "distractors" / f"{i}.jpg"
+        if not path.is_file():
+            t = time.perf_counter()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(distractor(i))
+            t_gen += time.perf_counter() - t
+            run.fresh += 1
+        dis_entities.append(Entity(name=f"distractor {i}", description="synthetic", images=[run.images.put(path.read_bytes())]))
+    t0 = time.perf_counter()
+    for start in range(0, len(dis_entities), 256):
+        run.route.index_entities(dis_entities[start : start + 256])
+    run.times["distractors"] = time.perf_counter() - t0
+    run.times["generation"] = t_gen
+    print(f"indexed {len(dis_entities)} distractors in {run.times['distractors']:.1f} s ({run.fresh} generated)", file=sys.stderr, flush=True)
+    return dis_entities
 
-        if os.environ.get("BENCH_VARIANTS"):  # tries on the same index and queries (stderr): [{"name", "set": {"module.NAME" or "route.attr": value}}]
-            _run_variants(json.loads(os.environ["BENCH_VARIANTS"]), route, queries, entity_of)
-        baseline: list[dict] = []
-        if args.baseline:  # the route before descriptor votes: hash neighbours only, no mirrored pass
-            route.vote, route.mirror = 0, False
-            for style, tid, positive, data, layout in queries:
-                t0 = time.perf_counter()
-                matches = route.match(route.prepare(data))
-                ms = (time.perf_counter() - t0) * 1000
-                accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
-                baseline.append({"top1": bool(accepted) and accepted[0].entity_id == entity_of.get(tid), "claimed": bool(accepted), "ms": ms})
-            route.vote, route.mirror = DEFAULT_VOTE, True
 
-        if profiler is not None:
-            import pstats
+def add_synthetic(run: Run, dis_entities: list) -> None:
+    """``--synthetic-fill`` images: random hash vectors, a cached distractor's descriptors byte-permuted."""
+    import numpy as np
 
-            profiler.disable()
-            for key in ("cumulative", "tottime"):  # where the time goes, by call tree and by function
-                pstats.Stats(profiler, stream=sys.stderr).sort_stats(key).print_stats(40)
-        # the grounder on a sample: the same answer through EntityGrounder (image bytes as the only cue)
-        from retrieval.grounding import EntityGrounder, GroundingCues
+    from culturebase.entity import EntityImage
+    from retrieval.images.descriptor_index import ImageKey
 
-        grounder = EntityGrounder(store, emb, tau=0.9, image_route=route)
-        agree = total = 0
-        for (style, tid, positive, data, _), row in list(zip(queries, rows))[:: max(1, len(rows) // 40)]:
-            res = grounder.ground(GroundingCues(image_bytes=data))
-            top = next((h for h in res.hits if h.route == "image"), None)
-            agree += (top is not None and top.entity.id == entity_of.get(tid)) == row["top1"]
-            total += 1
-        points = route.index.count()
-        desc_kind, desc_size, desc_frames, desc_mem = route.descriptors.kind, route.descriptors.size, route.descriptors.images, route.descriptors.memory_bytes()
-        desc_mirrored = route.descriptors.mirrored_frames
-        desc_lists = int(route.descriptors._index.nlist) if desc_kind == "ivf" else 0
-        desc_retrains = list(route.descriptors.retrains)
-        # index time per image without any cache: decode, sample frames, hash and describe each
-        from retrieval.images import features as feats
-        from retrieval.images.route import hash_frames
+    route, fill = run.route, run.args.synthetic_fill
+    t0 = time.perf_counter()
+    gen = np.random.default_rng(run.args.seed)
+    sources = [f for f in (route._stored_features({"sha256": e.images[0].sha256, "frame": 0}) for e in dis_entities[:300]) if f is not None]
+    for start in range(0, fill, 1000):
+        rows = []
+        for i in range(start, min(fill, start + 1000)):
+            sha = f"{i:064x}"
+            src = sources[i % len(sources)]
+            key = ImageKey(f"synthetic-{i}", sha, 0, "")
+            route.descriptors.add(key, src.points, np.ascontiguousarray(src.descriptors[:, gen.permutation(32)]), src.width, src.height,
+                                  coarse=src.coarse)
+            image = EntityImage(path=f"{sha[:2]}/{sha}.jpg", sha256=sha, width=480, height=360)
+            rows.append((key.entity_id, None, image, np.where(gen.random(128) < 0.5, 1.0, -1.0).astype(np.float32), 0))
+        route.index.replace_for(rows, [])
+    route.descriptors.save()
+    print(f"added {fill} synthetic images in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
-        # (flat: twice the codes a frame since the mirrored-codes round would train an IVF inside this loop at 50,000;
-        # the KB's retrains are measured apart, below)
-        scratch = DescriptorIndex(None, ivf_from=10**12)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        for tid in sorted(indexed):
-            frames = hash_frames(blobs[tid]).frames  # what ImageRoute.index_entities does with each image
-            for n, _, grey, _ in frames:
-                f, mirrored = feats.describe_entity_mirrored(grey)
-                scratch.add(ImageKey(tid, tid, n), f.points, f.descriptors, f.width, f.height, scratch.per_frame(len(frames)),
-                            coarse=f.coarse, coarse_limit=scratch.coarse_per_frame(len(frames)), mirrored=mirrored)
-        index_s = (time.perf_counter() - t0) / max(1, len(indexed))
-        index_cpu_s = (time.thread_time() - c0) / max(1, len(indexed))
-        kb.close()
 
-    def ratio(a: float, b: float) -> float | None:
-        return round(a / b, 2) if b else None
+def query_of(run: Run, style: str, tid: str, q: int, r: random.Random, base, fillers_pool: list[str]):
+    """One query's bytes and layout (None but for the social layouts) in one style."""
+    split, families = run.split, run.families
+    layout = None
+    if style in ("plain", "lookalike"):
+        data = plain_meme(base, r, band=q % 3 == 2)
+    elif style == "grid_narrow":  # its own draws: the other styles' queries stay the same
+        rn = random.Random(f"{run.args.seed}:query:{tid}:{q}:narrow")
+        fillers = [split.picture(f) for f in rn.sample([f for f in fillers_pool if f != tid], 4)]
+        meme = degrade(captioned(base, rn, False), rn) if rn.random() < 0.7 else base
+        data, layout = social_layouts.draw_layout(meme, fillers, rn, rn.choice(families), rn.choice(["2x2", "1x3"]), narrow=True)
+    elif style in ("screenshot", "grid"):
+        fillers = [split.picture(f) for f in r.sample([f for f in fillers_pool if f != tid], 4)]
+        grid = "single" if style == "screenshot" else r.choice(["2x2", "1x3"])
+        meme = degrade(captioned(base, r, False), r) if r.random() < 0.7 else base
+        data, layout = social_layouts.draw_layout(meme, fillers, r, r.choice(families), grid)
+    elif style == "blank_background":
+        data = plain_meme(blank_background(base, r), r, band=False)
+    else:
+        data = plain_meme(animation_frame(base, r.randrange(12)), r, band=False)
+    return data, layout
 
-    for r, b in zip(rows, baseline):
+
+def draw_queries(run: Run) -> None:
+    """``--queries-per-template`` queries per template and style, each seeded: ``(style, tid, positive, bytes, layout)``."""
+    split = run.split
+    fillers_pool = sorted(split.held_out)
+    for tid in split.order:
+        for q in range(run.args.queries_per_template):
+            r = random.Random(f"{run.args.seed}:query:{tid}:{q}")
+            positive = tid in split.indexed
+            base = split.picture(tid)
+            for style in run.styles:
+                if positive and split.kind_of[tid] != KIND_OF_STYLE[style]:
+                    continue  # an indexed template is asked about in the styles of its entity image
+                if style == "lookalike" and (tid not in split.lookalikes or not positive):
+                    continue  # look-alike queries: plain memes of templates whose look-alikes are all indexed
+                data, layout = query_of(run, style, tid, q, r, base, fillers_pool)
+                run.queries.append((style, tid, positive, data, layout))
+    print(f"{len(run.queries)} queries drawn", file=sys.stderr, flush=True)
+
+
+def _diagnose(run: Run, style: str, tid: str, positive: bool, layout, prepared, matches: list, accepted: list) -> None:
+    """``BENCH_HITS`` / ``BENCH_MISSES`` lines on stderr."""
+    entity_of, template_of, tau = run.entity_of, {eid: tid for tid, eid in run.entity_of.items()}, run.route.tau
+    if os.environ.get("BENCH_HITS") and positive and accepted and accepted[0].entity_id == entity_of.get(tid):
+        print(f"hit {style} {accepted[0].crop} {accepted[0].inliers} {accepted[0].share} {accepted[0].votes} {accepted[0].coverage}", file=sys.stderr)
+    if os.environ.get("BENCH_MISSES") and not positive and accepted:
+        print(f"false claim {style} {tid} {layout}: {[(template_of.get(m.entity_id, m.entity_id), m.signal(tau), m.inliers, m.share, m.votes, m.crop, m.coverage) for m in accepted[:2]]}",
+              file=sys.stderr, flush=True)
+    if os.environ.get("BENCH_MISSES") and positive and not (accepted and accepted[0].entity_id == entity_of.get(tid)):
+        right = next((m for m in matches if m.entity_id == entity_of.get(tid)), None)
+        print(f"miss {style} {tid} {layout}: regions {len(getattr(prepared, 'regions', ()))}, right: "
+              f"{None if right is None else (right.votes, right.inliers, right.crop, right.contest)}, claimed: "
+              f"{[(template_of.get(m.entity_id), m.inliers) for m in accepted[:2]]}", file=sys.stderr, flush=True)
+
+
+def _row(run: Run, style: str, tid: str, positive: bool, layout, matches: list, accepted: list) -> dict:
+    """One query's outcome: the route's claim, the hash-only rule's, the look-alike contest."""
+    tau, right = run.route.tau, run.entity_of.get(tid)
+    template_of = {eid: t for t, eid in run.entity_of.items()}
+    nearest = min((m for m in matches if m.distance is not None), key=lambda m: m.distance, default=None)
+    return {
+        "style": style, "tid": tid, "positive": positive,
+        "top1": bool(accepted) and accepted[0].entity_id == right,
+        "claimed": bool(accepted),
+        # the claimed template is filed under the query template's own KnowYourMeme page (memegen's
+        # `source`): e.g. "Socially Awesome Awkward Penguin" is a variant on the Socially Awkward Penguin page
+        "claimed_same_page": bool(accepted) and run.split.same_page(tid, template_of.get(accepted[0].entity_id)),
+        "hash_top1": nearest is not None and nearest.distance <= tau and nearest.entity_id == right,
+        "hash_claimed": nearest is not None and nearest.distance <= tau,
+        "signal": accepted[0].signal(tau) if accepted else None,
+        "family": layout.family if layout is not None else None,
+        "layout": layout,
+        # look-alike calibration: the verified templates that competed for the same part, right one first?
+        "contest": _contest_row(matches, right),
+    }
+
+
+def run_queries(run: Run) -> None:
+    """Every query prepared and matched (CPU and wall time each); ``BENCH_PROFILE`` profiles them (stderr)."""
+    route = run.route
+    profiler = None
+    if os.environ.get("BENCH_PROFILE"):  # where the query time goes (stderr)
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    for style, tid, positive, data, layout in run.queries:
+        c0 = time.process_time()  # every thread's: the query's work may be split over the route's threads
+        t0 = time.perf_counter()
+        prepared = route.prepare(data)
+        t1 = time.perf_counter()
+        matches = route.match(prepared)
+        t2 = time.perf_counter()
+        run.cpu.append((time.process_time() - c0) * 1000)
+        run.lat.append((t2 - t0) * 1000)
+        run.lat_prepare.append((t1 - t0) * 1000)
+        accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
+        _diagnose(run, style, tid, positive, layout, prepared, matches, accepted)
+        run.rows.append(_row(run, style, tid, positive, layout, matches, accepted))
+    if os.environ.get("BENCH_VARIANTS"):  # tries on the same index and queries (stderr): [{"name", "set": {"module.NAME" or "route.attr": value}}]
+        _run_variants(json.loads(os.environ["BENCH_VARIANTS"]), route, run.queries, run.entity_of)
+    if run.args.baseline:
+        run_baseline(run)
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        for key in ("cumulative", "tottime"):  # where the time goes, by call tree and by function
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats(key).print_stats(40)
+
+
+def run_baseline(run: Run) -> None:
+    """``--baseline``: the route before descriptor votes (hash neighbours only, no mirrored pass) on the same queries."""
+    from retrieval.images.route import PARAMS
+
+    route = run.route
+    route.vote, route.mirror = 0, False
+    for style, tid, positive, data, layout in run.queries:
+        t0 = time.perf_counter()
+        matches = route.match(route.prepare(data))
+        ms = (time.perf_counter() - t0) * 1000
+        accepted = sorted((m for m in matches if m.signal(route.tau)), key=lambda m: -m.evidence(route.tau))
+        run.baseline.append({"top1": bool(accepted) and accepted[0].entity_id == run.entity_of.get(tid), "claimed": bool(accepted), "ms": ms})
+    route.vote, route.mirror = PARAMS.vote, True
+
+
+def grounder_agreement(run: Run) -> None:
+    """The grounder on a sample: the same answer through EntityGrounder (image bytes as the only cue)."""
+    from retrieval.grounding import EntityGrounder, GroundingCues
+
+    grounder = EntityGrounder(run.store, run.emb, tau=0.9, image_route=run.route)
+    agree = total = 0
+    for (style, tid, positive, data, _), row in list(zip(run.queries, run.rows))[:: max(1, len(run.rows) // 40)]:
+        res = grounder.ground(GroundingCues(image_bytes=data))
+        top = next((h for h in res.hits if h.route == "image"), None)
+        agree += (top is not None and top.entity.id == run.entity_of.get(tid)) == row["top1"]
+        total += 1
+    run.agree = f"{agree}/{total}"
+
+
+def descriptor_figures(route) -> dict[str, Any]:
+    """The descriptor index as the run left it."""
+    d = route.descriptors
+    kind = d.kind
+    return {"kind": kind, "descriptors": d.size, "frames": d.images, "mirrored_frames": d.mirrored_frames,
+            "memory_mb": round(d.memory_bytes() / 2**20, 1),
+            "lists": int(d._index.nlist) if kind == "ivf" else 0, "nprobe": d.probes(), "retrains": list(d.retrains)}
+
+
+def uncached_index_time(run: Run) -> tuple[float, float]:
+    """Index time per image without any cache (wall, this thread's CPU): decode, sample frames, hash and describe
+    each, add to a flat descriptor index (an IVF's retrains are measured apart)."""
+    from retrieval.images import features as feats
+    from retrieval.images.descriptor_index import DescriptorIndex, ImageKey
+    from retrieval.images.route import hash_frames
+
+    indexed = run.split.indexed
+    scratch = DescriptorIndex(None, ivf_from=10**12)
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for tid in sorted(indexed):
+        frames = hash_frames(run.blobs[tid]).frames  # what ImageRoute.index_entities does with each image
+        for n, _, grey, _ in frames:
+            f, mirrored = feats.describe_entity_mirrored(grey)
+            scratch.add(ImageKey(tid, tid, n), f.points, f.descriptors, f.width, f.height, scratch.per_frame(len(frames)),
+                        coarse=f.coarse, coarse_limit=scratch.coarse_per_frame(len(frames)), mirrored=mirrored)
+    return (time.perf_counter() - t0) / max(1, len(indexed)), (time.thread_time() - c0) / max(1, len(indexed))
+
+
+def measure(run: Run) -> None:
+    """Build the KB and index it, draw and run the queries, and take the index's figures (in a scratch folder)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        build_route(run, Path(tmp))
+        index_templates(run)
+        dis_entities = index_distractors(run)
+        if run.args.synthetic_fill:
+            add_synthetic(run, dis_entities)
+        run.route.index.collection.optimize()
+        draw_queries(run)
+        run_queries(run)
+        grounder_agreement(run)
+        run.points = run.route.index.count()
+        run.index_figures = descriptor_figures(run.route)
+        run.times["index_s"], run.times["index_cpu_s"] = uncached_index_time(run)
+        run.kb.close()
+    run.index_figures["nprobe"] = run.route.descriptors.probes()  # (as the index stands once the KB is closed)
+    for r, b in zip(run.rows, run.baseline):
         r["base_top1"], r["base_claimed"] = b["top1"], b["claimed"]
 
-    def figures(pos: list[dict], neg: list[dict]) -> dict:
-        out = {"positives": len(pos), "negatives": len(neg), "top1": round(sum(r["top1"] for r in pos) / max(1, len(pos)), 3),
-               "false_claims": round(sum(r["claimed"] for r in neg) / max(1, len(neg)), 3)}
-        if baseline:
-            out["before_top1"] = round(sum(r["base_top1"] for r in pos) / max(1, len(pos)), 3)
-            out["before_false_claims"] = round(sum(r["base_claimed"] for r in neg) / max(1, len(neg)), 3)
-        return out
 
+def figures(pos: list[dict], neg: list[dict], baseline: bool) -> dict:
+    out = {"positives": len(pos), "negatives": len(neg), "top1": round(sum(r["top1"] for r in pos) / max(1, len(pos)), 3),
+           "false_claims": round(sum(r["claimed"] for r in neg) / max(1, len(neg)), 3)}
+    if baseline:
+        out["before_top1"] = round(sum(r["base_top1"] for r in pos) / max(1, len(pos)), 3)
+        out["before_false_claims"] = round(sum(r["base_claimed"] for r in neg) / max(1, len(neg)), 3)
+    return out
+
+
+def per_family_figures(rows: list[dict], families: list[str], baseline: bool) -> dict[str, dict]:
+    """The social-layout styles' figures per layout family, and over the tuning and held-out families."""
     per_family: dict[str, dict] = {}
     for style in ("screenshot", "grid", "grid_narrow"):
         for fam in families:
             sel = [r for r in rows if r["style"] == style and r["family"] == fam]
-            per_family.setdefault(style, {})[fam] = figures([r for r in sel if r["positive"]], [r for r in sel if not r["positive"]])
+            per_family.setdefault(style, {})[fam] = figures([r for r in sel if r["positive"]], [r for r in sel if not r["positive"]], baseline)
         for name, group in (("tuning_families", social_layouts.TUNING_FAMILIES), ("held_out_families", social_layouts.HELD_OUT_FAMILIES)):
             sel = [r for r in rows if r["style"] == style and r["family"] in group]
             if sel:
-                per_family[style][name] = figures([r for r in sel if r["positive"]], [r for r in sel if not r["positive"]])
+                per_family[style][name] = figures([r for r in sel if r["positive"]], [r for r in sel if not r["positive"]], baseline)
+    return per_family
+
+
+def per_axis_figures(rows: list[dict]) -> dict[str, dict]:
+    """Top-1 of the social-layout positives by each layout axis."""
     axes: dict[str, dict] = {}
     for axis in ("dark", "quote", "status_bar", "border", "watermark", "mirrored", "grid"):
         sel = [r for r in rows if r["layout"] is not None and r["positive"]]
@@ -733,8 +899,15 @@ def main() -> None:
                        ("rotated", lambda l: abs(l.rotation) > 0.5), ("q<55", lambda l: l.quality < 55)):
         part = [r for r in rows if r["layout"] is not None and r["positive"] and test(r["layout"])]
         axes.setdefault("other", {})[name] = f"{sum(r['top1'] for r in part)}/{len(part)}"
-    contests = [r["contest"] for r in rows if r["contest"]]
+    return axes
 
+
+def ratio(a: float, b: float) -> float | None:
+    return round(a / b, 2) if b else None
+
+
+def per_style_figures(rows: list[dict], styles: list[str], baseline: bool) -> dict[str, dict]:
+    """Each style's top-1 and false claims, beside the hash-only rule's, what won, the misses and claims."""
     per_style = {}
     for style in styles:
         pos = [r for r in rows if r["style"] == style and r["positive"]]
@@ -759,71 +932,100 @@ def main() -> None:
             "false_claims_other_page": round(sum(r["claimed"] and not r["claimed_same_page"] for r in neg) / max(1, len(neg)), 3),
         }
         if baseline:
-            per_style[style].update({k: v for k, v in figures(pos, neg).items() if k.startswith("before_")})
-    n_images = len(real) + n_distractors + args.synthetic_fill
-    out = {
-        "data": {"templates": len(with_image), "indexed": len(indexed), "held_out": len(held_out), "seed": args.seed,
-                 "kb_from": args.kb_from, "crawl": crawl,
-                 "kinds": {k: sum(1 for t in order if kind_of[t] == k) for k in ("still", "blank", "animated")},
-                 "distractors": n_distractors, "synthetic_fill": args.synthetic_fill, "image_index_points": points},
-        "tau_image": settings.image_tau,
-        "families": families,
+            per_style[style].update({k: v for k, v in figures(pos, neg, baseline).items() if k.startswith("before_")})
+    return per_style
+
+
+def contest_figures(rows: list[dict]) -> dict[str, Any]:
+    """How the look-alike contests went: the right template won, lost, tied, or was not among them."""
+    contests = [r["contest"] for r in rows if r["contest"]]
+    return {
+        "n": len(contests),
+        "right_won": sum(c["right"] == "won" for c in contests),
+        "right_outranked": sum(c["right"] == "outranked" for c in contests),
+        "ambiguous": sum(c["right"] == "ambiguous" for c in contests),
+        "wrong_only": sum(c["right"] is None for c in contests),
+        "strength_ratios_right_first": sorted(c["ratio"] for c in contests if c["right"] is not None and c["ratio"] is not None),
+        "strength_ratios_wrong_first": sorted(c["ratio"] for c in contests if c["right"] is None and c["ratio"] is not None),
+    }
+
+
+def latency_figures(run: Run) -> dict[str, Any]:
+    """The query's wall and CPU time (p50, p95), per style and side (found / not in the KB)."""
+    rows, styles, baseline, lat, cpu = run.rows, run.styles, run.baseline, run.lat, run.cpu
+    return {
+        "image_images_indexed": len(run.real) + run.n_distractors + run.args.synthetic_fill, "queries": len(lat),
+        "route_p50": round(statistics.median(lat), 2), "route_p95": round(pct(lat, 0.95), 2),
+        "prepare_p50": round(statistics.median(run.lat_prepare), 2), "prepare_p95": round(pct(run.lat_prepare, 0.95), 2),
+        "route_cpu_p50": round(statistics.median(cpu), 2), "route_cpu_p95": round(pct(cpu, 0.95), 2),
+        # the query's CPU and wall time per style and side (found / not in the KB): where the p95 comes from
+        **{f"route_{name}p50_p95_by_style": {
+            f"{style}{'' if side else ' (not in KB)'}": [round(statistics.median(sel), 1), round(pct(sel, 0.95), 1)]
+            for style in styles for side in (True, False)
+            for sel in [[c for c, r in zip(values, rows) if r["style"] == style and r["positive"] == side]] if sel
+        } for name, values in (("cpu_", cpu), ("", lat))},
+        "before_route_p50": round(statistics.median([b["ms"] for b in baseline]), 2) if baseline else None,
+        "before_route_p95": round(pct([b["ms"] for b in baseline], 0.95), 2) if baseline else None,
+        "query_threads": run.route.threads.threads,
+        "note": "wall time on a shared 2-core machine (see load_avg_1m); cpu = the process's CPU time over the query, "
+                "every thread of it (the route's query threads included)",
+    }
+
+
+def index_time_figures(run: Run) -> dict[str, Any]:
+    """Index time per image: uncached, through the KB, for the distractors, and the IVF's retrains per frame."""
+    t, retrains = run.times, run.index_figures["retrains"]
+    return {
+        "s_per_image_uncached": round(t["index_s"], 4),
+        "cpu_s_per_image_uncached": round(t["index_cpu_s"], 4),
+        "real_templates_s_per_image_in_kb_add": round(t["real"] / max(1, len(run.real)), 4),
+        "distractors_s_per_image": round(t["distractors"] / max(1, run.n_distractors), 4),
+        "distractors_generated_now": run.fresh, "distractor_generation_s": round(t["generation"], 1),
+        # the IVF's retrains (k-means and refill at every doubling) spread over the images indexed so far
+        "retrain_cpu_s_per_frame": round(sum(r.get("train_cpu_s", 0.0) + r.get("fill_cpu_s", 0.0) for r in retrains)
+                                         / max(1, run.index_figures["frames"]), 4),
+        "note": "uncached, per image: decode, up to 4 frames hashed, described and added to a descriptor index; "
+                "in_kb_add / distractors: through the store (features cached on disk are reused); "
+                "retrain: the descriptor index's retrains so far, CPU per indexed frame",
+    }
+
+
+def report(run: Run) -> dict[str, Any]:
+    """The printed JSON."""
+    split, rows, baseline = run.split, run.rows, bool(run.baseline)
+    return {
+        "data": {"templates": len(split.with_image), "indexed": len(split.indexed), "held_out": len(split.held_out), "seed": run.args.seed,
+                 "kb_from": run.args.kb_from, "crawl": run.crawl,
+                 "kinds": {k: sum(1 for t in split.order if split.kind_of[t] == k) for k in ("still", "blank", "animated")},
+                 "distractors": run.n_distractors, "synthetic_fill": run.args.synthetic_fill, "image_index_points": run.points},
+        "tau_image": run.settings.image_tau,
+        "families": run.families,
         # the font of the Chinese chrome (None: pseudo-Han glyphs): another font draws other queries
-        "cjk_font": Path(social_layouts._CJK).name if social_layouts._CJK else None,
+        "cjk_font": Path(social_layouts.CJK_FONT).name if social_layouts.CJK_FONT else None,
         "lookalike_margin": image_route_margin(),
-        "per_style": per_style,
-        "per_family": per_family,
-        "per_axis_top1": axes,
-        "lookalike_contests": {
-            "n": len(contests),
-            "right_won": sum(c["right"] == "won" for c in contests),
-            "right_outranked": sum(c["right"] == "outranked" for c in contests),
-            "ambiguous": sum(c["right"] == "ambiguous" for c in contests),
-            "wrong_only": sum(c["right"] is None for c in contests),
-            "strength_ratios_right_first": sorted(c["ratio"] for c in contests if c["right"] is not None and c["ratio"] is not None),
-            "strength_ratios_wrong_first": sorted(c["ratio"] for c in contests if c["right"] is None and c["ratio"] is not None),
-        },
-        "descriptor_index": {"kind": desc_kind, "descriptors": desc_size, "frames": desc_frames, "mirrored_frames": desc_mirrored,
-                             "memory_mb": round(desc_mem / 2**20, 1),
-                             "lists": desc_lists, "nprobe": route.descriptors.probes(), "retrains": desc_retrains},
-        "grounder_agrees_on_sample": f"{agree}/{total}",
-        "latency_ms": {
-            "image_images_indexed": n_images, "queries": len(lat),
-            "route_p50": round(statistics.median(lat), 2), "route_p95": round(pct(lat, 0.95), 2),
-            "prepare_p50": round(statistics.median(lat_prepare), 2), "prepare_p95": round(pct(lat_prepare, 0.95), 2),
-            "route_cpu_p50": round(statistics.median(cpu), 2), "route_cpu_p95": round(pct(cpu, 0.95), 2),
-            # the query's CPU and wall time per style and side (found / not in the KB): where the p95 comes from
-            **{f"route_{name}p50_p95_by_style": {
-                f"{style}{'' if side else ' (not in KB)'}": [round(statistics.median(sel), 1), round(pct(sel, 0.95), 1)]
-                for style in styles for side in (True, False)
-                for sel in [[c for c, r in zip(values, rows) if r["style"] == style and r["positive"] == side]] if sel
-            } for name, values in (("cpu_", cpu), ("", lat))},
-            "before_route_p50": round(statistics.median([b["ms"] for b in baseline]), 2) if baseline else None,
-            "before_route_p95": round(pct([b["ms"] for b in baseline], 0.95), 2) if baseline else None,
-            "query_threads": route.threads.threads,
-            "note": "wall time on a shared 2-core machine (see load_avg_1m); cpu = the process's CPU time over the query, "
-                    "every thread of it (the route's query threads included)",
-        },
-        "index": {
-            "s_per_image_uncached": round(index_s, 4),
-            "cpu_s_per_image_uncached": round(index_cpu_s, 4),
-            "real_templates_s_per_image_in_kb_add": round(real_s / max(1, len(real)), 4),
-            "distractors_s_per_image": round(dis_s / max(1, n_distractors), 4),
-            "distractors_generated_now": fresh, "distractor_generation_s": round(t_gen, 1),
-            # the IVF's retrains (k-means and refill at every doubling) spread over the images indexed so far
-            "retrain_cpu_s_per_frame": round(sum(r.get("train_cpu_s", 0.0) + r.get("fill_cpu_s", 0.0) for r in desc_retrains)
-                                             / max(1, desc_frames), 4),
-            "note": "uncached, per image: decode, up to 4 frames hashed, described and added to a descriptor index; "
-                    "in_kb_add / distractors: through the store (features cached on disk are reused); "
-                    "retrain: the descriptor index's retrains so far, CPU per indexed frame",
-        },
+        "per_style": per_style_figures(rows, run.styles, baseline),
+        "per_family": per_family_figures(rows, run.families, baseline),
+        "per_axis_top1": per_axis_figures(rows),
+        "lookalike_contests": contest_figures(rows),
+        "descriptor_index": run.index_figures,
+        "grounder_agrees_on_sample": run.agree,
+        "latency_ms": latency_figures(run),
+        "index": index_time_figures(run),
         "targets": {"plain_top1": ">= 0.97", "screenshot_top1": ">= 0.9 (held-out layouts)", "grid_top1": ">= 0.85",
                     "false_claims": "<= 0.01 per style", "lookalike_right": ">= 0.95", "route_p95_ms": "<= 60 at 5,000; <= 120 at 20,000",
                     "index_s_per_image": "<= 0.03"},
         "cpu_count": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
-    print(json.dumps(out, indent=2))
+
+
+def main() -> None:
+    args = parse_args()
+    run = Run(args, split_templates(Path(args.data), args.seed), Path(args.cache),
+              styles=[s for s in args.styles.split(",") if s], families=[f for f in args.families.split(",") if f])
+    run.cache.mkdir(parents=True, exist_ok=True)
+    measure(run)
+    print(json.dumps(report(run), indent=2))
 
 
 if __name__ == "__main__":
