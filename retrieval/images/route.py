@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from culturebase.entity import Entity
 from culturebase.images import ImageStore
-from culturebase.settings import Settings
+from culturebase.settings import setting_default
 from culturebase.store import CultureBaseStore, EmbedderInfo
 from culturebase.store.images import ImageFeatureStore, ImageIndex, LearnedImageIndex
 from retrieval.images import features as feats
@@ -75,8 +75,8 @@ log = logging.getLogger(__name__)
 
 HASHER = EmbedderInfo(HASHER_NAME, VECTOR_DIM)
 #: the route's thresholds when none is given: the settings' defaults (``KAR_IMAGE_TAU``, ``KAR_IMAGE_EMBED_TAU``)
-DEFAULT_IMAGE_TAU: int = Settings.model_fields["image_tau"].default
-DEFAULT_EMBED_TAU: float = Settings.model_fields["image_embed_tau"].default
+DEFAULT_IMAGE_TAU: int = setting_default("image_tau")
+DEFAULT_EMBED_TAU: float = setting_default("image_embed_tau")
 
 
 @dataclass(frozen=True)
