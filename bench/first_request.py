@@ -102,14 +102,6 @@ def explain(base: str, image: str) -> dict[str, Any]:
     return {"image": image, "wall_s": round(wall, 3), **{f"{s}_s": timings.get(s) for s in STAGES}, "queries": queries}
 
 
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over the rounds of the first and the second explain's stages."""
     out: dict[str, Any] = {}
@@ -126,7 +118,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="servers started per mode (the image order alternates)")
     parser.add_argument("--vlm-delay", type=float, default=0.05)
     args = parser.parse_args([a for a in sys.argv[1:] if a != "--first-request"])
-    from service import free_port  # bench/service.py
+    from service import free_port, stop_api  # bench/service.py
 
     from tests.fakes.openai_server import FakeOpenAIServer, FakeReply
 
@@ -147,7 +139,7 @@ def main() -> None:
                "KAR_SEARCH_BACKEND": "local", "KAR_OCR_ENABLED": "true", "KAR_API_RATE_LIMIT_PER_MIN": "100000"}
         proc, _ = start({**env, "KAR_SEARCH_CACHE_PATH": str(tmp / "prime.sqlite")}, port := free_port())  # untimed: the data dir's tables
         explain(f"http://127.0.0.1:{port}", IMAGES[0])
-        stop(proc)
+        stop_api(proc, 30)
         for mode in ("off", "on"):
             runs = []
             for n in range(args.rounds):
@@ -157,7 +149,7 @@ def main() -> None:
                 try:
                     first, second = (explain(f"http://127.0.0.1:{port}", image) for image in order)
                 finally:
-                    stop(proc)
+                    stop_api(proc, 30)
                 runs.append({"server": seen, "first": first, "second": second})
             results[f"warmup_{mode}"] = {"median": summary(runs), "runs": runs}
     finally:

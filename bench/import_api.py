@@ -169,7 +169,7 @@ def size_figures(counts: dict[str, int], job: dict[str, Any], chunked: bool, upl
 
 def one_size(tmp: Path, target_mb: float, chunked: bool) -> dict[str, Any]:
     """Write the WARC, start a server over an empty KB, import it through the API; the figures."""
-    from service import free_port  # bench/service.py
+    from service import free_port, stop_api  # bench/service.py
 
     warc = tmp / f"crawl-{target_mb:g}.warc"
     counts = write_warc(warc, target_mb)
@@ -197,11 +197,7 @@ def one_size(tmp: Path, target_mb: float, chunked: bool) -> dict[str, Any]:
         after = mem(proc.pid)
     finally:
         stop.set()
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_api(proc, 30)
     return size_figures(counts, job, chunked, upload_s, total_s, before, after, samples)
 
 

@@ -371,10 +371,11 @@ def start_api(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     return proc, base
 
 
-def stop_api(proc: subprocess.Popen) -> None:
+def stop_api(proc: subprocess.Popen, wait_s: float = 20) -> None:
+    """Terminate the server; kill it when it has not stopped after ``wait_s``."""
     proc.terminate()
     try:
-        proc.wait(20)
+        proc.wait(wait_s)
     except subprocess.TimeoutExpired:
         proc.kill()
 
