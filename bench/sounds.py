@@ -266,11 +266,9 @@ class LandmarkMethod:
         self.owner: dict[int, int] = {}
 
     def index(self, sounds: list[np.ndarray], owners: list[int]) -> None:
-        idx = self.store._load()
         for i, (x, owner) in enumerate(zip(sounds, owners)):
             h, t = fp.landmarks(x)
-            idx.add(i, h, t)
-            self.store._entries.append(sound_route._Entry(f"e{owner}", str(i), str(i)))
+            self.store.add_landmarks(f"e{owner}", str(i), str(i), h, t)
 
     def query(self, samples: np.ndarray) -> tuple[int | None, bool, dict[str, Any]]:
         hits = self.store.match(samples)

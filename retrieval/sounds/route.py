@@ -243,6 +243,16 @@ class SoundStore:
             self.save()
         return stats
 
+    def add_landmarks(self, entity_id: str, sha256: str, path: str, hashes: np.ndarray, times: np.ndarray) -> int:
+        """Index one sound's landmarks (:func:`~retrieval.sounds.fingerprint.landmarks`) for an entity without
+        storing its file (a bench's generated sounds); returns its sound number.  Written by the next :meth:`save`."""
+        with self._lock:
+            index = self._load()
+            number = len(self._entries)
+            index.add(number, hashes, times)
+            self._entries.append(_Entry(entity_id, sha256, path))
+            return number
+
     def delete_entities(self, entity_ids: list[str]) -> int:
         """Drop the sounds of these entities from the index."""
         with self._lock:

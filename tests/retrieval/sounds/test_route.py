@@ -198,3 +198,13 @@ def test_a_store_reads_sounds_another_process_indexed_and_writes_on_top_of_them(
     fresh = SoundStore(tmp_path / "sounds")
     assert fresh.count() == 3
     assert fresh.match(melody(7)[SR : SR * 4])[0].entity_id == crawled.id
+
+
+def test_landmarks_added_without_a_file_are_matched_and_saved(tmp_path: Path):
+    store = SoundStore(tmp_path / "sounds")
+    numbers = [store.add_landmarks(f"e{i}", f"sha{i}", f"p{i}", *fp.landmarks(melody(i))) for i in range(3)]
+    assert numbers == [0, 1, 2] and store.count() == 3
+    (hit, *_) = store.match(melody(1)[SR : 4 * SR])
+    assert hit.entity_id == "e1" and hit.accepted()
+    store.save()
+    assert SoundStore(tmp_path / "sounds").match(melody(2)[SR : 4 * SR])[0].entity_id == "e2"
