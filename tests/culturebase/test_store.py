@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 
 import numpy as np
 import pytest
@@ -26,24 +25,17 @@ from culturebase.store import (
 )
 from culturebase.store.culturebase import ENTITY_DENSE
 from culturebase.store.edge import EdgeBackend
-from culturebase.store.server import ServerBackend
+from tests.culturebase.store_backends import BACKEND_KINDS, make_backend, unit_vectors
 
 DIM = 16
 INFO = EmbedderInfo("test-embedder", DIM, sparse=True)
 
 
 def _backend(kind: str, tmp_path):
-    if kind == "embedded":
-        return EdgeBackend(tmp_path / "kb")
-    if kind == "local":
-        return ServerBackend(location=":memory:", prefix=f"t{uuid.uuid4().hex[:8]}")
-    url = os.environ.get("KAR_QDRANT_URL")
-    if not url:
-        pytest.skip("KAR_QDRANT_URL not set: no Qdrant server to test against")
-    return ServerBackend(url=url, prefix=f"t{uuid.uuid4().hex[:8]}")
+    return make_backend(kind, tmp_path)
 
 
-@pytest.fixture(params=["embedded", "local", pytest.param("server", marks=pytest.mark.server)])
+@pytest.fixture(params=BACKEND_KINDS)
 def backend_kind(request):
     return request.param
 
@@ -71,12 +63,7 @@ def _entities(n: int) -> list[Entity]:
 
 
 def _vectors(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name in ENTITY_DENSE:
-        m = rng.normal(size=(n, DIM)).astype(np.float32)
-        out[name] = m / np.linalg.norm(m, axis=1, keepdims=True)
-    return out
+    return unit_vectors(n, ENTITY_DENSE, DIM, seed)
 
 
 def _sparse(n: int) -> dict[str, list[dict[int, float]]]:

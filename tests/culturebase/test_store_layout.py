@@ -5,8 +5,6 @@ qdrant-client's local mode; a real server when KAR_QDRANT_URL is set)."""
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,7 @@ ALL_DENSE = (ENTITY_FULL, *ENTITY_DENSE)
 from culturebase.store.edge import EdgeBackend
 from culturebase.store.layout import LayoutPolicy, StoreLayout
 from culturebase.store.server import ServerBackend
+from tests.culturebase.store_backends import BACKEND_KINDS, make_backend, unit_vectors
 
 DIM = 16
 INFO = EmbedderInfo("test-embedder", DIM, sparse=True)
@@ -30,17 +29,10 @@ BIG = LayoutPolicy(quantization="int8", on_disk="true", hnsw_vectors=("identity"
 
 
 def _backend(kind: str, tmp_path: Path, policy: LayoutPolicy | None = None):
-    if kind == "embedded":
-        return EdgeBackend(tmp_path / "kb", layout_policy=policy)
-    if kind == "local":
-        return ServerBackend(location=":memory:", prefix=f"t{uuid.uuid4().hex[:8]}", layout_policy=policy)
-    url = os.environ.get("KAR_QDRANT_URL")
-    if not url:
-        pytest.skip("KAR_QDRANT_URL not set: no Qdrant server to test against")
-    return ServerBackend(url=url, prefix=f"t{uuid.uuid4().hex[:8]}", layout_policy=policy)
+    return make_backend(kind, tmp_path, policy)
 
 
-@pytest.fixture(params=["embedded", "local", pytest.param("server", marks=pytest.mark.server)])
+@pytest.fixture(params=BACKEND_KINDS)
 def backend_kind(request):
     return request.param
 
@@ -53,12 +45,7 @@ def _entities(n: int) -> list[Entity]:
 
 
 def _vectors(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name in ALL_DENSE:
-        m = rng.normal(size=(n, DIM)).astype(np.float32)
-        out[name] = m / np.linalg.norm(m, axis=1, keepdims=True)
-    return out
+    return unit_vectors(n, ALL_DENSE, DIM, seed)
 
 
 def _sparse(n: int) -> dict[str, list[dict[int, float]]]:

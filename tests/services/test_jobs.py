@@ -60,6 +60,16 @@ async def test_crawl_job_lifecycle_through_the_manager(make_client, tmp_path):
         assert logs["id"] == job["id"] and isinstance(logs["log"], str)
 
 
+async def _finished(client, job: dict) -> dict:
+    """The ablation job once it is no longer queued or running (polled for up to 10 s)."""
+    for _ in range(200):
+        job = (await client.get(f"/v1/ablations/{job['id']}")).json()
+        if job["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.05)
+    return job
+
+
 def _dataset(data_dir: Path) -> None:
     root = data_dir / "datasets"
     root.mkdir(parents=True, exist_ok=True)
@@ -74,11 +84,7 @@ async def test_ablation_job_runs_in_the_background_and_serves_results(api):
     assert r.status_code == 202, r.text
     job = r.json()
     assert job["total"] == 4 and job["status"] in ("queued", "running")
-    for _ in range(200):
-        job = (await client.get(f"/v1/ablations/{job['id']}")).json()
-        if job["status"] not in ("queued", "running"):
-            break
-        await asyncio.sleep(0.05)
+    job = await _finished(client, job)
     assert job["status"] == "succeeded" and job["done"] == 4 and job["progress"] == 1.0
     assert job["summary"]["ran"] == 4 and job["summary"]["failed"] == 0
     preds = (await client.get(job["results"]["cot"])).json()
@@ -125,11 +131,7 @@ async def test_ablation_job_runs_a_family_benchmark_through_the_registry(api):
     r = await client.post("/v1/ablations", json={"dataset": "mr.jsonl", "conditions": ["vanilla"]}, headers=rw())
     assert r.status_code == 202, r.text
     job = r.json()
-    for _ in range(200):
-        job = (await client.get(f"/v1/ablations/{job['id']}")).json()
-        if job["status"] not in ("queued", "running"):
-            break
-        await asyncio.sleep(0.05)
+    job = await _finished(client, job)
     assert job["status"] == "succeeded" and job["summary"]["ran"] == 2, job
     traces = [json.loads(line) for line in (await client.get(f"/v1/ablations/{job['id']}/traces/vanilla")).text.splitlines()]
     assert {t["trace"]["task"]["task"] for t in traces} == {"CMI-C", "PI-G"}  # the task runner: each item's task prompt
@@ -154,11 +156,7 @@ async def test_a_search_condition_with_nothing_to_search_is_refused_unless_allow
                                                      "allow_no_evidence": True}, headers=rw())
         assert r.status_code == 202, r.text
         job = r.json()
-        for _ in range(200):
-            job = (await client.get(f"/v1/ablations/{job['id']}")).json()
-            if job["status"] not in ("queued", "running"):
-                break
-            await asyncio.sleep(0.05)
+        job = await _finished(client, job)
         assert job["status"] == "succeeded", job
         manifest = json.loads((services.ablations.job_dir(job["id"]) / "manifest.json").read_text("utf-8"))
         assert manifest["allow_no_evidence"] is True and manifest["evidence"]["available"] is False
