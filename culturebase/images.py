@@ -31,7 +31,6 @@ import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from culturebase.bounded_image import ImageDecodeError, bounded_bytes, draft_eighth
 from culturebase.entity import EntityImage
