@@ -41,7 +41,7 @@ BENCHES: dict[str, str] = {
     "evidence": "python bench/evidence.py --work data/bench/evidence",
     "sounds": "python bench/sounds.py --cache data/bench_cache/sounds",
     "diagnostics": "python bench/diagnostics.py --skip-cost",
-    "calibration": "python bench/calibration.py --sizes 200,5000 --evidence",
+    "calibration": "python bench/calibration.py --sizes 200,5000,40000 --evidence",
 }
 RUN_BY_DEFAULT = ("grounding_precision", "templates", "evidence", "sounds", "diagnostics")
 
@@ -171,7 +171,7 @@ TABLES: tuple[Table, ...] = (
         page="calibration.md",
         source="calibration",
         corner="bundled e5, grounding bench held-out",
-        columns=(("220 entities", "200"), ("5,000 entities", "5000")),
+        columns=(("220 entities", "200"), ("5,000 entities", "5000"), ("39,814 entities", "40000")),
         rows=(
             Row("fitted τ", "embedders/bundled/sizes/{col}/calibrate/fitted/tau", "{}"),
             Row("fitted min height", "embedders/bundled/sizes/{col}/calibrate/fitted/min_height", "{}"),
