@@ -39,7 +39,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from culturebase.identity import IdentityIndex
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,21 +59,30 @@ def _subset_moegirl(src: Path, n: int | None, dest: Path) -> Path:
     return dest
 
 
+def _seen_before(seen: IdentityIndex, entity: Any, same_as: str | None) -> bool:
+    """Whether the import's identity rules join ``entity`` into one seen before (else it is remembered)."""
+    target, _ = seen.match(entity, same_as)
+    if target is not None:
+        seen.joined(target.id, entity)
+        return True
+    seen.add(entity)
+    return False
+
+
 def _baseline_texts(path: Path, fmt: str | None) -> list[str]:
     """One "name | work | description" text per distinct entity of the dump, as the import maps it."""
+    from culturebase.entity import Entity
+    from culturebase.identity import IdentityIndex
     from culturebase.importers import open_dump
-    from culturebase.entity import normalize_text
 
-    seen: set[str] = set()
+    seen = IdentityIndex()
     texts = []
     for entry in open_dump(path, fmt)[1]:
         rec = entry.record
         if not rec:
             continue
-        key = entry.merge_key or normalize_text(rec["name"] + "|" + rec.get("source_work", "") + "|" + json.dumps(rec.get("sources")))
-        if key in seen:
+        if _seen_before(seen, Entity.model_validate({k: v for k, v in rec.items() if k != "image"}), entry.same_as):
             continue
-        seen.add(key)
         texts.append(" | ".join(x for x in (rec["name"], rec.get("source_work", ""), rec.get("description", "")) if x))
     return texts
 
@@ -80,11 +92,12 @@ def _route_texts(path: Path, fmt: str | None, chunk: int = 256) -> list[list[str
     (all identity texts, then visual, then usage; usage falls back to identity): the embedder alone
     on exactly the import's texts."""
     from culturebase.entity import Entity
+    from culturebase.identity import IdentityIndex
     from culturebase.importers import open_dump
 
     out: list[list[str]] = []
     rows: list[dict[str, str]] = []
-    seen: set[str] = set()
+    seen = IdentityIndex()
 
     def flush() -> None:
         unique: dict[str, None] = {}
@@ -101,10 +114,8 @@ def _route_texts(path: Path, fmt: str | None, chunk: int = 256) -> list[list[str
         if not rec:
             continue
         e = Entity.model_validate({k: v for k, v in rec.items() if k != "image"})
-        key = entry.merge_key or e.id
-        if key in seen:
+        if _seen_before(seen, e, entry.same_as):
             continue
-        seen.add(key)
         rows.append(e.route_texts())
         if len(rows) == chunk:
             flush()
