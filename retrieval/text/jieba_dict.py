@@ -8,7 +8,7 @@ tables under ``KAR_DATA_DIR/cache/jieba/`` (written once from jieba's own ``gen_
 ``dict.txt``, rebuilt when jieba's dictionary file changes): segmenting a text reads only the
 rows of its own prefixes (:class:`PrefixDict`), and a tag lookup one row.  The segmentation is
 jieba's own code (``Tokenizer.cut``) over the same numbers, so it is the same
-(``tests/retrieval/test_jieba_dict.py`` compares it with ``jieba.cut``).  An unwritable data
+(``tests/retrieval/text/test_jieba_dict.py`` compares it with ``jieba.cut``).  An unwritable data
 directory falls back to jieba's own temporary cache and a parse.  ``bench/cold_start.py``
 prints cold and warm figures.
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.retrieval.test_sound_route import SR, melody, wav_bytes
+from tests.retrieval.sounds.test_route import SR, melody, wav_bytes
 from tests.services.conftest import ro
 
 
