@@ -32,7 +32,7 @@ class ExitCode(IntEnum):
 
 EXIT_CODES: dict[int, str] = {
     ExitCode.OK: "success",
-    ExitCode.FAILED: "runtime failure (a server in error, the VLM, judge or Qdrant server unreachable, store busy, locked or built with another "
+    ExitCode.FAILED: "runtime failure (a server other than the embedder unreachable, a server in error, store busy, locked or built with another "
     "embedder, failed job or item, unexpected error)",
     ExitCode.USAGE: "bad input or usage (unknown name, missing or invalid file, missing or invalid KAR_* setting "
     "or .env line)",
