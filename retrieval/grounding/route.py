@@ -18,7 +18,7 @@ and implements ``wanted(query)`` (whether it would run on these cues with this g
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -51,6 +51,35 @@ class Route(Protocol):
     def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
         """The route's work in one of its phases."""
         ...
+
+
+class TextEvidenceRoute:
+    """What the text evidence routes (lexical, caption, exact, sparse) declare alike: one route-score key,
+    their name; their weighted score is added in fusion; their evidence alone never accepts; they run when
+    any cue has letters, digits or CJK characters. A subclass sets ``name``, ``reads``, ``weight`` and
+    ``steps`` (each of its phases, in :data:`PHASES` order, to the function of ``(query, pool)`` it runs)."""
+
+    name: str = ""
+    reads: tuple[str, ...] = ()
+    weight: float = 0.0
+    role = "evidence"
+    accepts_alone = False
+    steps: Mapping[str, Callable[[RouteQuery, CandidatePool], RouteRun]] = {}
+    scores: tuple[str, ...] = ()
+    phases: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.scores = (cls.name,)
+        cls.phases = tuple(cls.steps)
+
+    def wanted(self, query: RouteQuery) -> bool:
+        """Whether any cue has letters, digits or CJK characters."""
+        return bool(query.dense)
+
+    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
+        """The step of ``phase``."""
+        return self.steps[phase](query, pool)
 
 
 @dataclass(frozen=True)

@@ -15,30 +15,10 @@ from __future__ import annotations
 from retrieval.grounding.candidates import ENTITIES, CandidatePool, RouteHit, RouteQuery, RouteRun
 from retrieval.grounding.params import PARAMS
 from retrieval.grounding.registry import register_route
+from retrieval.grounding.route import TextEvidenceRoute
 from retrieval.text import lexical as lex
 
 NAME = "caption"
-
-
-@register_route()
-class CaptionRoute:
-    """An OCR line inside one of the entity's catchphrases; scores every candidate (module docstring)."""
-
-    name = NAME
-    scores = (NAME,)
-    reads = ("ocr_text",)
-    role = "evidence"
-    weight = PARAMS.route_weights[NAME]
-    accepts_alone = False
-    phases = ("score",)
-
-    def wanted(self, query: RouteQuery) -> bool:
-        """Whether any cue has letters, digits or CJK characters."""
-        return bool(query.dense)
-
-    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
-        """The ``score`` phase: :func:`score`."""
-        return score(query, pool)
 
 
 def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
@@ -68,3 +48,13 @@ def whole_line_match(whole: set[str], phrases: list[str]) -> lex.CaptionMatch | 
         if key in whole:
             return lex.CaptionMatch(PARAMS.whole_line, key, phrase)
     return None
+
+
+@register_route()
+class CaptionRoute(TextEvidenceRoute):
+    """An OCR line inside one of the entity's catchphrases; scores every candidate (module docstring)."""
+
+    name = NAME
+    reads = ("ocr_text",)
+    weight = PARAMS.route_weights[NAME]
+    steps = {"score": score}

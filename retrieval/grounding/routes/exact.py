@@ -26,6 +26,7 @@ from culturebase.entity import Entity, normalize_text
 from retrieval.grounding.candidates import CandidatePool, RouteHit, RouteQuery, RouteRun
 from retrieval.grounding.params import PARAMS
 from retrieval.grounding.registry import register_route
+from retrieval.grounding.route import TextEvidenceRoute
 from retrieval.text import lexical as lex
 
 NAME = "exact"
@@ -87,27 +88,6 @@ def match_entity(
     return best, matched
 
 
-@register_route()
-class ExactRoute:
-    """A name or alias given as a guess or written in the OCR text; scores every candidate (module docstring)."""
-
-    name = NAME
-    scores = (NAME,)
-    reads = ("ocr_text", "entities")
-    role = "evidence"
-    weight = PARAMS.route_weights[NAME]
-    accepts_alone = False
-    phases = ("score",)
-
-    def wanted(self, query: RouteQuery) -> bool:
-        """Whether any cue has letters, digits or CJK characters."""
-        return bool(query.dense)
-
-    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
-        """The ``score`` phase: :func:`score`."""
-        return score(query, pool)
-
-
 def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
     """Each candidate's exact score (entities with none are left out); the reason is the matched name/alias."""
     run = RouteRun()
@@ -122,3 +102,13 @@ def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
         if value:
             run.hits.append(RouteHit(NAME, ent, value, reason=matched))
     return run
+
+
+@register_route()
+class ExactRoute(TextEvidenceRoute):
+    """A name or alias given as a guess or written in the OCR text; scores every candidate (module docstring)."""
+
+    name = NAME
+    reads = ("ocr_text", "entities")
+    weight = PARAMS.route_weights[NAME]
+    steps = {"score": score}

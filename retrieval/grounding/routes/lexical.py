@@ -13,30 +13,10 @@ from culturebase.store import PayloadFilter
 from retrieval.grounding.candidates import CandidatePool, RouteHit, RouteQuery, RouteRun
 from retrieval.grounding.params import PARAMS
 from retrieval.grounding.registry import register_route
+from retrieval.grounding.route import TextEvidenceRoute
 from retrieval.text import lexical as lex
 
 NAME = "lexical"
-
-
-@register_route()
-class LexicalRoute:
-    """BM25 on the embedder-independent ``lexical`` vector; brings candidates (module docstring)."""
-
-    name = NAME
-    scores = (NAME,)
-    reads = ("ocr_text", "visual_handle", "entities")
-    role = "evidence"
-    weight = PARAMS.route_weights[NAME]
-    accepts_alone = False
-    phases = ("find",)
-
-    def wanted(self, query: RouteQuery) -> bool:
-        """Whether any cue has letters, digits or CJK characters."""
-        return bool(query.dense)
-
-    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
-        """The ``find`` phase: :func:`find`."""
-        return find(query, pool)
 
 
 def find(query: RouteQuery, pool: CandidatePool) -> RouteRun:
@@ -54,3 +34,13 @@ def find(query: RouteQuery, pool: CandidatePool) -> RouteRun:
             run.hits.append(RouteHit(NAME, pool.entity_of(hit), lex.normalized_bm25(hit.score, qvec, query.n_entities), cue=text))
     run.status[NAME] = "ran"
     return run
+
+
+@register_route()
+class LexicalRoute(TextEvidenceRoute):
+    """BM25 on the embedder-independent ``lexical`` vector; brings candidates (module docstring)."""
+
+    name = NAME
+    reads = ("ocr_text", "visual_handle", "entities")
+    weight = PARAMS.route_weights[NAME]
+    steps = {"find": find}

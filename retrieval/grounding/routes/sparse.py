@@ -11,30 +11,10 @@ from culturebase.store import PayloadFilter
 from retrieval.grounding.candidates import CandidatePool, RouteHit, RouteQuery, RouteRun
 from retrieval.grounding.params import PARAMS
 from retrieval.grounding.registry import register_route
+from retrieval.grounding.route import TextEvidenceRoute
 
 NAME = "sparse"
 VECTOR = "identity_sparse"
-
-
-@register_route()
-class SparseRoute:
-    """bge-m3's lexical weights: brings more candidates after the dense completion, then scores every candidate."""
-
-    name = NAME
-    scores = (NAME,)
-    reads = ("ocr_text", "entities")
-    role = "evidence"
-    weight = PARAMS.route_weights[NAME]
-    accepts_alone = False
-    phases = ("extend", "score")
-
-    def wanted(self, query: RouteQuery) -> bool:
-        """Whether any cue has letters, digits or CJK characters."""
-        return bool(query.dense)
-
-    def run(self, phase: str, query: RouteQuery, pool: CandidatePool) -> RouteRun:
-        """``extend``: :func:`find`; ``score``: :func:`score`."""
-        return find(query, pool) if phase == "extend" else score(query, pool)
 
 
 def _queries(query: RouteQuery) -> list[dict[int, float]]:
@@ -80,3 +60,13 @@ def score(query: RouteQuery, pool: CandidatePool) -> RouteRun:
         if value:
             run.hits.append(RouteHit(NAME, pool.entities[eid], value))
     return run
+
+
+@register_route()
+class SparseRoute(TextEvidenceRoute):
+    """bge-m3's lexical weights: brings more candidates after the dense completion, then scores every candidate."""
+
+    name = NAME
+    reads = ("ocr_text", "entities")
+    weight = PARAMS.route_weights[NAME]
+    steps = {"extend": find, "score": score}
