@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.defaults import setting_default
+from culturebase.settings import setting_default
 from agents.media.frames import MediaError, MediaLimitError, MediaLimits, container_duration, open_container
 
 SAMPLE_RATE = 16_000

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.defaults import setting_default
+from culturebase.settings import setting_default
 
 
 class MediaError(ValueError):

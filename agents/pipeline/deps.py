@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agents.defaults import setting_default
+from culturebase.settings import setting_default
 from agents.vlm.base import VisionLanguageModel
 from retrieval.grounding import GroundingCues
 from retrieval.websearch import WebSearch
