@@ -106,17 +106,17 @@ def probe_features(
 ) -> Features:
     """Ground every probe with no threshold and keep its top candidates (the grounder's τ and margins are unused);
     ``right(probe, entity)``: whether a candidate is the expected one (default: its id is ``probe.expected``)."""
-    from retrieval.grounding import evidence_sum
+    from retrieval.grounding import accepted_alone, evidence_sum
 
+    table = grounder.table  # the grounder's routes: which score keys are evidence, which may accept alone
     kept: list[Probe] = []
     rows: list[list[tuple[float, float, float, bool, bool]]] = []
     for i, probe in enumerate(probes, 1):
         result = grounder.ground(_cues(probe))
         row = []
         for g in result.candidates[:TOP_M]:
-            media = g.route in ("image", "sound") or "image" in g.route_scores or "sound" in g.route_scores
             ok = right(probe, g.entity) if right is not None else g.entity.id == probe.expected
-            row.append((g.score, evidence_sum(g.route_scores), g.height, media, ok))
+            row.append((g.score, evidence_sum(g.route_scores, table), g.height, accepted_alone(g, table), ok))
         kept.append(probe)
         rows.append(row)
         if progress:
