@@ -1,8 +1,9 @@
 """``kar calibrate``: fit the calibration record of a knowledge base and its embedder, report, store it.
 
 :func:`calibrate` runs the steps: probes (:mod:`.probes`), grounding features and the accept rule
-(:mod:`.fit`), the corpus floors when the KB holds crawled pages (:mod:`.corpus`), the record, and the
-figures before and after on the held-out split.  It refuses a KB too small to say anything
+(:mod:`.fit`), the corpus floors when the KB holds crawled pages (:mod:`.corpus`), the record, the
+figures before and after on the held-out split, and whether the refit reproduces the record in use
+(:func:`_reproduces`: its figures always, its values when it read the record's own probes).  It refuses a KB too small to say anything
 (:data:`MIN_ENTITIES`) and warns when the negatives are too few for the target (:func:`fit.min_negatives`).
 """
 
@@ -22,13 +23,22 @@ from retrieval.calibration.probes import Probe, caption_languages, caption_probe
 from retrieval.calibration.record import CalibrationRecord, EmbedderId, Thresholds
 from retrieval.calibration.resolve import Calibration, resolve_calibration, write_kb_record
 
-__all__ = ["CalibrateOptions", "CalibrationTooSmallError", "MIN_ENTITIES", "TOLERANCE", "calibrate", "calibration_probes", "probe_languages"]
+__all__ = [
+    "CalibrateOptions", "CalibrationTooSmallError", "MIN_ENTITIES", "TOLERANCE", "VALUE_TOLERANCE", "calibrate", "calibration_probes",
+    "probe_digest", "probe_languages",
+]
 
 #: fewer entities than this and there is nothing to calibrate on (refused)
 MIN_ENTITIES = 20
 #: how far a refit's held-out figures may land from the record's (points of top-1 / of false rate / of captions
 #: given evidence / of pages found first), read on the same held-out probes
 TOLERANCE = {"top1": 0.03, "false_rate": 0.01, "captions_given_evidence_rate": 0.01, "own_page_first": 0.03}
+#: how far a refit's values may land from the record's when it read the same probes (their digest) on a KB of the
+#: same size: one step of each value's grid (:mod:`.fit`, :mod:`.corpus`; the evidence grid's widest), so a tie the
+#: embedder's float noise breaks the other way still reproduces
+VALUE_TOLERANCE = {"tau": 0.0025, "min_height": 0.005, "min_evidence": 0.02, "corpus_floor": 0.0025, "corpus_ordinary_floor": 0.005}
+_GROUNDING_VALUES = ("tau", "min_height", "min_evidence")
+_CORPUS_VALUES = ("corpus_floor", "corpus_ordinary_floor")
 #: the fit's grounder keeps every candidate (no threshold): its rule is read offline
 _OPEN = Thresholds(tau=-10.0, min_height=-10.0, min_evidence=-10.0, corpus_floor=0.0, corpus_ordinary_floor=0.0)
 Progress = Callable[[str, int, int], None]
@@ -62,8 +72,15 @@ def _method(target: float) -> str:
     )
 
 
+def probe_digest(probes: list[Probe]) -> str:
+    """sha1 of a probe set, whatever order the store streamed it in: two fits that read the same digest on a KB of
+    the same size read the same data."""
+    rows = sorted("\x1f".join((p.text, p.expected or "", p.kind, p.cue, p.split)) for p in probes)
+    return hashlib.sha1("\n".join(rows).encode("utf-8")).hexdigest()
+
+
 def _counts(probes: list[Probe]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"probes_sha1": probe_digest(probes)}
     for split in ("calibration", "held-out"):
         part = [p for p in probes if p.split == split]
         out[split] = {
@@ -105,9 +122,33 @@ def _corpus(kb: Any, languages: list[str], opts: CalibrateOptions, rule: Thresho
     }
 
 
-def _reproduces(before: Calibration, ground: dict[str, Any], corpus: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Whether the refit's held-out figures are within :data:`TOLERANCE` of the record's rule on the same probes."""
-    if before.record is None:
+def _same_data(record: CalibrationRecord, part: str, digest: str, size: tuple[str, int]) -> str | None:
+    """Why a refit's ``part`` values cannot be held to the record's (None: the same probes on a KB of the same size)."""
+    field, n = size
+    fitted = record.fitted_on.get(part)
+    theirs = fitted.get("probes_sha1") if isinstance(fitted, dict) else None
+    if theirs is None:
+        return f"the record does not say which {part} probes it was fitted on"
+    if theirs != digest or getattr(record, field) != n:
+        return f"the record was fitted on other {part} probes or another size ({getattr(record, field):,} {field.split('_', 1)[1]})"
+    return None
+
+
+def _value_checks(record: CalibrationRecord, after: Thresholds, names: tuple[str, ...], why: str | None) -> dict[str, Any]:
+    if why is not None:
+        return {"compared": False, "why": why}
+    checks = {k: {"record": getattr(record.thresholds, k), "refit": getattr(after, k),
+                  "within": abs(getattr(record.thresholds, k) - getattr(after, k)) <= VALUE_TOLERANCE[k] + 1e-9} for k in names}
+    return {"compared": True, "checks": checks}
+
+
+def _reproduces(before: Calibration, ground: dict[str, Any], corpus: dict[str, Any] | None, n: int, chunks: int,
+                digests: dict[str, str]) -> dict[str, Any] | None:
+    """Whether the refit reproduces the record in use: its held-out figures within :data:`TOLERANCE` of the record's
+    rule on the same probes, and, where the refit read the record's own probes on a KB of its size, its values within
+    :data:`VALUE_TOLERANCE` (values are per KB: on other data only the figures can be held to the record's)."""
+    record = before.record
+    if record is None:
         return None
     checks = {}
     for key in ("top1", "false_rate"):
@@ -117,7 +158,15 @@ def _reproduces(before: Calibration, ground: dict[str, Any], corpus: dict[str, A
         for key in ("captions_given_evidence_rate", "own_page_first"):
             a, b = corpus["held_out"]["before"][key], corpus["held_out"]["after"][key]
             checks[key] = {"record": a, "refit": b, "within": abs(a - b) <= TOLERANCE[key] + 1e-9}
-    return {"tolerance": TOLERANCE, "checks": checks, "within": all(c["within"] for c in checks.values())}
+    after: Thresholds = (corpus or ground)["after"]
+    values = {"grounding": _value_checks(record, after, _GROUNDING_VALUES,
+                                         _same_data(record, "grounding", digests["grounding"], ("kb_entities", n)))}
+    values["corpus"] = (_value_checks(record, after, _CORPUS_VALUES, _same_data(record, "corpus", digests["corpus"], ("corpus_chunks", chunks)))
+                        if corpus else {"compared": False, "why": "no corpus was fitted"})
+    values_within = all(c["within"] for part in values.values() if part["compared"] for c in part["checks"].values())
+    return {"tolerance": TOLERANCE, "checks": checks, "figures_within": all(c["within"] for c in checks.values()),
+            "value_tolerance": VALUE_TOLERANCE, "values": values, "values_within": values_within,
+            "within": all(c["within"] for c in checks.values()) and values_within}
 
 
 def _captions(languages: list[str], limit: int | None) -> list[Probe]:
@@ -190,7 +239,9 @@ def calibrate(kb: Any, opts: CalibrateOptions, progress: Progress | None = None)
         "after": rule.model_dump(), "changes": before.thresholds.changes(rule),
         "grounding": {k: v for k, v in ground.items() if k not in ("after",)},
         "corpus": {k: v for k, v in corpus.items() if k != "after"} if corpus else None,
-        "reproduces": _reproduces(before, ground, corpus), "warnings": warnings,
+        "reproduces": _reproduces(before, ground, corpus, n, record.corpus_chunks, {
+            "grounding": record.fitted_on["grounding"]["probes_sha1"], "corpus": (corpus or {}).get("probes", {}).get("probes_sha1", "")}),
+        "warnings": warnings,
         "stored": not opts.dry_run, "record": record.model_dump(mode="json"),
         "seconds": round(time.perf_counter() - started, 1), "peak_rss_mb": round(peak_kb / 1024, 1),
     }

@@ -10,6 +10,9 @@
    ``kar calibrate``; with ``KAR_REQUIRE_CALIBRATION=true`` it refuses instead
    (:class:`UncalibratedEmbedderError`).
 
+A record (the KB's or the bundled one) used on a knowledge base more than twice the size it was fitted at
+comes with a note that says so and names ``kar calibrate``.
+
 The record lives in the entities collection's metadata (key :data:`META_KEY`), so it goes wherever the
 collection goes (a copied folder, a Qdrant server snapshot); ``kar kb export`` writes it beside the export.
 """
@@ -93,6 +96,16 @@ def clear_kb_record(store: Any) -> None:
     store.backend.set_collection_meta("entities", META_KEY, None)
 
 
+def _growth(record: CalibrationRecord, store: Any) -> list[str]:
+    """The note of a knowledge base grown past twice the size ``record`` was fitted at (none otherwise)."""
+    entities = store.count() if store is not None else 0
+    if not record.grown(entities):
+        return []
+    what = "it was calibrated at" if record.source != "bundled" else "the bundled record was fitted at"
+    return [f"the knowledge base holds {entities:,} entities, more than twice the {record.kb_entities:,} {what}: run "
+            "`kar calibrate` to check that the rule still holds"]
+
+
 def resolve_calibration(store: Any, embedder_name: str, dim: int, require: bool = False) -> Calibration:
     """The calibration in use for ``store`` searched with embedder ``embedder_name`` (module docstring)."""
     notes: list[str] = []
@@ -102,20 +115,14 @@ def resolve_calibration(store: Any, embedder_name: str, dim: int, require: bool 
         own, notes = None, [f"{exc}; it is ignored"]
     if own is not None:
         if own.matches(embedder_name, dim):
-            entities = store.count()
-            if own.grown(entities):
-                notes.append(
-                    f"the knowledge base holds {entities:,} entities, more than twice the {own.kb_entities:,} it was "
-                    "calibrated at: run `kar calibrate` to check that the rule still holds"
-                )
-            return Calibration(own.thresholds, "kb", own, None, notes)
+            return Calibration(own.thresholds, "kb", own, None, notes + _growth(own, store))
         notes.append(
             f"the knowledge base's calibration record was fitted for {own.embedder.name} ({own.embedder.dim}-d), not "
             f"{embedder_name} ({dim}-d): it is ignored"
         )
     bundled = bundled_record(embedder_name)
     if bundled is not None and bundled.matches(embedder_name, dim):
-        return Calibration(bundled.thresholds, "bundled", bundled, None, notes)
+        return Calibration(bundled.thresholds, "bundled", bundled, None, notes + _growth(bundled, store))
     if require:
         raise UncalibratedEmbedderError(
             f"grounding is not calibrated for embedder {embedder_name} and KAR_REQUIRE_CALIBRATION=true: run "

@@ -103,10 +103,24 @@ def print_report(r: dict[str, Any]) -> None:
                   markup=False, highlight=False, soft_wrap=True)
     rep = r.get("reproduces")
     if rep:
-        verdict = "within" if rep["within"] else "NOT within"
-        parts = ", ".join(f"{k} {v['record']:.3f} → {v['refit']:.3f} (±{rep['tolerance'][k]:g})" for k, v in rep["checks"].items())
-        out.print(f"the refit is {verdict} the tolerance of the record's rule on these held-out probes: {parts}", markup=False, highlight=False, soft_wrap=True)
+        print_reproduces(rep, r["before"]["source"])
     for w in r["warnings"]:
         console.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     said = "not stored (--dry-run)" if not r["stored"] else "stored with the knowledge base"
     out.print(f"{said}; {r['seconds']} s, peak memory {r['peak_rss_mb']} MB", markup=False, highlight=False)
+
+
+def print_reproduces(rep: dict[str, Any], source: str) -> None:
+    """Whether the refit reproduces the record in use: its figures, then its values where they are comparable."""
+    verdict = "reproduces" if rep["within"] else "does NOT reproduce"
+    out.print(f"the refit {verdict} the {source} record within the tolerance below", markup=False, highlight=False, soft_wrap=True)
+    figures = ", ".join(f"{k} {v['record']:.3f} → {v['refit']:.3f} (±{rep['tolerance'][k]:g})" for k, v in rep["checks"].items())
+    said = "within" if rep["figures_within"] else "NOT within"
+    out.print(f"  held-out figures, the record's rule → the refit's ({said}): {figures}", markup=False, highlight=False, soft_wrap=True)
+    for part, v in rep["values"].items():
+        if not v["compared"]:
+            out.print(f"  {part} values: not compared: {v['why']}", markup=False, highlight=False, soft_wrap=True)
+            continue
+        values = ", ".join(f"{k} {c['record']:g} → {c['refit']:g} (±{rep['value_tolerance'][k]:g}{'' if c['within'] else ' NOT within'})"
+                           for k, c in v["checks"].items())
+        out.print(f"  {part} values (same probes, same size): {values}", markup=False, highlight=False, soft_wrap=True)

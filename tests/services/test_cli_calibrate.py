@@ -78,6 +78,10 @@ def test_kar_calibrate_stores_the_record_and_stats_export_config_show_it(hash_kb
     assert stats["calibration"]["source"] == "kb" and stats["calibration"]["thresholds"]["tau"] == report["after"]["tau"]
     human = kar(["kb", "stats"], **env)
     assert "fitted for this KB by `kar calibrate`" in human.stdout.replace("\n", " ")
+    again = " ".join(kar(["calibrate", "--dry-run", "--max-entities", "40"], **env).stdout.split())  # the same probes again
+    assert "the refit reproduces the kb record within the tolerance below" in again, again
+    assert f"grounding values (same probes, same size): tau {report['after']['tau']:g} → {report['after']['tau']:g} (±0.0025)" in again
+    assert "corpus values: not compared: no corpus was fitted" in again
     search = kar(["kb", "search", "Pexwhistle Zephyr 6"], **env)
     assert search.exit_code == 0 and "not calibrated" not in search.output
     out = tmp_path / "export.jsonl"
