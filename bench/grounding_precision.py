@@ -28,7 +28,7 @@ Then every size's KB is opened at once and each query grounded at each size in t
 issue caps at 1.5× for 40,000 entities; a shared machine's load touches every size alike; beside them
 the same run's CPU time of the grounding thread, ``cpu_p50_ms`` and its ratio, which that load stretches less).
 ``--baseline FILE`` (a JSON this script printed) adds ``ratio_to_baseline`` beside each figure.
-``--dump`` writes each query's top candidates with their route scores (for calibrate_tau.py).
+``--dump`` writes each query's top candidates with their route scores.
 
     python bench/grounding_precision.py --sizes 200,5000            # builds once, then cached
     python bench/grounding_precision.py --sizes 200,5000,40000 --baseline data/bench/gp-baseline.json
@@ -53,16 +53,26 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from culturebase.settings import Settings  # noqa: E402
-from calibrate_tau import cues_for  # noqa: E402  (the cue a labelled query stands for)
 from precision_kb import CachedEmbedder, build_kb, entities_for_size  # noqa: E402
 from retrieval.embedders import build_embedder  # noqa: E402
-from retrieval.grounding import EntityGrounder  # noqa: E402
+from retrieval.grounding import EntityCue, EntityGrounder, GroundingCues  # noqa: E402
 from retrieval.knowledge_base import KnowledgeBase  # noqa: E402
 
 log = logging.getLogger("bench.grounding_precision")
 QUERIES = REPO / "bench" / "queries" / "grounding_precision.jsonl"
 SAMPLE_QUERIES = REPO / "examples" / "grounding_queries.jsonl"
 CATCHPHRASE_LINES = REPO / "bench" / "queries" / "catchphrase_lines.jsonl"
+
+
+def cues_for(route: str, text: str) -> GroundingCues:
+    """The cue a labelled query stands for: a name guess, OCR text, a visual handle, or a free-text search."""
+    if route == "search":
+        return GroundingCues.from_text(text)
+    if route == "name":
+        return GroundingCues(entities=[EntityCue(name=text, confidence="high")])
+    if route == "ocr":
+        return GroundingCues(ocr_text=text)
+    return GroundingCues(visual_handle=text)
 
 
 def split_of(query: str) -> str:

