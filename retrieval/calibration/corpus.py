@@ -12,9 +12,12 @@ sequence): a sequence of floor pairs fixed from the positives alone (:func:`floo
 highest down, each with the ordinary floor that lets most positives find their own page first), tested on the
 calibration split's captions in that order until one pair's Clopper-Pearson bound of captions given evidence
 exceeds the target.  Titles and first chunks are easy positives: a plateau of certified floors keeps them all,
-and its lowest edge is where the captions' bound only just holds; the middle of the plateau is taken, a margin
-on both sides.  The guarantee is grounding's: with 95 % confidence every certified pair, the one kept too, gives
-evidence to at most the target share of captions.
+and the lowest floor of that plateau is taken.  The bound already holds there (the guarantee needs no margin on
+top of it), and a floor stricter than these easy probes need drops the pages of harder queries: a description a
+person writes without the name shares few words with the page.  The ordinary-words floor at each floor stays the
+middle of its own plateau: it is what keeps caption-like queries from ordinary pages.  The guarantee is
+grounding's: with 95 % confidence every certified pair, the one kept too, gives evidence to at most the target
+share of captions.
 """
 
 from __future__ import annotations
@@ -161,8 +164,8 @@ def floor_path(cal: CorpusFeatures) -> list[tuple[float, float, int]]:
 
 def choose_floors(cal: CorpusFeatures, target: float, base: Thresholds) -> tuple[Thresholds, bool]:
     """Floors by the fixed-sequence test of :mod:`retrieval.calibration.fit` on the captions: of the certified
-    floors with the most positives finding their own page first, the middle one (a margin on both sides of a
-    plateau); False when none is certified (the strictest floors are kept)."""
+    floors with the most positives finding their own page first, the lowest (module docstring); False when none
+    is certified (the strictest floors are kept)."""
     neg = np.array([p.expected is None for p in cal.probes], bool)
     path = floor_path(cal)
     false = (int((_first_above(cal, fl, o)[0] & neg).sum()) for fl, o, _ in path)
@@ -171,7 +174,7 @@ def choose_floors(cal: CorpusFeatures, target: float, base: Thresholds) -> tuple
         return base.model_copy(update={"corpus_floor": path[0][0], "corpus_ordinary_floor": path[0][1]}), False
     top = max(good for _, _, good in path[:certified])
     plateau = [(fl, o) for fl, o, good in path[:certified] if good == top]
-    floor, ordinary = plateau[len(plateau) // 2]
+    floor, ordinary = plateau[-1]  # the path runs strictest first
     return base.model_copy(update={"corpus_floor": floor, "corpus_ordinary_floor": ordinary}), True
 
 
