@@ -308,6 +308,7 @@ class CultureBasePipeline:
         for gone in self._gone & set(candidates):  # replaced earlier in this batch
             del candidates[gone]
         match: tuple[Entity | None, str | None] = (None, None)
+        checked: list[Entity] = []  # the candidates as repaired: a name an old join brought leaves with its page
         for cand in candidates.values():
             left = repair(cand, entity)
             if left is not None:
@@ -315,11 +316,12 @@ class CultureBasePipeline:
                 self.kb.drop_media([cand.id])
                 final[left.id] = left
                 cand = left
+            checked.append(cand)
             rule = join_rule(new, Signature.of(cand), same_as)
             if rule and match[0] is None:
                 match = (cand, rule)
         if match[0] is None:
-            for cand in candidates.values():
+            for cand in checked:
                 if alias_collision(entity, cand):
                     self._record("kept_apart", "alias_only", entity, cand, KEPT_APART)
         return match
