@@ -24,7 +24,7 @@ from scrapy.exceptions import DropItem
 
 from culturebase.entity import Entity, canonical_url, make_entity_id
 from culturebase.identity import (
-    KEPT_APART, TWO_PAGES, IdentityIndex, JoinEvent, JoinLog, Signature, alias_collision, dissolved, event, join, join_rule,
+    DECLARED, KEPT_APART, TWO_PAGES, IdentityIndex, JoinEvent, JoinLog, Signature, alias_collision, dissolved, event, join, join_rule,
     repair,
 )
 from culturebase.importers.crawl import MIN_CONTENT_CHARS, item_to_entity  # the one mapping, shared with `kar kb import --format crawl`
@@ -78,6 +78,7 @@ class _Batch:
     entities: dict[str, Entity] = field(default_factory=dict)
     pages: list[tuple[str, str | None, str | None, int | None, str]] = field(default_factory=list)
     chunks: list[dict[str, Any]] = field(default_factory=list)
+    replaced: set[str] = field(default_factory=set)  # ids of entities a join in this batch replaced
 
 
 class CultureBasePipeline:
@@ -214,14 +215,17 @@ class CultureBasePipeline:
         replaces = None
         if seen is not None and rule is not None:
             previous, record = self.seen[seen.id], entity
+            if self.index.declared_by(entity) is seen:  # the seen record declared this page: it joins into this one
+                previous, record, rule = record, previous, DECLARED  # as it would have, had this page come first
             entity = join(previous, record, rule)
             page = item.get("page_key") or canonical_url(item["url"])
-            if page not in self.pages_of.get(previous.id, ()):  # the same page fetched twice is no join
+            if page not in self.pages_of.get(seen.id, ()):  # the same page fetched twice is no join
                 self._record("merge", rule, record, previous)
-            if entity.id != previous.id:
-                self.batch.entities.pop(previous.id, None)
-                self.seen.pop(previous.id, None)
-                replaces = previous.id
+            if entity.id != seen.id:
+                self.batch.entities.pop(seen.id, None)
+                self.batch.replaced.add(seen.id)  # already written by an earlier batch: deleted with this one
+                self.seen.pop(seen.id, None)
+                replaces = seen.id
         else:
             namesake, owner = self.index.namesake(entity), self.index.alias_owner(entity)
             if namesake is not None:
@@ -230,7 +234,7 @@ class CultureBasePipeline:
                 self._record("kept_apart", "alias_only", entity, owner, KEPT_APART)
             if same_as:
                 self.same_as[entity.id] = same_as
-        self.index.add(entity, replaces)
+        self.index.add(entity, replaces, same_as)
         self.seen[entity.id] = entity
         pages = self.pages_of.setdefault(entity.id, set())
         pages.update(self.pages_of.pop(replaces, ()) if replaces else ())
@@ -346,6 +350,7 @@ class CultureBasePipeline:
                     final.pop(existing.id, None)
             final[entity.id] = entity
             final_ids[eid] = entity.id
+        gone |= batch.replaced
         gone -= set(final)
         if gone:
             self.kb.drop_media(sorted(gone))

@@ -180,9 +180,12 @@ class IdentityIndex:
         self.by_id: dict[str, Signature] = {}
         self.by_name: dict[tuple[str, str], list[str]] = {}
         self.by_alias: dict[str, str] = {}
+        #: a page a seen record declared it is one with (canonical URL) -> (that record's id, the URL as declared)
+        self.declared: dict[str, tuple[str, str]] = {}
 
     def match(self, entity: Entity, same_as: str | None = None) -> tuple[Signature | None, str | None]:
-        """The seen entity ``entity`` is one with and the rule that says so, or ``(None, None)``."""
+        """The seen entity ``entity`` is one with and the rule that says so, or ``(None, None)``; a record whose
+        page a seen record declared is found too (:meth:`declared_by`), whichever of the two came first."""
         new = Signature.of(entity)
         ids = [entity.id]
         if same_as:
@@ -193,7 +196,17 @@ class IdentityIndex:
             rule = join_rule(new, old, same_as) if old is not None else None
             if rule:
                 return old, rule
-        return None, None
+        old = self.declared_by(entity)
+        return (old, DECLARED) if old is not None else (None, None)
+
+    def declared_by(self, entity: Entity) -> Signature | None:
+        """The seen entity that declared it is one with ``entity``'s page (None: none did)."""
+        new = Signature.of(entity)
+        declarer, declared = self.declared.get(new.url or "", ("", ""))
+        old = self.by_id.get(declarer)
+        if old is None or old.id == new.id or join_rule(old, new, declared) != DECLARED:
+            return None
+        return old
 
     def namesake(self, entity: Entity) -> Signature | None:
         """A seen entity with ``entity``'s name and source work that the rules keep apart (two pages of one site)."""
@@ -210,9 +223,16 @@ class IdentityIndex:
             return None
         return owner
 
-    def add(self, entity: Entity, replaces: str | None = None) -> None:
-        """Remember ``entity`` (a record, or an entity a join made; ``replaces``: the id it was seen under)."""
+    def add(self, entity: Entity, replaces: str | None = None, same_as: str | None = None) -> None:
+        """Remember ``entity`` (a record, or an entity a join made; ``replaces``: the id it was seen under;
+        ``same_as``: the page it declares it is one with)."""
         sig = Signature.of(entity)
+        if same_as:
+            self.declared.setdefault(canonical_url(same_as), (entity.id, same_as))
+        if replaces and replaces != entity.id and self.declared:
+            for page, (eid, url) in list(self.declared.items()):
+                if eid == replaces:
+                    self.declared[page] = (entity.id, url)
         if replaces and replaces != entity.id and replaces in self.by_id:
             sig = sig.with_pages(self.by_id.pop(replaces))
         elif entity.id in self.by_id:

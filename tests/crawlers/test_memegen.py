@@ -72,6 +72,16 @@ def _old_style_store(templates: list[dict], base: str) -> list:
     return list(entities.values())
 
 
+def _crawl_over(old: list, server, manager, open_kb) -> dict:
+    """The memegen crawl of the server's templates into a knowledge base holding ``old``: the job's counters."""
+    kb = open_kb()
+    kb.add(old)
+    kb.close()
+    job = run(manager, "memegen", [f"{server.url}/templates/"], timeout=300)
+    assert job.status == "succeeded", manager.logs(job.id, tail=60)
+    return job.counters
+
+
 def test_the_real_template_list_is_one_entity_per_template(server, manager, open_kb):
     """All 211 templates of the real list, served in the API's shape: as many entities as templates (no rule
     joins two of them), keywords as tags; a knowledge base the old alias-key rule built is repaired."""
@@ -81,12 +91,7 @@ def test_the_real_template_list_is_one_entity_per_template(server, manager, open
     old = _old_style_store(server.memegen_list(), f"{server.url}/templates/")
     folded = {canonical_url(s.url) for e in old for s in [s for s in e.sources if s.site == "memegen"][1:]}
     assert len(old) == 211 - len(folded) and len(folded) >= 9
-    kb = open_kb()
-    kb.add(old)
-    kb.close()
-    job = run(manager, "memegen", [f"{server.url}/templates/"], timeout=300)
-    assert job.status == "succeeded", manager.logs(job.id, tail=60)
-    c = job.counters
+    c = _crawl_over(old, server, manager, open_kb)
     assert c["items_parsed"] == 211 and c["merged"] == 0 and c["kept_apart"] == 0, [j for j in c["joins"] if j["kind"] != "split"]
     splits = [j for j in c["joins"] if j["kind"] == "split"]
     assert {j["source"] for j in splits if "/templates/" in j["source"]} == folded  # each template page an old join folded in
@@ -113,12 +118,7 @@ def test_a_template_an_old_join_folded_in_is_split_off_even_when_crawled_before_
     folded = {canonical_url(s.url) for e in old for s in [s for s in e.sources if s.site == "memegen"][1:]}
     server.memegen_templates = [t for t in real_templates() if canonical_url(f"{server.url}/templates/{t['id']}") in folded]
     assert len(server.memegen_templates) == len(folded) >= 9
-    kb = open_kb()
-    kb.add(old)
-    kb.close()
-    job = run(manager, "memegen", [f"{server.url}/templates/"], timeout=300)
-    assert job.status == "succeeded", manager.logs(job.id, tail=60)
-    c = job.counters
+    c = _crawl_over(old, server, manager, open_kb)
     assert c["kept_apart"] == 0, [j for j in c["joins"] if j["kind"] == "kept_apart"]
     assert {j["source"] for j in c["joins"] if j["kind"] == "split"} >= folded
 

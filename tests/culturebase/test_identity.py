@@ -99,6 +99,23 @@ def test_repair_takes_an_old_join_apart():
     assert repair(wrong, jim).constituents == [] and repair(wrong, jim).name == "Schrute Facts"
 
 
+def test_a_declared_page_is_found_whichever_record_comes_first():
+    page = _e("Woman Yelling at a Cat", "https://k.com/memes/woman-yelling-at-a-cat")
+    template = _e("Afraid to Ask Andy", "https://api.memegen.link/templates/afraid", site="memegen")
+    declared = "https://api.memegen.link/templates/afraid"
+    first = IdentityIndex()  # the declared page first, then the record that declares it
+    first.add(template)
+    assert first.match(page, same_as=declared)[1] == DECLARED and first.declared_by(page) is None
+    later = IdentityIndex()  # the record that declares it first: the page, when it comes, is found by the declaration
+    later.add(page, same_as=declared)
+    sig, rule = later.match(template)
+    assert sig.id == page.id and rule == DECLARED and later.declared_by(template) is sig
+    assert later.declared_by(_e("Afraid to Ask Andy", "https://api.memegen.link/templates/other", site="memegen")) is None
+    joined = join(template, page, DECLARED)  # the crawl joins the declaring record into the declared page's
+    later.add(joined, replaces=page.id)
+    assert [eid for eid, _ in later.declared.values()] == [joined.id]  # the declaration follows the join
+
+
 def test_identity_index_finds_the_entity_and_the_alias_it_does_not_join():
     index = IdentityIndex()
     paimon = _e("派蒙", "https://m.org/派蒙", site="moegirl", source_work="原神", aliases=["应急食品"])
