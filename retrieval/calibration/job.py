@@ -3,8 +3,9 @@
 :func:`calibrate` runs the steps: probes (:mod:`.probes`), grounding features and the accept rule
 (:mod:`.fit`), the corpus floors when the KB holds crawled pages (:mod:`.corpus`), the record, the
 figures before and after on the held-out split, and whether the refit reproduces the record in use
-(:func:`_reproduces`: its figures always, its values when it read the record's own probes).  It refuses a KB too small to say anything
-(:data:`MIN_ENTITIES`) and warns when the negatives are too few for the target (:func:`fit.min_negatives`).
+(:func:`_reproduces`: its figures always, its values when it read the record's own probes).  It refuses a KB
+too small to say anything (:data:`MIN_ENTITIES`) and warns when the negatives are too few for the target
+(:func:`fit.min_negatives`).
 """
 
 from __future__ import annotations
@@ -122,51 +123,52 @@ def _corpus(kb: Any, languages: list[str], opts: CalibrateOptions, rule: Thresho
     }
 
 
-def _same_data(record: CalibrationRecord, part: str, digest: str, size: tuple[str, int]) -> str | None:
-    """Why a refit's ``part`` values cannot be held to the record's (None: the same probes on a KB of the same size)."""
-    field, n = size
+def _check(record: float, refit: float, tolerance: float) -> dict[str, Any]:
+    """One reproduction check: the record's figure or value, the refit's, and whether they are within ``tolerance``."""
+    return {"record": record, "refit": refit, "within": abs(record - refit) <= tolerance + 1e-9}
+
+
+def _digest(record: CalibrationRecord, part: str) -> str | None:
+    """The digest of the ``part`` probes ``record`` was fitted on (None: it does not say)."""
     fitted = record.fitted_on.get(part)
-    theirs = fitted.get("probes_sha1") if isinstance(fitted, dict) else None
+    return fitted.get("probes_sha1") if isinstance(fitted, dict) else None
+
+
+def _values(record: CalibrationRecord, refit: CalibrationRecord, part: str, size: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """The refit's ``part`` values held to the record's, when it read the same probes on a KB of the same ``size``
+    (a record field: ``kb_entities``, ``corpus_chunks``); else why they are not compared."""
+    theirs = _digest(record, part)
     if theirs is None:
-        return f"the record does not say which {part} probes it was fitted on"
-    if theirs != digest or getattr(record, field) != n:
-        return f"the record was fitted on other {part} probes or another size ({getattr(record, field):,} {field.split('_', 1)[1]})"
-    return None
-
-
-def _value_checks(record: CalibrationRecord, after: Thresholds, names: tuple[str, ...], why: str | None) -> dict[str, Any]:
-    if why is not None:
-        return {"compared": False, "why": why}
-    checks = {k: {"record": getattr(record.thresholds, k), "refit": getattr(after, k),
-                  "within": abs(getattr(record.thresholds, k) - getattr(after, k)) <= VALUE_TOLERANCE[k] + 1e-9} for k in names}
+        return {"compared": False, "why": f"the record does not say which {part} probes it was fitted on"}
+    if theirs != _digest(refit, part) or getattr(record, size) != getattr(refit, size):
+        what = f"{getattr(record, size):,} {size.split('_', 1)[1]}"
+        return {"compared": False, "why": f"the record was fitted on other {part} probes or another size ({what})"}
+    checks = {k: _check(getattr(record.thresholds, k), getattr(refit.thresholds, k), VALUE_TOLERANCE[k]) for k in names}
     return {"compared": True, "checks": checks}
 
 
-def _reproduces(before: Calibration, ground: dict[str, Any], corpus: dict[str, Any] | None, n: int, chunks: int,
-                digests: dict[str, str]) -> dict[str, Any] | None:
-    """Whether the refit reproduces the record in use: its held-out figures within :data:`TOLERANCE` of the record's
-    rule on the same probes, and, where the refit read the record's own probes on a KB of its size, its values within
-    :data:`VALUE_TOLERANCE` (values are per KB: on other data only the figures can be held to the record's)."""
-    record = before.record
+def _reproduces(
+    record: CalibrationRecord | None, refit: CalibrationRecord, ground: dict[str, Any], corpus: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Whether ``refit`` reproduces ``record``, the record in use: its held-out figures within :data:`TOLERANCE` of
+    the record's rule on the same probes, and, where the refit read the record's own probes on a KB of its size, its
+    values within :data:`VALUE_TOLERANCE` (values are per KB: on other data only the figures can be held to the record's)."""
     if record is None:
         return None
-    checks = {}
-    for key in ("top1", "false_rate"):
-        a, b = ground["held_out"]["before"][key], ground["held_out"]["after"][key]
-        checks[key] = {"record": a, "refit": b, "within": abs(a - b) <= TOLERANCE[key] + 1e-9}
+    held = {key: ground["held_out"] for key in ("top1", "false_rate")}
     if corpus:
-        for key in ("captions_given_evidence_rate", "own_page_first"):
-            a, b = corpus["held_out"]["before"][key], corpus["held_out"]["after"][key]
-            checks[key] = {"record": a, "refit": b, "within": abs(a - b) <= TOLERANCE[key] + 1e-9}
-    after: Thresholds = (corpus or ground)["after"]
-    values = {"grounding": _value_checks(record, after, _GROUNDING_VALUES,
-                                         _same_data(record, "grounding", digests["grounding"], ("kb_entities", n)))}
-    values["corpus"] = (_value_checks(record, after, _CORPUS_VALUES, _same_data(record, "corpus", digests["corpus"], ("corpus_chunks", chunks)))
-                        if corpus else {"compared": False, "why": "no corpus was fitted"})
+        held.update({key: corpus["held_out"] for key in ("captions_given_evidence_rate", "own_page_first")})
+    checks = {key: _check(h["before"][key], h["after"][key], TOLERANCE[key]) for key, h in held.items()}
+    values = {
+        "grounding": _values(record, refit, "grounding", "kb_entities", _GROUNDING_VALUES),
+        "corpus": _values(record, refit, "corpus", "corpus_chunks", _CORPUS_VALUES) if corpus
+        else {"compared": False, "why": "no corpus was fitted"},
+    }
+    figures_within = all(c["within"] for c in checks.values())
     values_within = all(c["within"] for part in values.values() if part["compared"] for c in part["checks"].values())
-    return {"tolerance": TOLERANCE, "checks": checks, "figures_within": all(c["within"] for c in checks.values()),
+    return {"tolerance": TOLERANCE, "checks": checks, "figures_within": figures_within,
             "value_tolerance": VALUE_TOLERANCE, "values": values, "values_within": values_within,
-            "within": all(c["within"] for c in checks.values()) and values_within}
+            "within": figures_within and values_within}
 
 
 def _captions(languages: list[str], limit: int | None) -> list[Probe]:
@@ -239,9 +241,7 @@ def calibrate(kb: Any, opts: CalibrateOptions, progress: Progress | None = None)
         "after": rule.model_dump(), "changes": before.thresholds.changes(rule),
         "grounding": {k: v for k, v in ground.items() if k not in ("after",)},
         "corpus": {k: v for k, v in corpus.items() if k != "after"} if corpus else None,
-        "reproduces": _reproduces(before, ground, corpus, n, record.corpus_chunks, {
-            "grounding": record.fitted_on["grounding"]["probes_sha1"], "corpus": (corpus or {}).get("probes", {}).get("probes_sha1", "")}),
-        "warnings": warnings,
+        "reproduces": _reproduces(before.record, record, ground, corpus), "warnings": warnings,
         "stored": not opts.dry_run, "record": record.model_dump(mode="json"),
         "seconds": round(time.perf_counter() - started, 1), "peak_rss_mb": round(peak_kb / 1024, 1),
     }
